@@ -1,0 +1,94 @@
+"""Alembic environment of lg_sqla's schema.
+
+Used by `alembic upgrade head` from a checkout and, shipped in the wheel, by
+`saver.setup()` / `python -m lg_sqla upgrade`. The URL comes from
+`-x url=...`, else $LG_SQLA_DATABASE_URL, else `sqlalchemy.url`; an already
+open connection may be passed in `config.attributes["connection"]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from lg_sqla.dialects import ops_for
+from lg_sqla.migrate import VERSION_TABLE
+from lg_sqla.models import metadata
+
+config = context.config
+
+
+def _url() -> str:
+    url = context.get_x_argument(as_dictionary=True).get("url")
+    url = url or os.environ.get("LG_SQLA_DATABASE_URL") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise SystemExit(
+            "no database URL: pass `alembic -x url=<url> upgrade head` "
+            "or set LG_SQLA_DATABASE_URL"
+        )
+    return url
+
+
+def _migrate(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        # SQLite cannot ALTER most things: batch mode recreates tables instead.
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    # One migrator at a time across processes; the others then see it done.
+    with ops_for(connection.dialect).migration_lock(connection):
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+def run_offline() -> None:
+    context.configure(
+        url=_url(),
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        literal_binds=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _migrate(connection)
+        return
+    url = make_url(_url())
+    if url.get_dialect().is_async:
+        asyncio.run(_run_async(url.render_as_string(hide_password=False)))
+        return
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            _migrate(connection)
+            connection.commit()
+    finally:
+        engine.dispose()
+
+
+async def _run_async(url: str) -> None:
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_migrate)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

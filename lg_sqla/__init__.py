@@ -1,0 +1,13 @@
+"""lg_sqla: the LangGraph checkpointer for every SQLAlchemy database."""
+
+from lg_sqla.aio import AsyncSQLAlchemySaver
+from lg_sqla.errors import InvalidInputError, LgSqlaError, SchemaError
+from lg_sqla.saver import SQLAlchemySaver
+
+__all__ = [
+    "AsyncSQLAlchemySaver",
+    "InvalidInputError",
+    "LgSqlaError",
+    "SQLAlchemySaver",
+    "SchemaError",
+]

@@ -1,0 +1,250 @@
+"""The asynchronous saver: the same operations as saver.py, run on an AsyncEngine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from lg_sqla import migrate, operations
+from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.engines import configure_engine
+from lg_sqla.operations import Context, Plan, T
+from lg_sqla.saver import DEFAULT_LIST_PAGE_SIZE, check_list_args, next_version
+
+
+async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
+    """Async twin of ``saver.drive``: the plan is the same, only the await differs."""
+    try:
+        step = next(plan)
+        while True:
+            result = await connection.execute(step.statement, step.params)
+            step = plan.send(result.all() if step.fetch else [])
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on any SQLAlchemy database (async engine).
+
+    Drivers: ``sqlite+aiosqlite``, ``postgresql+psycopg`` (psycopg 3 async),
+    ``mysql+asyncmy``. Every call runs in one transaction from the engine's
+    pool; there is no saver-wide lock.
+
+    The sync methods (``get_tuple``, ``put``, ...) work from *other* threads
+    while the saver's event loop runs (as LangGraph's own async savers do);
+    calling them on the loop's thread raises instead of deadlocking.
+
+    Args:
+        engine: A SQLAlchemy ``AsyncEngine``; never disposed by the saver.
+        serde: Serializer of channel values and writes.
+        list_page_size: ``alist`` fetches this many checkpoints per statement.
+        check_schema: Verify on first use that the schema is at the latest migration.
+
+    Example:
+        >>> async with AsyncSQLAlchemySaver.from_conn_string(
+        ...     "postgresql+psycopg://user:pw@localhost/app"
+        ... ) as saver:
+        ...     await saver.setup()
+        ...     graph = builder.compile(checkpointer=saver)
+    """
+
+    engine: AsyncEngine
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        check_schema: bool = True,
+    ) -> None:
+        super().__init__(serde=serde)
+        check_list_args(None, list_page_size)
+        self.engine = engine
+        self.ops: DialectOps = ops_for(engine.dialect)
+        self.list_page_size = list_page_size
+        self._schema_checked = not check_schema
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        **engine_kwargs: Any,
+    ) -> AsyncIterator[AsyncSQLAlchemySaver]:
+        """Open a saver on an async database URL; the engine is disposed on exit.
+
+        Args:
+            url: e.g. ``sqlite+aiosqlite:///checkpoints.sqlite``,
+                ``postgresql+psycopg://user:pw@host/db``, ``mysql+asyncmy://user:pw@host/db``.
+            **engine_kwargs: Passed to ``create_async_engine``.
+        """
+        engine = configure_engine(create_async_engine(url, **engine_kwargs))
+        try:
+            yield cls(engine, serde=serde, list_page_size=list_page_size)
+        finally:
+            await engine.dispose()
+
+    # --- plumbing ------------------------------------------------------------
+
+    @property
+    def _ctx(self) -> Context:
+        return Context(self.ops, self.serde, self.get_next_version(None, None))
+
+    async def _run(self, plan: Plan[T]) -> T:
+        async with self.engine.begin() as connection:
+            if not self._schema_checked:
+                await connection.run_sync(migrate.check_schema)
+                self._schema_checked = True
+            return await adrive(connection, plan)
+
+    async def setup(self) -> None:
+        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); safe to run concurrently."""
+        async with self.engine.connect() as connection:
+            await connection.run_sync(migrate.upgrade_connection)
+        self._schema_checked = True
+
+    def get_next_version(self, current: str | None, channel: None = None) -> str:
+        return next_version(current)
+
+    # --- the checkpointer contract ----------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch a checkpoint tuple (one statement): ``checkpoint_id``'s, else the latest."""
+        return await self._run(operations.get_tuple(self._ctx, config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
+        check_list_args(limit, self.list_page_size)
+        q = operations.list_query(config, filter=filter, before=before)
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = self.list_page_size if remaining is None else min(remaining, self.list_page_size)
+            page = await self._run(operations.load_page(self._ctx, replace(q, limit=size)))
+            for item in page:
+                yield item
+            if len(page) < size:
+                return
+            if remaining is not None:
+                remaining -= len(page)
+            q = replace(q, after=operations.next_page(page))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
+        return await self._run(
+            operations.put(self._ctx, config, checkpoint, metadata, new_versions)
+        )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes against the checkpoint in ``config``."""
+        await self._run(operations.put_writes(self._ctx, config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        await self._run(operations.delete_thread(self._ctx, thread_id))
+
+    # --- sync methods: run on the saver's loop from another thread ------------------
+
+    def _on_loop(self, coro: Any) -> Any:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            coro.close()
+            raise RuntimeError(
+                "AsyncSQLAlchemySaver's sync methods need the event loop the saver was "
+                "created on; create it inside `async with` / a running loop, "
+                "or use SQLAlchemySaver for sync code"
+            )
+        try:
+            if asyncio.get_running_loop() is loop:
+                coro.close()
+                raise asyncio.InvalidStateError(
+                    "synchronous calls to AsyncSQLAlchemySaver are only allowed from a "
+                    "different thread than the event loop; from async code, use the "
+                    "`a`-prefixed methods (e.g. `await saver.aget_tuple(...)`)"
+                )
+        except RuntimeError:
+            pass
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        result: CheckpointTuple | None = self._on_loop(self.aget_tuple(config))
+        return result
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        iterator = self.alist(config, filter=filter, before=before, limit=limit).__aiter__()
+        while True:
+            try:
+                yield self._on_loop(iterator.__anext__())
+            except StopAsyncIteration:
+                return
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        result: RunnableConfig = self._on_loop(
+            self.aput(config, checkpoint, metadata, new_versions)
+        )
+        return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._on_loop(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._on_loop(self.adelete_thread(thread_id))

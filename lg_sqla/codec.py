@@ -1,0 +1,271 @@
+"""Pure conversions between LangGraph objects and our rows. No I/O.
+
+Storage shape:
+
+* ``checkpoints.checkpoint`` is the LangGraph checkpoint document *without*
+  ``channel_values``; its ``channel_versions`` (and ``versions_seen``) hold
+  versions as strings, the form blob keys use.
+* every channel value lives in ``checkpoint_blobs`` at its version, written
+  once, when the version is new; a versioned channel without a value is an
+  ``"empty"`` blob that loads as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import TASKS
+
+from lg_sqla import limits
+from lg_sqla.errors import InvalidInputError
+
+EMPTY_TYPE = "empty"
+
+
+def ns_hash(checkpoint_ns: str) -> str:
+    """Fixed-width key for a namespace of any length (MD5 hex; not a security use)."""
+    return hashlib.md5(checkpoint_ns.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def check_length(field: str, value: str, maximum: int) -> str:
+    """Return ``value`` or raise naming the field: long keys are refused, never truncated."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}")
+    if len(value) > maximum:
+        raise InvalidInputError(
+            f"{field} is {len(value)} characters long; lg_sqla stores at most {maximum} "
+            f"(value starts {value[:40]!r})"
+        )
+    return value
+
+
+def thread_id_of(config: RunnableConfig) -> str:
+    configurable = config.get("configurable") or {}
+    if "thread_id" not in configurable:
+        raise InvalidInputError(
+            'config["configurable"]["thread_id"] is required: '
+            'invoke the graph with {"configurable": {"thread_id": ...}}'
+        )
+    thread_id = configurable["thread_id"]
+    # LangGraph allows non-str ids such as ints or UUIDs; they are stored as text.
+    return check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+
+
+def version_str(version: Any) -> str:
+    return check_length("channel version", str(version), limits.VERSION_MAX)
+
+
+def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        check_length("channel name", ch, limits.CHANNEL_MAX): version_str(v)
+        for ch, v in versions.items()
+    }
+
+
+def _strip_nul(value: Any) -> Any:
+    """PostgreSQL text and JSONB reject U+0000; LangGraph strips it from metadata too."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {_strip_nul(k): _strip_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strip_nul(v) for v in value]
+    return value
+
+
+def _check_json(where: str, value: Any) -> Any:
+    """Refuse what would not survive as JSON on every dialect, naming the culprit."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
+        return value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidInputError(f"{where} has a non-str key {k!r}")
+            _check_json(f"{where}[{k!r}]", v)
+        return value
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_json(f"{where}[{i}]", v)
+        return value
+    raise InvalidInputError(
+        f"{where} is a {type(value).__name__}; checkpoint metadata must be JSON "
+        "(str, int, float, bool, None, list, dict)"
+    )
+
+
+def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    merged = _strip_nul(dict(get_serializable_checkpoint_metadata(config, metadata)))
+    return cast(dict[str, Any], _check_json("metadata", merged))
+
+
+def run_id_of(metadata: Mapping[str, Any]) -> str | None:
+    run_id = metadata.get("run_id")
+    if run_id is None:
+        return None
+    return check_length("metadata run_id", str(run_id), limits.RUN_ID_MAX)
+
+
+def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The checkpoint without its values; versions as strings."""
+    document: dict[str, Any] = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
+    document["versions_seen"] = {
+        node: _stringify_versions(seen) for node, seen in checkpoint["versions_seen"].items()
+    }
+    return cast(dict[str, Any], _strip_nul(document))
+
+
+def dump_blobs(
+    serde: SerializerProtocol,
+    values: Mapping[str, Any],
+    new_versions: ChannelVersions,
+) -> list[dict[str, Any]]:
+    """Blob rows (without thread/ns keys) for the channels whose version is new."""
+    rows = []
+    for channel, version in new_versions.items():
+        if channel in values:
+            type_, blob = serde.dumps_typed(values[channel])
+        else:
+            type_, blob = EMPTY_TYPE, None
+        rows.append(
+            {
+                "channel": check_length("channel name", channel, limits.CHANNEL_MAX),
+                "version": version_str(version),
+                "type": type_,
+                "blob": blob,
+            }
+        )
+    return rows
+
+
+def dump_writes(
+    serde: SerializerProtocol,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> list[dict[str, Any]]:
+    """Write rows (without thread/ns/checkpoint keys); special channels get fixed negative idx."""
+    check_length("task_id", task_id, limits.TASK_ID_MAX)
+    rows = []
+    for position, (channel, value) in enumerate(writes):
+        type_, blob = serde.dumps_typed(value)
+        rows.append(
+            {
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": WRITES_IDX_MAP.get(channel, position),
+                "channel": check_length("channel name", channel, limits.CHANNEL_MAX),
+                "type": type_,
+                "blob": blob,
+            }
+        )
+    return rows
+
+
+def all_special(writes: Sequence[tuple[str, Any]]) -> bool:
+    """Special-channel writes (errors, interrupts, ...) replace earlier ones; others never do."""
+    return all(channel in WRITES_IDX_MAP for channel, _ in writes)
+
+
+def parent_id_of(config: RunnableConfig) -> str | None:
+    parent = get_checkpoint_id(config)
+    if parent is None:
+        return None
+    return check_length("parent checkpoint_id", parent, limits.CHECKPOINT_ID_MAX)
+
+
+def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any:
+    return serde.loads_typed((type_, blob if blob is not None else b""))
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    # Drivers hand JSON back parsed, except a few (MariaDB JSON is LONGTEXT) in some paths.
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    return cast(dict[str, Any], value)
+
+
+def build_tuple(
+    serde: SerializerProtocol,
+    row: Mapping[str, Any],
+    blobs: Iterable[Mapping[str, Any]],
+    writes: Iterable[Mapping[str, Any]],
+    parent_sends: Iterable[Mapping[str, Any]] = (),
+    *,
+    next_version: Any = None,
+) -> CheckpointTuple:
+    """Assemble a CheckpointTuple from a checkpoint row and its blob and write rows.
+
+    ``parent_sends`` are the parent's ``TASKS`` writes, only used for checkpoints
+    older than format v4, whose pending sends LangGraph now expects as a channel.
+    """
+    document = _json_object(row["checkpoint"])
+    checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
+    values = checkpoint["channel_values"]
+    for blob in blobs:
+        if blob["type"] != EMPTY_TYPE:
+            values[blob["channel"]] = load_value(serde, blob["type"], blob["blob"])
+
+    if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
+        sends = sorted(
+            parent_sends,
+            key=lambda w: writes_sort_key(w["task_path"] or "", w["task_id"], w["idx"]),
+        )
+        if sends:
+            values[TASKS] = [load_value(serde, s["type"], s["blob"]) for s in sends]
+            versions = checkpoint["channel_versions"]
+            versions[TASKS] = max(versions.values()) if versions else next_version
+
+    pending: list[PendingWrite] = [
+        (w["task_id"], w["channel"], load_value(serde, w["type"], w["blob"]))
+        for w in sorted(
+            writes, key=lambda w: writes_sort_key(w["task_path"] or "", w["task_id"], w["idx"])
+        )
+    ]
+    thread_id = row["thread_id"]
+    checkpoint_ns = row["checkpoint_ns"]
+    parent_id = row["parent_checkpoint_id"]
+    return CheckpointTuple(
+        config={
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": row["checkpoint_id"],
+            }
+        },
+        checkpoint=checkpoint,
+        metadata=cast(CheckpointMetadata, _json_object(row["metadata"])),
+        parent_config=(
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": parent_id,
+                }
+            }
+            if parent_id
+            else None
+        ),
+        pending_writes=pending,
+    )

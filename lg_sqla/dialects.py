@@ -1,0 +1,289 @@
+"""Every dialect difference of lg_sqla, in one place.
+
+A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect
+(``dialect.name``; MariaDB reports ``"mysql"``) and answers the only questions
+on which the SQL differs:
+
+* how to insert rows while ignoring (or overwriting) existing keys;
+* how to turn a checkpoint's ``channel_versions`` JSON object into rows of
+  ``(channel, version)`` to JOIN blobs in the same statement;
+* how to compare one top-level metadata key with a JSON value;
+* how to serialize concurrent schema migrations.
+
+Any other dialect gets :class:`GenericOps`: portable SQL only (an
+existence check before inserting; blobs loaded by a second, batched query).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
+
+from lg_sqla import limits
+
+# A row of the (channel, version) pairs of a checkpoint's channel_versions.
+ChannelVersionsSource = tuple[FromClause, ColumnElement[str], ColumnElement[str]]
+
+# Name of the advisory lock that serializes concurrent `setup()` calls.
+MIGRATION_LOCK_NAME = "lg_sqla_migrate"
+MIGRATION_LOCK_TIMEOUT_S = 300
+
+
+def _json_path(key: str) -> str:
+    """A JSON path to one top-level key, bound as a parameter (never spliced into SQL)."""
+    return "$." + json.dumps(key)
+
+
+class DialectOps:
+    """Portable behaviour; subclasses override what their dialect does better."""
+
+    name = "generic"
+    # True when `channel_versions` can be expanded into rows inside a statement,
+    # so a checkpoint and its blobs come back in one round trip.
+    joins_channel_versions = False
+    # False: insert-ignore and upsert are emulated (existence check / delete + insert).
+    native_upsert = True
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        """INSERT that leaves an existing row with the same key untouched."""
+        raise NotImplementedError
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        """INSERT that overwrites ``update`` columns of an existing row with the same key."""
+        raise NotImplementedError
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
+        raise NotImplementedError
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        """``metadata[key] == value`` with JSON semantics (None also matches a missing key)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        """Hold a lock that serializes schema migrations across processes."""
+        yield
+
+
+class PostgresOps(DialectOps):
+    name = "postgresql"
+    joins_channel_versions = True
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        return pg_dialect.insert(table).on_conflict_do_nothing()
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        stmt = pg_dialect.insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=list(table.primary_key.columns),
+            set_={name: stmt.excluded[name] for name in update},
+        )
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        pairs: TableValuedAlias = sa.func.jsonb_each_text(doc["channel_versions"]).table_valued(
+            "key", "value"
+        )
+        return pairs, pairs.c.key, pairs.c.value
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        # jsonb equality is exact JSON equality (types, nesting, key order ignored).
+        element = column[key]
+        match = element == sa.cast(json.dumps(value), pg_dialect.JSONB)
+        if value is None:
+            return sa.or_(match, element.is_(None))
+        return match
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # Transaction-scoped advisory lock: released by the migration's commit.
+        key = zlib.crc32(MIGRATION_LOCK_NAME.encode())
+        connection.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+        yield
+
+
+class SQLiteOps(DialectOps):
+    name = "sqlite"
+    joins_channel_versions = True
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        return sqlite_dialect.insert(table).on_conflict_do_nothing()
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        stmt = sqlite_dialect.insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=list(table.primary_key.columns),
+            set_={name: stmt.excluded[name] for name in update},
+        )
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(
+            "key", "value"
+        )
+        return pairs, pairs.c.key, pairs.c.value
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        path = _json_path(key)
+        json_type = sa.func.json_type(column, path)
+        extracted = sa.func.json_extract(column, path)
+        if value is None:
+            return sa.or_(json_type.is_(None), json_type == "null")
+        if isinstance(value, bool):
+            return json_type == ("true" if value else "false")
+        if isinstance(value, (int, float)):
+            return sa.and_(json_type.in_(("integer", "real")), extracted == value)
+        if isinstance(value, str):
+            return sa.and_(json_type == "text", extracted == value)
+        # Objects and arrays: compared as minified JSON text (key order matters).
+        return extracted == sa.func.json(json.dumps(value, separators=(",", ":")))
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # SQLite has one writer at a time: take the write lock up front so a
+        # second process waits (busy_timeout) instead of racing on CREATE TABLE.
+        if connection.in_transaction():
+            connection.commit()
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        yield
+
+
+class _MySQLChannelKeys(FunctionElement[Any]):
+    """``JSON_TABLE`` over the keys of ``doc -> '$.channel_versions'`` (MySQL 8.0.4+, MariaDB 10.6+)."""
+
+    name = "lg_sqla_channel_keys"
+    inherit_cache = True
+
+
+@compiles(_MySQLChannelKeys)
+def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw: Any) -> str:
+    (doc,) = list(element.clauses)
+    # The column collation matches checkpoint_blobs.channel so the join uses its key.
+    return (
+        f"JSON_TABLE(JSON_KEYS({compiler.process(doc, **kw)}, '$.channel_versions'), '$[*]' "
+        f"COLUMNS (channel_key VARCHAR({limits.CHANNEL_MAX}) CHARACTER SET utf8mb4 "
+        "COLLATE utf8mb4_bin PATH '$'))"
+    )
+
+
+class MySQLOps(DialectOps):
+    """MySQL 8.0.4+ and MariaDB 10.6+ (JSON_TABLE)."""
+
+    name = "mysql"
+    joins_channel_versions = True
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        # Not INSERT IGNORE: that also turns truncation and other errors into
+        # warnings. A no-op ON DUPLICATE KEY UPDATE only absorbs key conflicts.
+        stmt = mysql_dialect.insert(table)
+        first_key = next(iter(table.primary_key.columns)).name
+        return stmt.on_duplicate_key_update({first_key: table.c[first_key]})
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        stmt = mysql_dialect.insert(table)
+        return stmt.on_duplicate_key_update({name: stmt.inserted[name] for name in update})
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        keys = _MySQLChannelKeys(doc).table_valued(sa.column("channel_key", sa.String))
+        channel: ColumnElement[str] = keys.c.channel_key
+        # JSON_QUOTE makes any channel name a valid quoted path member.
+        path = sa.func.concat("$.channel_versions.", sa.func.json_quote(channel))
+        version: ColumnElement[str] = sa.func.json_unquote(sa.func.json_extract(doc, path))
+        return keys, channel, version
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        extracted = sa.func.json_extract(column, _json_path(key))
+        json_type = sa.func.json_type(extracted)
+        if value is None:
+            return sa.or_(extracted.is_(None), json_type == "NULL")
+        if isinstance(value, bool):
+            return sa.and_(
+                json_type == "BOOLEAN", sa.func.json_unquote(extracted) == json.dumps(value)
+            )
+        if isinstance(value, (int, float)):
+            return sa.and_(
+                json_type.in_(("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")),
+                extracted == value,
+            )
+        if isinstance(value, str):
+            return sa.and_(
+                json_type == "STRING",
+                sa.collate(sa.func.json_unquote(extracted), "utf8mb4_bin") == value,
+            )
+        # Objects and arrays: mutual containment (arrays compare as multisets).
+        candidate = json.dumps(value)
+        return sa.and_(
+            json_type.in_(("OBJECT", "ARRAY")),
+            sa.func.json_contains(extracted, candidate),
+            sa.func.json_contains(candidate, extracted),
+        )
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # MySQL DDL commits implicitly, so a transaction-scoped lock is useless:
+        # take a session lock and release it whatever happens.
+        got = connection.execute(
+            sa.select(sa.func.get_lock(MIGRATION_LOCK_NAME, MIGRATION_LOCK_TIMEOUT_S))
+        ).scalar()
+        if got != 1:
+            raise TimeoutError(
+                f"could not take the MySQL lock {MIGRATION_LOCK_NAME!r} "
+                f"within {MIGRATION_LOCK_TIMEOUT_S}s; is another migration stuck?"
+            )
+        try:
+            yield
+        finally:
+            connection.execute(sa.select(sa.func.release_lock(MIGRATION_LOCK_NAME)))
+
+
+class GenericOps(DialectOps):
+    """Any other SQLAlchemy dialect: portable SQL, a few more round trips."""
+
+    native_upsert = False
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        # Callers filter out existing keys first (see operations._insert_ignore).
+        return sa.insert(table)
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        raise NotImplementedError("GenericOps upserts by delete + insert in operations")
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        raise NotImplementedError(
+            "metadata filters need JSON support of the dialect; "
+            "use SQLite, PostgreSQL or MySQL/MariaDB, or list without `filter`"
+        )
+
+
+_OPS: dict[str, type[DialectOps]] = {
+    "postgresql": PostgresOps,
+    "sqlite": SQLiteOps,
+    "mysql": MySQLOps,  # also MariaDB
+}
+
+
+def ops_for(dialect: Dialect) -> DialectOps:
+    """The :class:`DialectOps` for a SQLAlchemy dialect (generic when unknown)."""
+    return _OPS.get(dialect.name, GenericOps)()

@@ -1,0 +1,15 @@
+"""Exceptions raised by lg_sqla; each message names what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class LgSqlaError(Exception):
+    """Base class of lg_sqla's own errors."""
+
+
+class InvalidInputError(LgSqlaError, ValueError):
+    """A config, checkpoint, write or option that lg_sqla cannot store as given."""
+
+
+class SchemaError(LgSqlaError, RuntimeError):
+    """The database schema is missing, behind, or ahead of this lg_sqla version."""

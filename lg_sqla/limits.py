@@ -1,0 +1,17 @@
+"""Size limits of key columns, shared by the models, the input checks and the docs.
+
+Every key must fit InnoDB's 3072-byte index limit with utf8mb4 (4 bytes/char);
+tests/unit/test_key_budget.py recomputes the budget from the models.
+"""
+
+from __future__ import annotations
+
+THREAD_ID_MAX = 255
+CHECKPOINT_ID_MAX = 64
+CHANNEL_MAX = 255
+VERSION_MAX = 128
+TASK_ID_MAX = 255
+BLOB_TYPE_MAX = 64
+RUN_ID_MAX = 255
+# An MD5 hex digest of checkpoint_ns: fixed width however deep the subgraph nesting.
+NS_HASH_LEN = 32

@@ -1,0 +1,102 @@
+"""Schema migrations, run programmatically: ``saver.setup()``, ``python -m lg_sqla upgrade``.
+
+The single copy of the migrations lives in the repository's ``alembic/``
+directory and ships inside the wheel as ``lg_sqla/_migrations`` (see
+pyproject.toml), so a pip-installed user migrates without the repository.
+Our revisions record themselves in a version table of their own, so a host
+application's ``alembic_version`` is never touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection, Engine
+
+from lg_sqla.errors import SchemaError
+
+VERSION_TABLE = "lg_sqla_alembic_version"
+FIX_HINT = (
+    "run `saver.setup()`, or `python -m lg_sqla upgrade --url <database url>`, "
+    "or `alembic upgrade head` from a checkout of lg_sqla"
+)
+
+
+def script_location() -> Path:
+    """The migrations directory: inside the installed package, else the checkout's alembic/."""
+    package_dir = Path(__file__).resolve().parent
+    shipped = package_dir / "_migrations"
+    if (shipped / "env.py").is_file():
+        return shipped
+    checkout = package_dir.parent / "alembic"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise SchemaError(f"lg_sqla's migrations are missing: neither {shipped} nor {checkout} exist")
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic Config for our migrations, optionally bound to an open connection."""
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "lg_sqla has no migrations"
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
+
+
+def upgrade_connection(connection: Connection, revision: str = "head") -> None:
+    """Upgrade on an open sync connection (the env takes the cross-process lock)."""
+    command.upgrade(alembic_config(connection), revision)
+    if connection.in_transaction():
+        connection.commit()
+
+
+def downgrade_connection(connection: Connection, revision: str) -> None:
+    command.downgrade(alembic_config(connection), revision)
+    if connection.in_transaction():
+        connection.commit()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema of ``engine``'s database to ``revision`` (default: the latest).
+
+    Safe to call from several processes at once: the migration environment holds
+    the dialect's lock (PostgreSQL advisory lock, MySQL GET_LOCK, SQLite's write
+    lock) so exactly one applies each revision and the others find it done.
+    """
+    with engine.connect() as connection:
+        upgrade_connection(connection, revision)
+
+
+def check_schema(connection: Connection) -> None:
+    """Raise :class:`SchemaError` naming the fix unless the schema is at our head."""
+    head = head_revision()
+    current = current_revision(connection)
+    if current == head:
+        return
+    if current is None:
+        raise SchemaError(f"lg_sqla tables are not set up in this database: {FIX_HINT}")
+    script = ScriptDirectory.from_config(alembic_config())
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current not in known:
+        raise SchemaError(
+            f"the database schema is at revision {current!r}, newer than this lg_sqla "
+            f"(head {head!r}): upgrade the lg_sqla package"
+        )
+    raise SchemaError(
+        f"the database schema is at revision {current!r}, behind lg_sqla's {head!r}: {FIX_HINT}"
+    )

@@ -1,0 +1,145 @@
+"""ORM models of the three tables, importable by host applications.
+
+Host apps that run their own Alembic env can include ``lg_sqla.models.metadata``
+in ``target_metadata`` (or exclude these tables with ``include_object``); the
+naming convention keeps constraint names stable across dialects.
+
+Keys use ``checkpoint_ns_hash`` (MD5 of ``checkpoint_ns``, computed in Python)
+so nested subgraph namespaces of any length fit InnoDB's 3072-byte key limit;
+the full namespace is kept in ``checkpoints.checkpoint_ns``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Index, Integer, MetaData, func
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from lg_sqla import limits
+from lg_sqla.types import big_binary, json_document, key_string, long_text, timestamp
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Base(DeclarativeBase):
+    metadata = metadata
+
+
+class CheckpointRow(Base):
+    """One checkpoint: the chain/branch index plus the checkpoint document.
+
+    ``checkpoint`` holds the LangGraph checkpoint without ``channel_values``:
+    values live in ``checkpoint_blobs`` and are joined through
+    ``checkpoint["channel_versions"]``.
+    """
+
+    __tablename__ = "checkpoints"
+
+    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
+    checkpoint_ns_hash: Mapped[str] = mapped_column(
+        key_string(limits.NS_HASH_LEN), primary_key=True
+    )
+    checkpoint_id: Mapped[str] = mapped_column(
+        key_string(limits.CHECKPOINT_ID_MAX), primary_key=True
+    )
+    checkpoint_ns: Mapped[str] = mapped_column(long_text(), nullable=False)
+    parent_checkpoint_id: Mapped[str | None] = mapped_column(
+        key_string(limits.CHECKPOINT_ID_MAX), nullable=True
+    )
+    # Copied out of metadata so delete_for_runs is an index lookup on every dialect.
+    run_id: Mapped[str | None] = mapped_column(key_string(limits.RUN_ID_MAX), nullable=True)
+    checkpoint: Mapped[dict[str, Any]] = mapped_column(json_document(), nullable=False)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", json_document(), nullable=False
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(
+        timestamp(), nullable=False, server_default=func.current_timestamp()
+    )
+    updated_at: Mapped[dt.datetime] = mapped_column(
+        timestamp(), nullable=False, server_default=func.current_timestamp()
+    )
+
+    __table_args__ = (
+        Index(None, "run_id"),
+        Index(None, "updated_at"),
+        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+    )
+
+
+class CheckpointWriteRow(Base):
+    """One pending write of a task against a checkpoint.
+
+    No foreign key to ``checkpoints``: LangGraph may store a step's writes
+    before the checkpoint they belong to.
+    """
+
+    __tablename__ = "checkpoint_writes"
+
+    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
+    checkpoint_ns_hash: Mapped[str] = mapped_column(
+        key_string(limits.NS_HASH_LEN), primary_key=True
+    )
+    checkpoint_id: Mapped[str] = mapped_column(
+        key_string(limits.CHECKPOINT_ID_MAX), primary_key=True
+    )
+    task_id: Mapped[str] = mapped_column(key_string(limits.TASK_ID_MAX), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    task_path: Mapped[str] = mapped_column(long_text(), nullable=False)
+    channel: Mapped[str] = mapped_column(key_string(limits.CHANNEL_MAX), nullable=False)
+    type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
+    blob: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        timestamp(), nullable=False, server_default=func.current_timestamp()
+    )
+
+    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+
+
+class CheckpointBlobRow(Base):
+    """A channel value at a version: immutable, shared by every checkpoint that
+    carries that version (later checkpoints, forks), like a Git object."""
+
+    __tablename__ = "checkpoint_blobs"
+
+    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
+    checkpoint_ns_hash: Mapped[str] = mapped_column(
+        key_string(limits.NS_HASH_LEN), primary_key=True
+    )
+    channel: Mapped[str] = mapped_column(key_string(limits.CHANNEL_MAX), primary_key=True)
+    version: Mapped[str] = mapped_column(key_string(limits.VERSION_MAX), primary_key=True)
+    # "empty" marks a versioned channel without a value; blob is NULL then.
+    type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
+    blob: Mapped[bytes | None] = mapped_column(big_binary(), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        timestamp(), nullable=False, server_default=func.current_timestamp()
+    )
+
+
+    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+
+
+checkpoints = CheckpointRow.__table__
+checkpoint_writes = CheckpointWriteRow.__table__
+checkpoint_blobs = CheckpointBlobRow.__table__
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "Base",
+    "CheckpointBlobRow",
+    "CheckpointRow",
+    "CheckpointWriteRow",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoints",
+    "metadata",
+]

@@ -1,0 +1,344 @@
+"""Every saver operation, written once, for both the sync and the async saver.
+
+An operation is a *plan*: a generator that yields :class:`Step` s (a statement
+and its parameters) and receives each step's rows back. It does no I/O, so the
+sync saver drives it with ``conn.execute`` and the async saver with
+``await conn.execute``; the logic exists once (see ``drive`` in saver.py and
+aio.py). All inputs are validated and serialized before the first step is
+yielded, so bad input never reaches the database and a failed call writes
+nothing: the shell runs each plan inside one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.engine import Row
+from sqlalchemy.sql import Executable
+
+from lg_sqla import codec, limits
+from lg_sqla.dialects import DialectOps
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.statements import (
+    KIND_BLOB,
+    KIND_CHECKPOINT,
+    KIND_PARENT_SEND,
+    KIND_WRITE,
+    PageKey,
+    PageQuery,
+    key_filter,
+    select_blobs_for,
+    select_load,
+    select_page,
+    select_writes_for,
+)
+
+T = TypeVar("T")
+Rows = Sequence[Row[Any]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement to execute; ``fetch`` says whether the plan wants its rows."""
+
+    statement: Executable
+    params: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None
+    fetch: bool = False
+
+
+Plan = Generator[Step, Rows, T]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every plan needs from its saver."""
+
+    ops: DialectOps
+    serde: SerializerProtocol
+    next_version: Any = None  # the saver's get_next_version(None, None)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+# --- writing -----------------------------------------------------------------
+
+
+def _insert_ignore(ctx: Context, table: sa.Table, rows: list[dict[str, Any]]) -> Plan[None]:
+    if not rows:
+        return
+    if not ctx.ops.native_upsert:
+        pk = [c.name for c in table.primary_key.columns]
+        existing = yield Step(
+            sa.select(*table.primary_key.columns).where(key_filter(table, rows)), fetch=True
+        )
+        seen = {tuple(r) for r in existing}
+        rows = [r for r in rows if tuple(r[name] for name in pk) not in seen]
+        if not rows:
+            return
+    yield Step(ctx.ops.insert_ignore(table), rows)
+
+
+def _upsert(
+    ctx: Context, table: sa.Table, rows: list[dict[str, Any]], update: Sequence[str]
+) -> Plan[None]:
+    if not rows:
+        return
+    if not ctx.ops.native_upsert:
+        yield Step(sa.delete(table).where(key_filter(table, rows)))
+        yield Step(sa.insert(table), rows)
+        return
+    yield Step(ctx.ops.upsert(table, update), rows)
+
+
+def _namespace(config: RunnableConfig) -> str:
+    checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
+    if not isinstance(checkpoint_ns, str):
+        raise InvalidInputError(
+            f"checkpoint_ns must be a str, got {type(checkpoint_ns).__name__}"
+        )
+    return checkpoint_ns
+
+
+def put(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert)."""
+    thread_id = codec.thread_id_of(config)
+    checkpoint_ns = _namespace(config)
+    checkpoint_id = codec.check_length("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
+    parent_id = codec.parent_id_of(config)
+    nsh = codec.ns_hash(checkpoint_ns)
+    now = _utcnow()
+    document = codec.dump_checkpoint_document(checkpoint)
+    stored_metadata = codec.dump_metadata(config, metadata)
+    blob_rows = [
+        {"thread_id": thread_id, "checkpoint_ns_hash": nsh, "created_at": now, **row}
+        for row in codec.dump_blobs(ctx.serde, checkpoint["channel_values"], new_versions)
+    ]
+    checkpoint_row = {
+        "thread_id": thread_id,
+        "checkpoint_ns_hash": nsh,
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_ns": checkpoint_ns,
+        "parent_checkpoint_id": parent_id,
+        "run_id": codec.run_id_of(stored_metadata),
+        "checkpoint": document,
+        "metadata": stored_metadata,
+        "created_at": now,
+        "updated_at": now,
+    }
+    yield from _insert_ignore(ctx, B, blob_rows)
+    yield from _upsert(
+        ctx, C, [checkpoint_row], ("checkpoint", "metadata", "run_id", "updated_at")
+    )
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def put_writes(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Plan[None]:
+    """Special-channel writes replace earlier ones; regular writes are first-wins."""
+    thread_id = codec.thread_id_of(config)
+    checkpoint_ns = _namespace(config)
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    if not checkpoint_id:
+        raise InvalidInputError(
+            'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
+        )
+    codec.check_length("checkpoint id", checkpoint_id, limits.CHECKPOINT_ID_MAX)
+    nsh = codec.ns_hash(checkpoint_ns)
+    now = _utcnow()
+    rows = [
+        {
+            "thread_id": thread_id,
+            "checkpoint_ns_hash": nsh,
+            "checkpoint_id": checkpoint_id,
+            "created_at": now,
+            **row,
+        }
+        for row in codec.dump_writes(ctx.serde, writes, task_id, task_path)
+    ]
+    if codec.all_special(writes):
+        yield from _upsert(ctx, W, rows, ("channel", "type", "blob", "task_path"))
+    else:
+        yield from _insert_ignore(ctx, W, rows)
+
+
+def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
+    thread_id = codec.check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+    for table in (C, W, B):
+        yield Step(sa.delete(table).where(table.c.thread_id == thread_id))
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def _page_key(row: Mapping[str, Any]) -> PageKey:
+    return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
+
+
+def _assemble(
+    ctx: Context,
+    checkpoint_rows: Sequence[Mapping[str, Any]],
+    blobs: Mapping[PageKey, list[Mapping[str, Any]]],
+    writes: Mapping[PageKey, list[Mapping[str, Any]]],
+    sends: Mapping[PageKey, list[Mapping[str, Any]]],
+) -> list[CheckpointTuple]:
+    ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
+    return [
+        codec.build_tuple(
+            ctx.serde,
+            row,
+            blobs.get(_page_key(row), ()),
+            writes.get(_page_key(row), ()),
+            sends.get(_page_key(row), ()),
+            next_version=ctx.next_version,
+        )
+        for row in ordered
+    ]
+
+
+def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
+    """Checkpoint tuples of one page, newest first."""
+    if ctx.ops.joins_channel_versions:
+        rows = yield Step(select_load(ctx.ops, select_page(ctx.ops, q)), fetch=True)
+        by_kind: dict[int, dict[PageKey, list[Mapping[str, Any]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        checkpoint_rows = []
+        for row in rows:
+            m = row._mapping
+            if m["kind"] == KIND_CHECKPOINT:
+                checkpoint_rows.append(m)
+            else:
+                by_kind[m["kind"]][_page_key(m)].append(m)
+        return _assemble(
+            ctx,
+            checkpoint_rows,
+            by_kind[KIND_BLOB],
+            by_kind[KIND_WRITE],
+            by_kind[KIND_PARENT_SEND],
+        )
+    return (yield from _load_page_portable(ctx, q))
+
+
+def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
+    page_rows = [r._mapping for r in (yield Step(select_page(ctx.ops, q), fetch=True))]
+    if not page_rows:
+        return []
+    wanted: list[tuple[str, str, str, str]] = []
+    write_keys: list[tuple[str, str, str]] = []
+    parents: dict[tuple[str, str, str], list[PageKey]] = defaultdict(list)
+    for row in page_rows:
+        document = codec._json_object(row["checkpoint"])
+        t, h = row["thread_id"], row["checkpoint_ns_hash"]
+        wanted.extend((t, h, ch, v) for ch, v in document["channel_versions"].items())
+        write_keys.append((t, h, row["checkpoint_id"]))
+        if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
+            parent = (t, h, row["parent_checkpoint_id"])
+            parents[parent].append(_page_key(row))
+            write_keys.append(parent)
+    blobs: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
+    if wanted:
+        found = {
+            (r.thread_id, r.checkpoint_ns_hash, r.channel, r.version): r._mapping
+            for r in (yield Step(select_blobs_for(wanted), fetch=True))
+        }
+        for row in page_rows:
+            t, h = row["thread_id"], row["checkpoint_ns_hash"]
+            versions = codec._json_object(row["checkpoint"])["channel_versions"]
+            for ch, v in versions.items():
+                if (t, h, ch, v) in found:
+                    blobs[_page_key(row)].append(found[(t, h, ch, v)])
+    writes: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
+    sends: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in (yield Step(select_writes_for(write_keys), fetch=True)):
+        m = r._mapping
+        owner = (m["thread_id"], m["checkpoint_ns_hash"], m["checkpoint_id"])
+        writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(m)
+        if m["channel"] == codec.TASKS:
+            for child in parents.get(owner, ()):
+                sends[child].append(m)
+    return _assemble(ctx, page_rows, blobs, writes, sends)
+
+
+def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    """The checkpoint named by config, or the thread's latest in that namespace."""
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    q = PageQuery(
+        thread_id=codec.thread_id_of(config),
+        ns_hash=codec.ns_hash(_namespace(config)),
+        checkpoint_id=checkpoint_id or None,
+        limit=1,
+    )
+    tuples = yield from load_page(ctx, q)
+    return tuples[0] if tuples else None
+
+
+def list_query(
+    config: RunnableConfig | None,
+    *,
+    filter: Mapping[str, Any] | None,
+    before: RunnableConfig | None,
+) -> PageQuery:
+    """The PageQuery of `list`: thread / namespace / checkpoint id / filter / before."""
+    thread_id = ns_hash = checkpoint_id = before_id = None
+    if config is not None:
+        configurable = config.get("configurable") or {}
+        if configurable.get("thread_id") is not None:
+            thread_id = codec.thread_id_of(config)
+        if configurable.get("checkpoint_ns") is not None:
+            ns_hash = codec.ns_hash(_namespace(config))
+        checkpoint_id = configurable.get("checkpoint_id") or None
+    if before is not None:
+        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+    if filter is not None and not isinstance(filter, Mapping):
+        raise InvalidInputError(f"filter must be a dict, got {type(filter).__name__}")
+    for key in filter or {}:
+        if not isinstance(key, str):
+            raise InvalidInputError(f"filter keys must be str, got {key!r}")
+    return PageQuery(
+        thread_id=thread_id,
+        ns_hash=ns_hash,
+        checkpoint_id=checkpoint_id,
+        before_id=before_id,
+        filter=filter or None,
+    )
+
+
+def next_page(page: Sequence[CheckpointTuple]) -> PageKey:
+    """Keyset cursor after the last tuple of a page."""
+    last = page[-1].config["configurable"]
+    return (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))

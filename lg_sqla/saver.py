@@ -1,0 +1,257 @@
+"""The synchronous saver: a thin shell that runs operations on a SQLAlchemy Engine."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection, Engine
+
+from lg_sqla import migrate, operations
+from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.engines import configure_engine
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.operations import Context, Plan, T
+
+DEFAULT_LIST_PAGE_SIZE = 100
+
+
+def drive(connection: Connection, plan: Plan[T]) -> T:
+    """Run a plan's statements on ``connection``, feeding each one's rows back."""
+    try:
+        step = next(plan)
+        while True:
+            result = connection.execute(step.statement, step.params)
+            step = plan.send(result.all() if step.fetch else [])
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def next_version(current: str | int | float | None) -> str:
+    """Zero-padded, so string order is version order; the random suffix tells forks apart."""
+    if current is None:
+        number = 0
+    elif isinstance(current, (int, float)):
+        number = int(current)
+    else:
+        number = int(current.split(".")[0])
+    return f"{number + 1:032}.{random.random():016}"
+
+
+def check_list_args(limit: int | None, page_size: int) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
+    if page_size < 1:
+        raise InvalidInputError(f"list_page_size must be >= 1, got {page_size!r}")
+
+
+class SQLAlchemySaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
+
+    Every call runs in one transaction of the engine's pool: no global lock, so
+    threads sharing one saver work concurrently. A ``put`` writes its blobs and
+    its checkpoint atomically; a failed call leaves nothing behind.
+
+    Args:
+        engine: A SQLAlchemy ``Engine``. It stays yours: the saver never disposes it.
+        serde: The serializer of channel values and writes (default: LangGraph's
+            ``JsonPlusSerializer``; see ``lg_sqla.serde`` for encryption/compression).
+        list_page_size: ``list`` fetches checkpoints in pages of this many rows,
+            one statement per page, so memory stays bounded on long threads.
+        check_schema: Verify once, on first use, that the schema is at the
+            latest migration (raises ``SchemaError`` naming the fix).
+
+    Example:
+        >>> from lg_sqla import SQLAlchemySaver
+        >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
+        ...     saver.setup()
+        ...     graph = builder.compile(checkpointer=saver)
+    """
+
+    engine: Engine
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        check_schema: bool = True,
+    ) -> None:
+        super().__init__(serde=serde)
+        check_list_args(None, list_page_size)
+        self.engine = engine
+        self.ops: DialectOps = ops_for(engine.dialect)
+        self.list_page_size = list_page_size
+        self._schema_checked = not check_schema
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        **engine_kwargs: Any,
+    ) -> Iterator[SQLAlchemySaver]:
+        """Open a saver on a database URL; the engine is disposed on exit.
+
+        Args:
+            url: A SQLAlchemy URL, e.g. ``sqlite:///checkpoints.sqlite``,
+                ``postgresql+psycopg://user:pw@host/db``, ``mysql+pymysql://user:pw@host/db``.
+            serde: See the class docstring.
+            list_page_size: See the class docstring.
+            **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
+                ``pool_pre_ping``, ``connect_args``, ...).
+        """
+        engine = configure_engine(create_engine(url, **engine_kwargs))
+        try:
+            yield cls(engine, serde=serde, list_page_size=list_page_size)
+        finally:
+            engine.dispose()
+
+    # --- plumbing ------------------------------------------------------------
+
+    @property
+    def _ctx(self) -> Context:
+        # Built per call: `with_allowlist` clones may carry another serde.
+        return Context(self.ops, self.serde, self.get_next_version(None, None))
+
+    def _run(self, plan: Plan[T]) -> T:
+        with self.engine.begin() as connection:
+            if not self._schema_checked:
+                migrate.check_schema(connection)
+                self._schema_checked = True
+            return drive(connection, plan)
+
+    def setup(self) -> None:
+        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); safe to run concurrently."""
+        migrate.upgrade(self.engine)
+        self._schema_checked = True
+
+    def get_next_version(self, current: str | None, channel: None = None) -> str:
+        return next_version(current)
+
+    # --- the checkpointer contract ----------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch a checkpoint tuple: the one named by ``checkpoint_id``, else the latest.
+
+        One statement on PostgreSQL, SQLite and MySQL/MariaDB: the checkpoint,
+        the blobs its ``channel_versions`` point at, and its pending writes.
+        """
+        return self._run(operations.get_tuple(self._ctx, config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints newest first, filtered in SQL before the limit.
+
+        Args:
+            config: ``thread_id`` (and optionally ``checkpoint_ns``,
+                ``checkpoint_id``) to list; ``None`` lists every thread.
+            filter: Top-level metadata equality, e.g. ``{"source": "input", "step": 1}``.
+                Keys and values are bound parameters.
+            before: Only checkpoints whose id is smaller than this config's ``checkpoint_id``.
+            limit: At most this many checkpoints.
+        """
+        check_list_args(limit, self.list_page_size)
+        q = operations.list_query(config, filter=filter, before=before)
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = self.list_page_size if remaining is None else min(remaining, self.list_page_size)
+            page = self._run(operations.load_page(self._ctx, replace(q, limit=size)))
+            yield from page
+            if len(page) < size:
+                return
+            if remaining is not None:
+                remaining -= len(page)
+            q = replace(q, after=operations.next_page(page))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, in one transaction.
+
+        Returns:
+            The config of the stored checkpoint (thread_id, checkpoint_ns, checkpoint_id).
+        """
+        return self._run(operations.put(self._ctx, config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes against the checkpoint in ``config``."""
+        self._run(operations.put_writes(self._ctx, config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        self._run(operations.delete_thread(self._ctx, thread_id))
+
+    # --- async methods: the sync work runs in a worker thread ---------------------
+    # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        iterator = self.list(config, filter=filter, before=before, limit=limit)
+        done = object()
+        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
+            yield item  # type: ignore[misc]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)

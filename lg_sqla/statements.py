@@ -1,0 +1,227 @@
+"""Statement builders shared by the sync and async savers. Pure: no I/O.
+
+The read path loads a *page* of checkpoints together with everything needed to
+rebuild them — the blobs their ``channel_versions`` point at, their pending
+writes, and (for checkpoints older than format v4) their parent's pending
+sends — as one ``UNION ALL`` over a ``page`` CTE. ``get_tuple`` is a page of
+one; ``list`` is pages of ``page_size``. So each costs one round trip, however
+many channels, writes or checkpoints it returns. Dialects that cannot expand a
+JSON object into rows fall back to three batched statements per page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.serde.types import TASKS
+from sqlalchemy.sql.elements import ColumnElement
+
+from lg_sqla.dialects import DialectOps
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+
+# Row kinds in the load UNION.
+KIND_CHECKPOINT, KIND_BLOB, KIND_WRITE, KIND_PARENT_SEND = 0, 1, 2, 3
+
+# (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
+PageKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """Which checkpoints a page holds, newest first."""
+
+    thread_id: str | None = None
+    ns_hash: str | None = None
+    checkpoint_id: str | None = None
+    before_id: str | None = None
+    filter: Mapping[str, Any] | None = None
+    after: PageKey | None = None
+    limit: int | None = None
+
+
+def _keyset_after(q: PageQuery, after: PageKey) -> ColumnElement[bool]:
+    """Rows strictly after ``after`` in (checkpoint_id, thread_id, ns_hash) DESC order."""
+    cid, tid, nsh = after
+    if q.thread_id is not None and q.ns_hash is not None:
+        return C.c.checkpoint_id < cid
+    return sa.or_(
+        C.c.checkpoint_id < cid,
+        sa.and_(
+            C.c.checkpoint_id == cid,
+            sa.or_(
+                C.c.thread_id < tid,
+                sa.and_(C.c.thread_id == tid, C.c.checkpoint_ns_hash < nsh),
+            ),
+        ),
+    )
+
+
+def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
+    stmt = sa.select(
+        C.c.thread_id,
+        C.c.checkpoint_ns_hash,
+        C.c.checkpoint_id,
+        C.c.checkpoint_ns,
+        C.c.parent_checkpoint_id,
+        C.c.checkpoint,
+        C.c.metadata,
+    )
+    if q.thread_id is not None:
+        stmt = stmt.where(C.c.thread_id == q.thread_id)
+    if q.ns_hash is not None:
+        stmt = stmt.where(C.c.checkpoint_ns_hash == q.ns_hash)
+    if q.checkpoint_id is not None:
+        stmt = stmt.where(C.c.checkpoint_id == q.checkpoint_id)
+    if q.before_id is not None:
+        stmt = stmt.where(C.c.checkpoint_id < q.before_id)
+    for key, value in (q.filter or {}).items():
+        stmt = stmt.where(ops.metadata_equals(C.c.metadata, key, value))
+    if q.after is not None:
+        stmt = stmt.where(_keyset_after(q, q.after))
+    stmt = stmt.order_by(
+        C.c.checkpoint_id.desc(), C.c.thread_id.desc(), C.c.checkpoint_ns_hash.desc()
+    )
+    if q.limit is not None:
+        stmt = stmt.limit(q.limit)
+    return stmt
+
+
+def _null(type_: sa.types.TypeEngine[Any] | None = None) -> ColumnElement[Any]:
+    return sa.null() if type_ is None else sa.type_coerce(sa.null(), type_)
+
+
+def _kind(n: int) -> ColumnElement[int]:
+    return sa.literal_column(str(n), sa.Integer).label("kind")
+
+
+def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect[Any]:
+    """One statement: the page's checkpoint rows, their blobs, writes and parent sends."""
+    page = page_stmt.cte("page")
+    keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
+    pairs, channel, version = ops.channel_versions(page.c.checkpoint)
+
+    checkpoints = sa.select(
+        _kind(KIND_CHECKPOINT),
+        *keys,
+        page.c.checkpoint_ns,
+        page.c.parent_checkpoint_id,
+        page.c.checkpoint,
+        page.c.metadata,
+        _null(W.c.channel.type).label("channel"),
+        _null(W.c.task_id.type).label("task_id"),
+        _null(W.c.task_path.type).label("task_path"),
+        _null(sa.Integer()).label("idx"),
+        _null(B.c.type.type).label("type"),
+        _null(B.c.blob.type).label("blob"),
+    )
+    blobs = sa.select(
+        _kind(KIND_BLOB),
+        *keys,
+        *(_null() for _ in range(4)),
+        B.c.channel,
+        _null(),
+        _null(),
+        _null(),
+        B.c.type,
+        B.c.blob,
+    ).select_from(
+        page.join(pairs, sa.true()).join(
+            B,
+            sa.and_(
+                B.c.thread_id == page.c.thread_id,
+                B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                B.c.channel == channel,
+                B.c.version == version,
+            ),
+        )
+    )
+
+    def writes(kind: int, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
+        return sa.select(
+            _kind(kind),
+            *keys,
+            *(_null() for _ in range(4)),
+            W.c.channel,
+            W.c.task_id,
+            W.c.task_path,
+            W.c.idx,
+            W.c.type,
+            W.c.blob,
+        ).select_from(
+            page.join(
+                W,
+                sa.and_(
+                    W.c.thread_id == page.c.thread_id,
+                    W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                    W.c.checkpoint_id == checkpoint_id,
+                    *extra,
+                ),
+            )
+        )
+
+    own_writes = writes(KIND_WRITE, page.c.checkpoint_id)
+    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
+    parent_sends = writes(
+        KIND_PARENT_SEND,
+        page.c.parent_checkpoint_id,
+        W.c.channel == TASKS,
+        page.c.checkpoint["v"].as_integer() < 4,
+    )
+    return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
+
+
+# --- the portable fallback: three batched statements per page ---------------
+
+
+def select_blobs_for(
+    wanted: Sequence[tuple[str, str, str, str]],
+) -> sa.Select[Any]:
+    """Blobs by exact (thread_id, ns_hash, channel, version) keys."""
+    return sa.select(
+        B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version, B.c.type, B.c.blob
+    ).where(
+        sa.or_(
+            *(
+                sa.and_(
+                    B.c.thread_id == t,
+                    B.c.checkpoint_ns_hash == h,
+                    B.c.channel == ch,
+                    B.c.version == v,
+                )
+                for t, h, ch, v in wanted
+            )
+        )
+    )
+
+
+def select_writes_for(checkpoints: Sequence[tuple[str, str, str]]) -> sa.Select[Any]:
+    """Writes of the given (thread_id, ns_hash, checkpoint_id) checkpoints."""
+    return sa.select(
+        W.c.thread_id,
+        W.c.checkpoint_ns_hash,
+        W.c.checkpoint_id,
+        W.c.channel,
+        W.c.task_id,
+        W.c.task_path,
+        W.c.idx,
+        W.c.type,
+        W.c.blob,
+    ).where(
+        sa.or_(
+            *(
+                sa.and_(W.c.thread_id == t, W.c.checkpoint_ns_hash == h, W.c.checkpoint_id == c)
+                for t, h, c in checkpoints
+            )
+        )
+    )
+
+
+def key_filter(table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> ColumnElement[bool]:
+    """Rows of ``table`` whose primary key equals one of ``rows``' keys."""
+    pk = list(table.primary_key.columns)
+    return sa.or_(*(sa.and_(*(col == row[col.name] for col in pk)) for row in rows))

@@ -1,0 +1,79 @@
+"""Portable column types: one definition, the right physical type on every dialect.
+
+Everything a dialect needs to store our data well is decided here, by type
+variants, so the models read as the logical schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+
+def key_string(length: int) -> TypeEngine[str]:
+    """A VARCHAR used in keys: exact, case- and accent-sensitive on every dialect.
+
+    MySQL/MariaDB default collations are case-insensitive and pad-space, so
+    thread "A" and thread "a " would collide; utf8mb4_bin compares code points.
+    """
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def long_text() -> TypeEngine[str]:
+    """Unbounded text (namespaces, task paths): TEXT is 64 KiB on MySQL, so MEDIUMTEXT."""
+    return Text().with_variant(
+        mysql.MEDIUMTEXT(charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def big_binary() -> TypeEngine[bytes]:
+    """Binary payloads up to 4 GiB on MySQL (BLOB is 64 KiB), BYTEA on PostgreSQL."""
+    return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+
+
+def json_document() -> TypeEngine[object]:
+    """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
+    return JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on every dialect.
+
+    MySQL DATETIME and SQLite have no time zone: we store naive UTC there and
+    re-attach UTC on read, so retention cut-offs compare the same everywhere.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "mysql":
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("lg_sqla timestamps must be timezone-aware")
+        value = value.astimezone(dt.timezone.utc)
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, dt.datetime)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+
+
+def timestamp() -> TypeEngine[dt.datetime]:
+    """A timezone-aware UTC timestamp (DATETIME(6) on MySQL keeps microseconds)."""
+    return UTCDateTime()

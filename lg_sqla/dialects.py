@@ -80,6 +80,10 @@ class DialectOps:
         """Hold a lock that serializes schema migrations across processes."""
         yield
 
+    def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
+        """A NULL that fixes a UNION column's type (result processing follows it)."""
+        return sa.type_coerce(sa.null(), type_)
+
 
 class PostgresOps(DialectOps):
     name = "postgresql"
@@ -106,10 +110,15 @@ class PostgresOps(DialectOps):
     ) -> ColumnElement[bool]:
         # jsonb equality is exact JSON equality (types, nesting, key order ignored).
         element = column[key]
-        match = element == sa.cast(json.dumps(value), pg_dialect.JSONB)
+        match = element == sa.type_coerce(value, pg_dialect.JSONB)
         if value is None:
             return sa.or_(match, element.is_(None))
         return match
+
+    def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
+        # PostgreSQL types UNION columns pairwise from the left: an untyped NULL
+        # becomes text and then clashes with integer columns of later branches.
+        return sa.cast(sa.null(), type_)
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:

@@ -91,8 +91,8 @@ def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     return stmt
 
 
-def _null(type_: sa.types.TypeEngine[Any] | None = None) -> ColumnElement[Any]:
-    return sa.null() if type_ is None else sa.type_coerce(sa.null(), type_)
+def _null() -> ColumnElement[Any]:
+    return sa.null()
 
 
 def _kind(n: int) -> ColumnElement[int]:
@@ -112,12 +112,12 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         page.c.parent_checkpoint_id,
         page.c.checkpoint,
         page.c.metadata,
-        _null(W.c.channel.type).label("channel"),
-        _null(W.c.task_id.type).label("task_id"),
-        _null(W.c.task_path.type).label("task_path"),
-        _null(sa.Integer()).label("idx"),
-        _null(B.c.type.type).label("type"),
-        _null(B.c.blob.type).label("blob"),
+        ops.typed_null(W.c.channel.type).label("channel"),
+        ops.typed_null(W.c.task_id.type).label("task_id"),
+        ops.typed_null(W.c.task_path.type).label("task_path"),
+        ops.typed_null(W.c.idx.type).label("idx"),
+        ops.typed_null(B.c.type.type).label("type"),
+        ops.typed_null(B.c.blob.type).label("blob"),
     )
     blobs = sa.select(
         _kind(KIND_BLOB),

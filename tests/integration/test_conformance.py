@@ -1,0 +1,63 @@
+"""The official conformance suite (langgraph-checkpoint-conformance) on every dialect.
+
+Run through the async saver (native async I/O) and through the sync saver
+(whose async methods run its sync methods in a worker thread), so both
+implementations are held to the same contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from conftest import Backend
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+
+# Test counts of the base capabilities in langgraph-checkpoint-conformance 0.0.2.
+BASE_TESTS = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread": 5}
+
+
+def _assert_report(report: object) -> None:
+    results = report.results  # type: ignore[attr-defined]
+    failures = {
+        name: result.failures
+        for name, result in results.items()
+        if result.detected and not result.passed
+    }
+    assert not failures, failures
+    for capability in BASE_CAPABILITIES:
+        result = results[capability.value]
+        assert result.detected, f"{capability.value} not detected"
+        assert result.passed, f"{capability.value}: {result.failures}"
+        assert result.tests_passed == BASE_TESTS[capability.value], (
+            capability.value,
+            result.tests_passed,
+        )
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+async def test_conformance(backend: Backend, mode: str) -> None:
+    if mode == "async":
+
+        async def factory() -> AsyncIterator[AsyncSQLAlchemySaver]:
+            engine = backend.async_engine()
+            try:
+                yield AsyncSQLAlchemySaver(engine)
+            finally:
+                await engine.dispose()
+
+    else:
+
+        async def factory() -> AsyncIterator[SQLAlchemySaver]:  # type: ignore[misc]
+            engine = backend.engine()
+            try:
+                yield SQLAlchemySaver(engine)
+            finally:
+                engine.dispose()
+
+    registered = checkpointer_test(name=f"lg_sqla-{backend.name}-{mode}")(factory)
+    report = await validate(registered)
+    _assert_report(report)

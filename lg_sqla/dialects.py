@@ -42,6 +42,14 @@ MIGRATION_LOCK_NAME = "lg_sqla_migrate"
 MIGRATION_LOCK_TIMEOUT_S = 300
 
 
+def mysql_key_collation(dialect: Dialect) -> str:
+    """Binary, NO PAD utf8mb4 collation: "a" != "A" != "a " (utf8mb4_bin pads spaces).
+
+    MySQL 8.0.17+ calls it utf8mb4_0900_bin; MariaDB (10.2+) utf8mb4_nopad_bin.
+    """
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+
+
 def _json_path(key: str) -> str:
     """A JSON path to one top-level key, bound as a parameter (never spliced into SQL)."""
     return "$." + json.dumps(key)
@@ -186,10 +194,11 @@ class _MySQLChannelKeys(FunctionElement[Any]):
 def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw: Any) -> str:
     (doc,) = list(element.clauses)
     # The column collation matches checkpoint_blobs.channel so the join uses its key.
+    collation = mysql_key_collation(compiler.dialect)
     return (
         f"JSON_TABLE(JSON_KEYS({compiler.process(doc, **kw)}, '$.channel_versions'), '$[*]' "
         f"COLUMNS (channel_key VARCHAR({limits.CHANNEL_MAX}) CHARACTER SET utf8mb4 "
-        "COLLATE utf8mb4_bin PATH '$'))"
+        f"COLLATE {collation} PATH '$'))"
     )
 
 
@@ -198,6 +207,11 @@ class MySQLOps(DialectOps):
 
     name = "mysql"
     joins_channel_versions = True
+
+    def __init__(self, dialect: Dialect) -> None:
+        # Whether the server is MariaDB is only known once the engine has
+        # connected, so the collation is looked up when statements are built.
+        self._dialect = dialect
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         # Not INSERT IGNORE: that also turns truncation and other errors into
@@ -237,7 +251,7 @@ class MySQLOps(DialectOps):
         if isinstance(value, str):
             return sa.and_(
                 json_type == "STRING",
-                sa.collate(sa.func.json_unquote(extracted), "utf8mb4_bin") == value,
+                sa.func.json_unquote(extracted) == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
             )
         # Objects and arrays: mutual containment (arrays compare as multisets).
         candidate = json.dumps(value)
@@ -289,10 +303,11 @@ class GenericOps(DialectOps):
 _OPS: dict[str, type[DialectOps]] = {
     "postgresql": PostgresOps,
     "sqlite": SQLiteOps,
-    "mysql": MySQLOps,  # also MariaDB
 }
 
 
 def ops_for(dialect: Dialect) -> DialectOps:
     """The :class:`DialectOps` for a SQLAlchemy dialect (generic when unknown)."""
+    if dialect.name == "mysql":
+        return MySQLOps(dialect)
     return _OPS.get(dialect.name, GenericOps)()

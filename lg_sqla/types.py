@@ -13,16 +13,31 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from lg_sqla.dialects import mysql_key_collation
+
+
+class KeyString(TypeDecorator[str]):
+    """A VARCHAR used in keys: exact, case-, accent- and trailing-space-sensitive.
+
+    MySQL/MariaDB default collations are case-insensitive, and even utf8mb4_bin
+    pads spaces, so threads "A", "a" and "a " would collide; we use the binary
+    NO PAD collation of each server (see dialects.mysql_key_collation).
+    """
+
+    impl = String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        length = self.impl_instance.length
+        if dialect.name == "mysql":
+            return dialect.type_descriptor(
+                mysql.VARCHAR(length, charset="utf8mb4", collation=mysql_key_collation(dialect))
+            )
+        return dialect.type_descriptor(String(length))
+
 
 def key_string(length: int) -> TypeEngine[str]:
-    """A VARCHAR used in keys: exact, case- and accent-sensitive on every dialect.
-
-    MySQL/MariaDB default collations are case-insensitive and pad-space, so
-    thread "A" and thread "a " would collide; utf8mb4_bin compares code points.
-    """
-    return String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
+    return KeyString(length)
 
 
 def long_text() -> TypeEngine[str]:

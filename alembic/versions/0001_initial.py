@@ -23,10 +23,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def _key(length: int) -> sa.types.TypeEngine[str]:
-    # Binary collation on MySQL/MariaDB: keys are exact and case-sensitive.
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
+    # Binary NO PAD collation on MySQL/MariaDB: keys are exact, case- and
+    # trailing-space-sensitive. The two servers name it differently.
+    dialect = op.get_bind().dialect
+    if dialect.name != "mysql":
+        return sa.String(length)
+    collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
+    return mysql.VARCHAR(length, charset="utf8mb4", collation=collation)
 
 
 def _text() -> sa.types.TypeEngine[str]:

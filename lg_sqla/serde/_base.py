@@ -217,7 +217,9 @@ def with_msgpack_allowlist(
     return serde
 
 
-def reject_layered_inner(inner: SerializerProtocol | None, *, outer: str, forbidden: tuple[type, ...]) -> None:
+def reject_layered_inner(
+    inner: SerializerProtocol | None, *, outer: str, forbidden: tuple[type, ...]
+) -> None:
     """Raise `TypeError` if `inner` is one of `forbidden` (a stacking the grammar excludes)."""
     if inner is not None and isinstance(inner, forbidden):
         raise TypeError(

@@ -62,9 +62,7 @@ def compress(algorithm: Compression, data: bytes, level: int) -> bytes:
     zstandard = _zstd("writing zstd-compressed rows")
     # ZstdCompressor instances must not be shared between threads; keep one per
     # thread and level rather than paying for a new context per row.
-    compressors: dict[int, zstandard_module.ZstdCompressor] | None = getattr(
-        _local, "zstd", None
-    )
+    compressors: dict[int, zstandard_module.ZstdCompressor] | None = getattr(_local, "zstd", None)
     if compressors is None:
         compressors = _local.zstd = {}
     compressor = compressors.get(level)

@@ -206,9 +206,7 @@ def _decode_base64_key(text: str, key_id: str, source: str) -> bytes:
     try:
         return base64.b64decode(cleaned, validate=True)
     except (binascii.Error, ValueError):
-        raise KeyConfigurationError(
-            f"key {key_id!r} in {source} is not valid base64"
-        ) from None
+        raise KeyConfigurationError(f"key {key_id!r} in {source} is not valid base64") from None
 
 
 def generate_key_spec(key_id: str) -> str:

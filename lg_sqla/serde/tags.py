@@ -64,7 +64,7 @@ GCM_LAYER_PREFIX: Final = "aesgcm:"
 KEY_ID_MAX_LENGTH: Final = 64
 """Longest key id accepted, so that tags stay well inside the savers' type column."""
 
-_KEY_ID_RE: Final = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % KEY_ID_MAX_LENGTH)
+_KEY_ID_RE: Final = re.compile(rf"[A-Za-z0-9_.\-]{{1,{KEY_ID_MAX_LENGTH}}}")
 
 
 def validate_key_id(key_id: str) -> str:

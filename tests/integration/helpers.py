@@ -1,0 +1,66 @@
+"""Small helpers shared by the integration tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+
+def new_thread() -> str:
+    return f"t-{uuid.uuid4()}"
+
+
+def config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -> Checkpoint:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = dict(values)
+    cp["channel_versions"] = dict(versions) if versions is not None else {k: 1 for k in values}
+    return cp
+
+
+class StatementCounter:
+    """Counts statements sent to the database (an executemany counts once)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement)
+
+    @property
+    def count(self) -> int:
+        return len(self.statements)
+
+
+@contextmanager
+def count_statements(engine: sa.Engine) -> Iterator[StatementCounter]:
+    counter = StatementCounter()
+    sa.event.listen(engine, "before_cursor_execute", counter)
+    try:
+        yield counter
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", counter)
+
+
+def table_counts(engine: sa.Engine, thread_id: str) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            table: conn.execute(
+                sa.text(f"SELECT COUNT(*) FROM {table} WHERE thread_id = :t"), {"t": thread_id}
+            ).scalar_one()
+            for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
+        }

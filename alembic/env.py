@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import create_engine, pool
@@ -21,6 +22,9 @@ from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.models import metadata
 
 config = context.config
+if config.config_file_name is not None and "connection" not in config.attributes:
+    # Run as the `alembic` CLI: log what it does, as alembic.ini says.
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _url() -> str:

@@ -19,6 +19,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from lg_sqla.errors import SchemaError
 
+__all__ = ["SchemaError", "check_schema", "upgrade"]
+
 VERSION_TABLE = "lg_sqla_alembic_version"
 FIX_HINT = (
     "run `saver.setup()`, or `python -m lg_sqla upgrade --url <database url>`, "

@@ -1,0 +1,92 @@
+"""Command line: ``python -m lg_sqla <command> --url <database url>``.
+
+The URL may also come from ``$LG_SQLA_DATABASE_URL``. Sync URLs are used as
+given; async URLs (``+aiosqlite``, ``+asyncmy``) are accepted and migrated
+through their async engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from sqlalchemy import create_engine, pool
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from lg_sqla import migrate
+
+
+def _with_connection(url: str, work: object) -> object:
+    """Run ``work(connection)`` on a sync connection, whatever the URL's driver."""
+    parsed = make_url(url)
+    fn = work  # type: ignore[assignment]
+    if parsed.get_dialect().is_async:
+
+        async def run() -> object:
+            engine = create_async_engine(parsed, poolclass=pool.NullPool)
+            try:
+                async with engine.connect() as connection:
+                    return await connection.run_sync(fn)  # type: ignore[arg-type]
+            finally:
+                await engine.dispose()
+
+        return asyncio.run(run())
+    engine = create_engine(parsed, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return fn(connection)  # type: ignore[operator]
+    finally:
+        engine.dispose()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lg_sqla", description=__doc__)
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("LG_SQLA_DATABASE_URL"),
+        help="database URL (default: $LG_SQLA_DATABASE_URL)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("upgrade", help="create or upgrade lg_sqla's tables")
+    up.add_argument("revision", nargs="?", default="head")
+    down = commands.add_parser("downgrade", help="downgrade lg_sqla's tables to a revision")
+    down.add_argument("revision", help='target revision, e.g. "base" to drop the tables')
+    commands.add_parser("current", help="print the schema revision of the database")
+    commands.add_parser("check", help="exit 1 unless the schema is at the latest revision")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.url:
+        print("error: no database URL: pass --url or set LG_SQLA_DATABASE_URL", file=sys.stderr)
+        return 2
+    if args.command == "upgrade":
+        _with_connection(args.url, lambda c: migrate.upgrade_connection(c, args.revision))
+        print(f"lg_sqla schema upgraded to {args.revision}")
+    elif args.command == "downgrade":
+        _with_connection(args.url, lambda c: migrate.downgrade_connection(c, args.revision))
+        print(f"lg_sqla schema downgraded to {args.revision}")
+    elif args.command == "current":
+        current = _with_connection(args.url, migrate.current_revision)
+        print(current or "none (lg_sqla tables not set up)")
+    elif args.command == "check":
+
+        def check(connection: Connection) -> None:
+            migrate.check_schema(connection)
+
+        try:
+            _with_connection(args.url, check)
+        except migrate.SchemaError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"lg_sqla schema is up to date ({migrate.head_revision()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""Migrations on every dialect: round trips, one head, models == migrations,
+concurrent setup, and the error a saver gives on a schema that is behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from conftest import Backend
+from helpers import checkpoint, config, new_thread
+
+from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
+from lg_sqla.models import metadata
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = {"checkpoints", "checkpoint_writes", "checkpoint_blobs", migrate.VERSION_TABLE}
+
+
+def _tables(engine: sa.Engine) -> set[str]:
+    return set(sa.inspect(engine).get_table_names())
+
+
+def test_single_head_and_readable_revisions() -> None:
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert script.get_heads() == [migrate.head_revision()]
+    for revision in script.walk_revisions():
+        assert revision.revision[:4].isdigit(), revision.revision
+        source = Path(revision.path).read_text()
+        assert "import lg_sqla" not in source and "from lg_sqla" not in source
+
+
+def test_upgrade_downgrade_upgrade(fresh_database: Backend) -> None:
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine)
+        assert TABLES <= _tables(engine)
+        with engine.connect() as conn:
+            migrate.downgrade_connection(conn, "base")
+        assert _tables(engine) & {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} == set()
+        migrate.upgrade(engine)
+        saver = SQLAlchemySaver(engine)
+        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(stored) is not None
+    finally:
+        engine.dispose()
+
+
+def test_models_match_migrations(backend: Backend) -> None:
+    """`alembic check` would find nothing: the ORM models are the migrated schema."""
+    engine = backend.engine()
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn,
+                opts={
+                    "compare_type": True,
+                    "version_table": migrate.VERSION_TABLE,
+                    "include_name": lambda name, type_, parent: type_ != "table"
+                    or name in TABLES,
+                },
+            )
+            diff = compare_metadata(context, metadata)
+        assert diff == []
+    finally:
+        engine.dispose()
+
+
+def test_host_alembic_version_untouched(fresh_database: Backend) -> None:
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine)
+        assert "alembic_version" not in _tables(engine)
+        assert migrate.VERSION_TABLE in _tables(engine)
+    finally:
+        engine.dispose()
+
+
+def test_saver_on_missing_or_old_schema_names_the_fix(fresh_database: Backend) -> None:
+    engine = fresh_database.engine()
+    try:
+        with pytest.raises(SchemaError, match=r"python -m lg_sqla upgrade --url"):
+            SQLAlchemySaver(engine).get_tuple(config(new_thread()))
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999_future'"))
+        with pytest.raises(SchemaError, match="newer than this lg_sqla"):
+            SQLAlchemySaver(engine).get_tuple(config(new_thread()))
+    finally:
+        engine.dispose()
+
+
+async def test_async_setup_and_schema_check(fresh_database: Backend) -> None:
+    engine = fresh_database.async_engine()
+    try:
+        with pytest.raises(SchemaError, match="not set up"):
+            await AsyncSQLAlchemySaver(engine).aget_tuple(config(new_thread()))
+        saver = AsyncSQLAlchemySaver(engine)
+        await saver.setup()
+        await saver.setup()  # idempotent
+        stored = await saver.aput(config(new_thread()), checkpoint({"a": [1]}), {}, {"a": 1})
+        got = await saver.aget_tuple(stored)
+        assert got is not None and got.checkpoint["channel_values"] == {"a": [1]}
+    finally:
+        await engine.dispose()
+
+
+def test_concurrent_setup_from_several_processes(fresh_database: Backend) -> None:
+    """Four processes call setup() at once on an empty database: all succeed, one migration."""
+    script = textwrap.dedent(
+        """
+        import sys, sqlalchemy as sa
+        from lg_sqla import SQLAlchemySaver
+        from lg_sqla.engines import configure_engine
+        engine = configure_engine(sa.create_engine(sys.argv[1]))
+        SQLAlchemySaver(engine).setup()
+        engine.dispose()
+        print("ok")
+        """
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, fresh_database.sync_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
+    engine = fresh_database.engine()
+    try:
+        with engine.connect() as conn:
+            versions = conn.execute(
+                sa.text(f"SELECT version_num FROM {migrate.VERSION_TABLE}")
+            ).scalars().all()
+        assert versions == [migrate.head_revision()]
+    finally:
+        engine.dispose()
+
+
+def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
+    """`alembic upgrade head` with LG_SQLA_DATABASE_URL, and `python -m lg_sqla`."""
+    env = {**os.environ, "LG_SQLA_DATABASE_URL": fresh_database.sync_url}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]
+    subprocess.run([*alembic, "upgrade", "head"], env=env, cwd=REPO, check=True)
+    lg_sqla = [sys.executable, "-m", "lg_sqla"]
+    check = subprocess.run([*lg_sqla, "check"], env=env, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    subprocess.run([*lg_sqla, "downgrade", "base"], env=env, check=True, capture_output=True)
+    check = subprocess.run([*lg_sqla, "check"], env=env, capture_output=True, text=True)
+    assert check.returncode == 1 and "not set up" in check.stderr
+    async_url = {**env, "LG_SQLA_DATABASE_URL": fresh_database.async_url}
+    subprocess.run([*lg_sqla, "upgrade"], env=async_url, check=True, capture_output=True)
+    current = subprocess.run(
+        [*lg_sqla, "current"], env=env, check=True, capture_output=True, text=True
+    )
+    assert current.stdout.strip() == migrate.head_revision()

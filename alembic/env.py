@@ -12,11 +12,11 @@ import asyncio
 import os
 from logging.config import fileConfig
 
-from alembic import context
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from alembic import context
 from lg_sqla.dialects import ops_for
 from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.models import metadata
@@ -32,8 +32,7 @@ def _url() -> str:
     url = url or os.environ.get("LG_SQLA_DATABASE_URL") or config.get_main_option("sqlalchemy.url")
     if not url:
         raise SystemExit(
-            "no database URL: pass `alembic -x url=<url> upgrade head` "
-            "or set LG_SQLA_DATABASE_URL"
+            "no database URL: pass `alembic -x url=<url> upgrade head` or set LG_SQLA_DATABASE_URL"
         )
     return url
 
@@ -48,9 +47,8 @@ def _migrate(connection: Connection) -> None:
         compare_type=True,
     )
     # One migrator at a time across processes; the others then see it done.
-    with ops_for(connection.dialect).migration_lock(connection):
-        with context.begin_transaction():
-            context.run_migrations()
+    with ops_for(connection.dialect).migration_lock(connection), context.begin_transaction():
+        context.run_migrations()
 
 
 def run_offline() -> None:

@@ -120,7 +120,7 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
             return await adrive(connection, plan)
 
     async def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); safe to run concurrently."""
+        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
         async with self.engine.connect() as connection:
             await connection.run_sync(migrate.upgrade_connection)
         self._schema_checked = True

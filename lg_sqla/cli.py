@@ -23,7 +23,7 @@ from lg_sqla import migrate
 def _with_connection(url: str, work: object) -> object:
     """Run ``work(connection)`` on a sync connection, whatever the URL's driver."""
     parsed = make_url(url)
-    fn = work  # type: ignore[assignment]
+    fn = work
     if parsed.get_dialect().is_async:
 
         async def run() -> object:

@@ -38,6 +38,9 @@ from lg_sqla.errors import InvalidInputError
 
 EMPTY_TYPE = "empty"
 
+# A result row's mapping (keys may be str or Column) or a plain dict.
+Record = Mapping[Any, Any]
+
 
 def ns_hash(checkpoint_ns: str) -> str:
     """Fixed-width key for a namespace of any length (MD5 hex; not a security use)."""
@@ -208,10 +211,10 @@ def _json_object(value: Any) -> dict[str, Any]:
 
 def build_tuple(
     serde: SerializerProtocol,
-    row: Mapping[str, Any],
-    blobs: Iterable[Mapping[str, Any]],
-    writes: Iterable[Mapping[str, Any]],
-    parent_sends: Iterable[Mapping[str, Any]] = (),
+    row: Record,
+    blobs: Iterable[Record],
+    writes: Iterable[Record],
+    parent_sends: Iterable[Record] = (),
     *,
     next_version: Any = None,
 ) -> CheckpointTuple:

@@ -184,7 +184,7 @@ class SQLiteOps(DialectOps):
 
 
 class _MySQLChannelKeys(FunctionElement[Any]):
-    """``JSON_TABLE`` over the keys of ``doc -> '$.channel_versions'`` (MySQL 8.0.4+, MariaDB 10.6+)."""
+    """JSON_TABLE over the keys of ``doc->'$.channel_versions'`` (MySQL 8.0.4+, MariaDB 10.6+)."""
 
     name = "lg_sqla_channel_keys"
     inherit_cache = True
@@ -251,7 +251,8 @@ class MySQLOps(DialectOps):
         if isinstance(value, str):
             return sa.and_(
                 json_type == "STRING",
-                sa.func.json_unquote(extracted) == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
+                sa.func.json_unquote(extracted)
+                == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
             )
         # Objects and arrays: mutual containment (arrays compare as multisets).
         candidate = json.dumps(value)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, Engine
 
+from alembic import command
 from lg_sqla.errors import SchemaError
 
 __all__ = ["SchemaError", "check_schema", "upgrade"]

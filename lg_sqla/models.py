@@ -12,9 +12,9 @@ the full namespace is kept in ``checkpoints.checkpoint_ns``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Index, Integer, MetaData, func
+from sqlalchemy import Index, Integer, MetaData, Table, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
@@ -59,9 +59,7 @@ class CheckpointRow(Base):
     # Copied out of metadata so delete_for_runs is an index lookup on every dialect.
     run_id: Mapped[str | None] = mapped_column(key_string(limits.RUN_ID_MAX), nullable=True)
     checkpoint: Mapped[dict[str, Any]] = mapped_column(json_document(), nullable=False)
-    metadata_: Mapped[dict[str, Any]] = mapped_column(
-        "metadata", json_document(), nullable=False
-    )
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", json_document(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(
         timestamp(), nullable=False, server_default=func.current_timestamp()
     )
@@ -124,13 +122,12 @@ class CheckpointBlobRow(Base):
         timestamp(), nullable=False, server_default=func.current_timestamp()
     )
 
-
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
 
 
-checkpoints = CheckpointRow.__table__
-checkpoint_writes = CheckpointWriteRow.__table__
-checkpoint_blobs = CheckpointBlobRow.__table__
+checkpoints = cast(Table, CheckpointRow.__table__)
+checkpoint_writes = cast(Table, CheckpointWriteRow.__table__)
+checkpoint_blobs = cast(Table, CheckpointBlobRow.__table__)
 
 __all__ = [
     "NAMING_CONVENTION",

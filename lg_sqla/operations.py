@@ -26,10 +26,12 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.engine import Row
 from sqlalchemy.sql import Executable
 
 from lg_sqla import codec, limits
+from lg_sqla.codec import Record
 from lg_sqla.dialects import DialectOps
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
@@ -58,7 +60,7 @@ class Step:
     """One statement to execute; ``fetch`` says whether the plan wants its rows."""
 
     statement: Executable
-    params: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None
+    params: Sequence[Record] | Record | None = None
     fetch: bool = False
 
 
@@ -111,9 +113,7 @@ def _upsert(
 def _namespace(config: RunnableConfig) -> str:
     checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
     if not isinstance(checkpoint_ns, str):
-        raise InvalidInputError(
-            f"checkpoint_ns must be a str, got {type(checkpoint_ns).__name__}"
-        )
+        raise InvalidInputError(f"checkpoint_ns must be a str, got {type(checkpoint_ns).__name__}")
     return checkpoint_ns
 
 
@@ -150,9 +150,7 @@ def put(
         "updated_at": now,
     }
     yield from _insert_ignore(ctx, B, blob_rows)
-    yield from _upsert(
-        ctx, C, [checkpoint_row], ("checkpoint", "metadata", "run_id", "updated_at")
-    )
+    yield from _upsert(ctx, C, [checkpoint_row], ("checkpoint", "metadata", "run_id", "updated_at"))
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -205,16 +203,16 @@ def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
 # --- reading -----------------------------------------------------------------
 
 
-def _page_key(row: Mapping[str, Any]) -> PageKey:
+def _page_key(row: Record) -> PageKey:
     return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
 
 
 def _assemble(
     ctx: Context,
-    checkpoint_rows: Sequence[Mapping[str, Any]],
-    blobs: Mapping[PageKey, list[Mapping[str, Any]]],
-    writes: Mapping[PageKey, list[Mapping[str, Any]]],
-    sends: Mapping[PageKey, list[Mapping[str, Any]]],
+    checkpoint_rows: Sequence[Record],
+    blobs: Mapping[PageKey, list[Record]],
+    writes: Mapping[PageKey, list[Record]],
+    sends: Mapping[PageKey, list[Record]],
 ) -> list[CheckpointTuple]:
     ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
     return [
@@ -234,9 +232,7 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if ctx.ops.joins_channel_versions:
         rows = yield Step(select_load(ctx.ops, select_page(ctx.ops, q)), fetch=True)
-        by_kind: dict[int, dict[PageKey, list[Mapping[str, Any]]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
+        by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
         checkpoint_rows = []
         for row in rows:
             m = row._mapping
@@ -270,7 +266,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             parent = (t, h, row["parent_checkpoint_id"])
             parents[parent].append(_page_key(row))
             write_keys.append(parent)
-    blobs: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
+    blobs: dict[PageKey, list[Record]] = defaultdict(list)
     if wanted:
         found = {
             (r.thread_id, r.checkpoint_ns_hash, r.channel, r.version): r._mapping
@@ -282,13 +278,13 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
                     blobs[_page_key(row)].append(found[(t, h, ch, v)])
-    writes: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
-    sends: dict[PageKey, list[Mapping[str, Any]]] = defaultdict(list)
+    writes: dict[PageKey, list[Record]] = defaultdict(list)
+    sends: dict[PageKey, list[Record]] = defaultdict(list)
     for r in (yield Step(select_writes_for(write_keys), fetch=True)):
         m = r._mapping
         owner = (m["thread_id"], m["checkpoint_ns_hash"], m["checkpoint_id"])
         writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(m)
-        if m["channel"] == codec.TASKS:
+        if m["channel"] == TASKS:
             for child in parents.get(owner, ()):
                 sends[child].append(m)
     return _assemble(ctx, page_rows, blobs, writes, sends)
@@ -310,7 +306,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
 def list_query(
     config: RunnableConfig | None,
     *,
-    filter: Mapping[str, Any] | None,
+    filter: Record | None,
     before: RunnableConfig | None,
 ) -> PageQuery:
     """The PageQuery of `list`: thread / namespace / checkpoint id / filter / before."""

@@ -140,7 +140,7 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
             return drive(connection, plan)
 
     def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); safe to run concurrently."""
+        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
         migrate.upgrade(self.engine)
         self._schema_checked = True
 

@@ -7,7 +7,7 @@ variants, so the models read as the logical schema.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
@@ -28,7 +28,7 @@ class KeyString(TypeDecorator[str]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        length = self.impl_instance.length
+        length = cast(String, self.impl_instance).length
         if dialect.name == "mysql":
             return dialect.type_descriptor(
                 mysql.VARCHAR(length, charset="utf8mb4", collation=mysql_key_collation(dialect))
@@ -52,7 +52,7 @@ def big_binary() -> TypeEngine[bytes]:
     return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 
 
-def json_document() -> TypeEngine[object]:
+def json_document() -> TypeEngine[Any]:
     """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
     return JSON().with_variant(postgresql.JSONB(), "postgresql")
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
+
+from alembic import op
 
 revision: str = "0001_initial"
 down_revision: str | None = None

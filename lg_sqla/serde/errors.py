@@ -7,6 +7,8 @@ decrypt or decompress.
 
 from __future__ import annotations
 
+from lg_sqla.errors import LgSqlaError
+
 __all__ = [
     "DecompressionError",
     "DecryptionError",
@@ -19,8 +21,8 @@ __all__ = [
 ]
 
 
-class SerdeError(Exception):
-    """Base class for errors raised by `lg_sqla.serde`."""
+class SerdeError(LgSqlaError):
+    """Base class for errors raised by `lg_sqla.serde` (an `lg_sqla.LgSqlaError`)."""
 
 
 class KeyConfigurationError(SerdeError, ValueError):

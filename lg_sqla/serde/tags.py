@@ -13,7 +13,7 @@ base        = 1*( any character except "+" )     ; the inner serializer's type:
 compression = "zstd" / "zlib"
 encryption  = "aes"                              ; LangGraph's AES-EAX
             / "aesgcm:" key-id                   ; lg_sqla's AES-256-GCM
-key-id      = 1*64( ALPHA / DIGIT / "_" / "-" / "." )
+key-id      = 1*32( ALPHA / DIGIT / "_" / "-" / "." )
 ```
 
 Examples: `msgpack`, `msgpack+zstd`, `msgpack+aes`, `msgpack+aesgcm:2025-01`,
@@ -61,8 +61,9 @@ EAX_LAYER: Final = "aes"
 GCM_LAYER_PREFIX: Final = "aesgcm:"
 """Prefix of an AES-256-GCM layer; the key id follows it."""
 
-KEY_ID_MAX_LENGTH: Final = 64
-"""Longest key id accepted, so that tags stay well inside the savers' type column."""
+KEY_ID_MAX_LENGTH: Final = 32
+"""Longest key id accepted. The savers' type column holds 64 characters; the longest
+tag over `JsonPlusSerializer`, `bytearray+zstd+aesgcm:<id>`, is then 54."""
 
 _KEY_ID_RE: Final = re.compile(rf"[A-Za-z0-9_.\-]{{1,{KEY_ID_MAX_LENGTH}}}")
 

@@ -7,61 +7,13 @@ checked for leaked connections at teardown.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-from servers import create_database, drop_database, sqlalchemy_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from backends import DIALECTS, Backend, assert_no_leaked_connections, new_database
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.engines import configure_engine
-
-DIALECTS = ("sqlite", "postgres", "mysql")
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A migrated database reachable with a sync and an async driver."""
-
-    name: str
-    sync_url: str
-    async_url: str
-
-    def engine(self, **kwargs: object) -> sa.Engine:
-        return configure_engine(sa.create_engine(self.sync_url, **kwargs))  # type: ignore[arg-type]
-
-    def async_engine(self, **kwargs: object) -> AsyncEngine:
-        return configure_engine(create_async_engine(self.async_url, **kwargs))  # type: ignore[arg-type]
-
-
-def new_database(request: pytest.FixtureRequest, dialect: str, tmp: Path) -> Iterator[Backend]:
-    """A fresh, empty database (not migrated) of ``dialect``."""
-    if dialect == "sqlite":
-        path = tmp / f"lg_sqla_{uuid.uuid4().hex[:8]}.sqlite"
-        yield Backend("sqlite", f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}")
-        return
-    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
-    if dialect == "postgres":
-        admin = request.getfixturevalue("postgres_admin_url")
-        create_database(admin, name)
-        yield Backend(
-            "postgres",
-            sqlalchemy_url(admin, "psycopg", name),
-            sqlalchemy_url(admin, "psycopg", name),
-        )
-    else:
-        admin = request.getfixturevalue("mysql_admin_url")
-        create_database(admin, name)
-        yield Backend(
-            "mysql",
-            sqlalchemy_url(admin, "pymysql", name) + "?charset=utf8mb4",
-            sqlalchemy_url(admin, "asyncmy", name) + "?charset=utf8mb4",
-        )
-    drop_database(admin, name)
 
 
 @pytest.fixture(scope="session", params=DIALECTS)
@@ -84,12 +36,6 @@ def fresh_database(
 ) -> Iterator[Backend]:
     """An empty, unmigrated database of the current dialect (for migration tests)."""
     yield from new_database(request, backend.name, tmp_path)
-
-
-def assert_no_leaked_connections(engine: sa.Engine) -> None:
-    pool = engine.pool
-    checked_out = getattr(pool, "checkedout", lambda: 0)()
-    assert checked_out == 0, f"{checked_out} connection(s) still checked out: {pool.status()}"
 
 
 @pytest.fixture

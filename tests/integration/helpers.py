@@ -17,7 +17,9 @@ def new_thread() -> str:
     return f"t-{uuid.uuid4()}"
 
 
-def config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
+def config(
+    thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+) -> RunnableConfig:
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id is not None:
         configurable["checkpoint_id"] = checkpoint_id

@@ -46,7 +46,9 @@ def test_long_thread_id_and_deep_namespace(saver: SQLAlchemySaver) -> None:
 
 def test_too_long_thread_id_is_refused_and_nothing_written(saver: SQLAlchemySaver) -> None:
     thread_id = new_thread() + "y" * THREAD_ID_MAX
-    with pytest.raises(InvalidInputError, match=r"thread_id is \d+ characters long; .* at most 255"):
+    with pytest.raises(
+        InvalidInputError, match=r"thread_id is \d+ characters long; .* at most 255"
+    ):
         saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
     assert table_counts(saver.engine, thread_id) == {
         "checkpoints": 0,
@@ -177,10 +179,14 @@ def test_generic_dialect_fallback(tmp_path: Path) -> None:
         saver = SQLAlchemySaver(engine)
         saver.ops = GenericOps()
         thread_id = new_thread()
-        first = saver.put(config(thread_id), checkpoint({"a": [1], "b": "x"}), {"step": 0}, {"a": 1, "b": 1})
+        first = saver.put(
+            config(thread_id), checkpoint({"a": [1], "b": "x"}), {"step": 0}, {"a": 1, "b": 1}
+        )
         saver.put_writes(first, [("a", [2]), ("b", "y")], task_id="t1")
         saver.put_writes(first, [("a", [3])], task_id="t1")  # first write wins
-        second = saver.put(first, checkpoint({"a": [1, 2], "b": "x"}, {"a": 2, "b": 1}), {"step": 1}, {"a": 2})
+        second = saver.put(
+            first, checkpoint({"a": [1, 2], "b": "x"}, {"a": 2, "b": 1}), {"step": 1}, {"a": 2}
+        )
         got = saver.get_tuple(config(thread_id))
         assert got is not None and got.config == second
         assert got.checkpoint["channel_values"] == {"a": [1, 2], "b": "x"}

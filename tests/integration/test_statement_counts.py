@@ -8,7 +8,7 @@ channels and writes the page holds; put is two (blobs, checkpoint), put_writes o
 from __future__ import annotations
 
 import pytest
-from conftest import Backend
+from backends import Backend
 from helpers import checkpoint, config, count_statements, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -23,7 +23,9 @@ def _fill(saver: SQLAlchemySaver, thread_id: str, n: int) -> list[dict]:
     for i in range(n):
         values = {f"ch{c}": {"step": i, "c": c} for c in range(CHANNELS)}
         versions = {k: saver.get_next_version(None) if i == 0 else f"{i + 1:032}.0" for k in values}
-        stored = saver.put(parent, checkpoint(values, versions), {"step": i, "source": "loop"}, versions)
+        stored = saver.put(
+            parent, checkpoint(values, versions), {"step": i, "source": "loop"}, versions
+        )
         saver.put_writes(stored, [("a", 1), ("b", 2), ("c", 3)], task_id=f"task-{i}")
         configs.append(stored)
         parent = stored
@@ -105,15 +107,12 @@ def test_list_pages_across_threads(backend: Backend, page_size: int) -> None:
         marker = new_thread()
         threads = [f"{marker}-{i}" for i in range(3)]
         expected = []
-        for i in range(4):
+        for _i in range(4):
             for t in threads:
                 for ns in ("", "child:1"):
                     stored = saver.put(config(t, ns), checkpoint({}), {"marker": marker}, {})
                     expected.append(stored["configurable"])
-        listed = [
-            t.config["configurable"]
-            for t in saver.list(None, filter={"marker": marker})
-        ]
+        listed = [t.config["configurable"] for t in saver.list(None, filter={"marker": marker})]
         assert sorted(map(repr, listed)) == sorted(map(repr, expected))
         assert len(listed) == len(expected)
         ids = [c["checkpoint_id"] for c in listed]

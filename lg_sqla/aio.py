@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from lg_sqla import migrate, operations
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.engines import configure_engine
-from lg_sqla.operations import Context, Plan, T
+from lg_sqla.operations import Context, Outcome, Plan, T
 from lg_sqla.saver import DEFAULT_LIST_PAGE_SIZE, check_list_args, next_version
 
 
@@ -32,7 +32,8 @@ async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
         step = next(plan)
         while True:
             result = await connection.execute(step.statement, step.params)
-            step = plan.send(result.all() if step.fetch else [])
+            rows = result.all() if step.fetch else []
+            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 

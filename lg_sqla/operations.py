@@ -64,7 +64,15 @@ class Step:
     fetch: bool = False
 
 
-Plan = Generator[Step, Rows, T]
+@dataclass(frozen=True)
+class Outcome:
+    """What a step sends back to its plan: the rows (if fetched) and the rowcount."""
+
+    rows: Rows
+    rowcount: int
+
+
+Plan = Generator[Step, Outcome, T]
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ def _insert_ignore(ctx: Context, table: sa.Table, rows: list[dict[str, Any]]) ->
         existing = yield Step(
             sa.select(*table.primary_key.columns).where(key_filter(table, rows)), fetch=True
         )
-        seen = {tuple(r) for r in existing}
+        seen = {tuple(r) for r in existing.rows}
         rows = [r for r in rows if tuple(r[name] for name in pk) not in seen]
         if not rows:
             return
@@ -231,7 +239,7 @@ def _assemble(
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if ctx.ops.joins_channel_versions:
-        rows = yield Step(select_load(ctx.ops, select_page(ctx.ops, q)), fetch=True)
+        rows = (yield Step(select_load(ctx.ops, select_page(ctx.ops, q)), fetch=True)).rows
         by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
         checkpoint_rows = []
         for row in rows:
@@ -251,7 +259,7 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
-    page_rows = [r._mapping for r in (yield Step(select_page(ctx.ops, q), fetch=True))]
+    page_rows = [r._mapping for r in (yield Step(select_page(ctx.ops, q), fetch=True)).rows]
     if not page_rows:
         return []
     wanted: list[tuple[str, str, str, str]] = []
@@ -270,7 +278,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     if wanted:
         found = {
             (r.thread_id, r.checkpoint_ns_hash, r.channel, r.version): r._mapping
-            for r in (yield Step(select_blobs_for(wanted), fetch=True))
+            for r in (yield Step(select_blobs_for(wanted), fetch=True)).rows
         }
         for row in page_rows:
             t, h = row["thread_id"], row["checkpoint_ns_hash"]
@@ -280,7 +288,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
                     blobs[_page_key(row)].append(found[(t, h, ch, v)])
     writes: dict[PageKey, list[Record]] = defaultdict(list)
     sends: dict[PageKey, list[Record]] = defaultdict(list)
-    for r in (yield Step(select_writes_for(write_keys), fetch=True)):
+    for r in (yield Step(select_writes_for(write_keys), fetch=True)).rows:
         m = r._mapping
         owner = (m["thread_id"], m["checkpoint_ns_hash"], m["checkpoint_id"])
         writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(m)

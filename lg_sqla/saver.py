@@ -25,7 +25,7 @@ from lg_sqla import migrate, operations
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.engines import configure_engine
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.operations import Context, Plan, T
+from lg_sqla.operations import Context, Outcome, Plan, T
 
 DEFAULT_LIST_PAGE_SIZE = 100
 
@@ -36,7 +36,8 @@ def drive(connection: Connection, plan: Plan[T]) -> T:
         step = next(plan)
         while True:
             result = connection.execute(step.statement, step.params)
-            step = plan.send(result.all() if step.fetch else [])
+            rows = result.all() if step.fetch else []
+            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 

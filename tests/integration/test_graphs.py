@@ -1,0 +1,563 @@
+"""End-to-end LangGraph graphs on lg_sqla, on every dialect (SQLite, PostgreSQL, MySQL).
+
+Where the conformance suite checks the saver's methods one by one, these tests
+run real compiled graphs and assert what users rely on: conversation memory
+across saver instances and processes, interrupt/resume, time travel (history,
+replay, forks), subgraphs in their own checkpoint namespace, parallel writes
+and ``Send`` (pending writes and TASKS), streaming and durability modes.
+
+The graphs and their deterministic fake "model" live in graph_helpers.py. Each
+test uses its own thread id, since a dialect's database is shared by the session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import pytest
+from backends import Backend, assert_no_leaked_connections
+from graph_helpers import (
+    build_approval_graph,
+    build_article_graph,
+    build_chat_graph,
+    build_fan_out_graph,
+    build_pipeline,
+    chat_turn_script,
+    expected_chat,
+    summarize,
+)
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.types import Command, Send, StateSnapshot
+
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+
+TASKS = "__pregel_tasks"  # LangGraph's channel for Send packets
+
+
+def new_thread() -> RunnableConfig:
+    return {"configurable": {"thread_id": f"graph-{uuid.uuid4()}"}}
+
+
+def checkpoint_id(config: RunnableConfig | None) -> str | None:
+    return None if config is None else str(config["configurable"]["checkpoint_id"])
+
+
+def ids_of(snapshots: list[StateSnapshot]) -> list[str | None]:
+    return [checkpoint_id(s.config) for s in snapshots]
+
+
+@contextmanager
+def fresh_saver(backend: Backend) -> Iterator[SQLAlchemySaver]:
+    """A saver on a brand-new engine: it shares nothing with other savers but the database."""
+    engine = backend.engine()
+    try:
+        yield SQLAlchemySaver(engine)
+        assert_no_leaked_connections(engine)
+    finally:
+        engine.dispose()
+
+
+@asynccontextmanager
+async def fresh_async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
+    engine = backend.async_engine()
+    try:
+        yield AsyncSQLAlchemySaver(engine)
+        assert_no_leaked_connections(engine.sync_engine)
+    finally:
+        await engine.dispose()
+
+
+def assert_linear_history(history: list[StateSnapshot]) -> None:
+    """Newest first; each snapshot's parent is the next (older) one; the oldest has none."""
+    ids = [str(i) for i in ids_of(history)]
+    assert ids == sorted(ids, reverse=True), "history is not newest first"
+    assert len(set(ids)) == len(ids)
+    for newer, older in itertools.pairwise(history):
+        assert checkpoint_id(newer.parent_config) == checkpoint_id(older.config)
+    assert history[-1].parent_config is None
+
+
+# --- 1/2. multi-turn memory ----------------------------------------------------------
+
+
+def test_chat_memory_across_two_saver_instances(backend: Backend) -> None:
+    config = new_thread()
+    with fresh_saver(backend) as saver_a:
+        graph_a = build_chat_graph().compile(checkpointer=saver_a)
+        first = graph_a.invoke({"messages": [HumanMessage("hi, I am Ada")]}, config)
+    assert summarize(first["messages"]) == expected_chat("hi, I am Ada")
+
+    with fresh_saver(backend) as saver_b:
+        graph_b = build_chat_graph().compile(checkpointer=saver_b)
+        second = graph_b.invoke({"messages": [HumanMessage("what is my name?")]}, config)
+        state = graph_b.get_state(config)
+
+    expected = expected_chat("hi, I am Ada", "what is my name?")
+    # The fake model's second reply says it saw 3 messages: turn 1 was loaded.
+    assert summarize(second["messages"]) == expected
+    assert summarize(state.values["messages"]) == expected
+    # Message ids survive the round trip, so add_messages appended instead of duplicating.
+    assert [m.id for m in second["messages"][:2]] == [m.id for m in first["messages"]]
+    assert len({m.id for m in second["messages"]}) == 4
+    assert state.next == ()
+
+
+async def test_chat_memory_across_two_saver_instances_async(backend: Backend) -> None:
+    config = new_thread()
+    async with fresh_async_saver(backend) as saver_a:
+        graph_a = build_chat_graph().compile(checkpointer=saver_a)
+        first = await graph_a.ainvoke({"messages": [HumanMessage("hi, I am Ada")]}, config)
+    assert summarize(first["messages"]) == expected_chat("hi, I am Ada")
+
+    async with fresh_async_saver(backend) as saver_b:
+        graph_b = build_chat_graph().compile(checkpointer=saver_b)
+        second = await graph_b.ainvoke({"messages": [HumanMessage("what is my name?")]}, config)
+        state = await graph_b.aget_state(config)
+
+    expected = expected_chat("hi, I am Ada", "what is my name?")
+    assert summarize(second["messages"]) == expected
+    assert summarize(state.values["messages"]) == expected
+    assert [m.id for m in second["messages"][:2]] == [m.id for m in first["messages"]]
+
+
+def test_chat_memory_across_a_process_boundary(
+    backend: Backend, sync_saver: SQLAlchemySaver
+) -> None:
+    config = new_thread()
+    thread_id = config["configurable"]["thread_id"]
+    script = chat_turn_script(backend.sync_url, thread_id, "hi from another process")
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    turn_1 = json.loads(done.stdout)
+    assert [(m["type"], m["content"]) for m in turn_1] == expected_chat("hi from another process")
+
+    graph = build_chat_graph().compile(checkpointer=sync_saver)
+    result = graph.invoke({"messages": [HumanMessage("and now from the test")]}, config)
+    assert summarize(result["messages"]) == expected_chat(
+        "hi from another process", "and now from the test"
+    )
+    assert [m.id for m in result["messages"][:2]] == [m["id"] for m in turn_1]
+
+
+# --- 3. human in the loop -----------------------------------------------------------
+
+
+def test_interrupt_then_resume(backend: Backend, sync_saver: SQLAlchemySaver) -> None:
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    graph = build_approval_graph(calls).compile(checkpointer=sync_saver)
+
+    paused = graph.invoke({"request": "the refund"}, config)
+    question = {"question": "Approve the refund?"}
+    assert [i.value for i in paused["__interrupt__"]] == [question]
+    assert "answer" not in paused
+
+    state = graph.get_state(config)
+    assert state.next == ("ask_human",)
+    assert [i.value for i in state.interrupts] == [question]
+    assert [(t.name, [i.value for i in t.interrupts]) for t in state.tasks] == [
+        ("ask_human", [question])
+    ]
+
+    # Resume from another saver instance, as a second web request would.
+    with fresh_saver(backend) as other:
+        resumed_graph = build_approval_graph(calls).compile(checkpointer=other)
+        final = resumed_graph.invoke(Command(resume="yes"), config)
+        after = resumed_graph.get_state(config)
+
+    assert final["answer"] == "yes"
+    assert final["log"] == ["prepared the refund", "human said yes", "finished with yes"]
+    assert after.next == ()
+    assert after.interrupts == ()
+    assert after.values == final
+    # "prepare" ran once: the resume started from the stored checkpoint. The
+    # interrupted node re-runs by design (interrupt() then returns the value).
+    assert calls == Counter(prepare=1, ask_human=2, finish=1)
+
+
+async def test_interrupt_then_resume_async(
+    backend: Backend, async_saver: AsyncSQLAlchemySaver
+) -> None:
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    graph = build_approval_graph(calls).compile(checkpointer=async_saver)
+
+    paused = await graph.ainvoke({"request": "the refund"}, config)
+    question = {"question": "Approve the refund?"}
+    assert [i.value for i in paused["__interrupt__"]] == [question]
+
+    state = await graph.aget_state(config)
+    assert state.next == ("ask_human",)
+    assert [i.value for i in state.interrupts] == [question]
+    assert [i.value for i in state.tasks[0].interrupts] == [question]
+
+    async with fresh_async_saver(backend) as other:
+        resumed_graph = build_approval_graph(calls).compile(checkpointer=other)
+        final = await resumed_graph.ainvoke(Command(resume="yes"), config)
+        after = await resumed_graph.aget_state(config)
+
+    assert final["answer"] == "yes"
+    assert final["log"] == ["prepared the refund", "human said yes", "finished with yes"]
+    assert after.next == ()
+    assert calls == Counter(prepare=1, ask_human=2, finish=1)
+
+
+# --- 4. time travel -----------------------------------------------------------------------
+
+
+def run_pipeline(saver: SQLAlchemySaver) -> tuple[Any, RunnableConfig, Counter[str]]:
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    graph = build_pipeline(calls).compile(checkpointer=saver)
+    result = graph.invoke({"trail": ["start"]}, config)
+    assert result == {"trail": ["start", "a", "b", "c"]}
+    return graph, config, calls
+
+
+def test_state_history_newest_first_with_steps_and_parents(sync_saver: SQLAlchemySaver) -> None:
+    graph, config, _ = run_pipeline(sync_saver)
+    history = list(graph.get_state_history(config))
+
+    assert [s.metadata["step"] for s in history] == [3, 2, 1, 0, -1]
+    assert [s.metadata["source"] for s in history] == ["loop"] * 4 + ["input"]
+    assert [s.next for s in history] == [(), ("c",), ("b",), ("a",), ("__start__",)]
+    assert [s.values["trail"] for s in history] == [
+        ["start", "a", "b", "c"],
+        ["start", "a", "b"],
+        ["start", "a"],
+        ["start"],
+        [],  # the input checkpoint: the input is not applied yet
+    ]
+    assert_linear_history(history)
+    # The saver's own listing agrees, and honours limit and before.
+    listed = list(sync_saver.list(config))
+    assert [checkpoint_id(t.config) for t in listed] == ids_of(history)
+    assert ids_of(list(graph.get_state_history(config, limit=2))) == ids_of(history[:2])
+    before = list(graph.get_state_history(config, before=history[1].config))
+    assert ids_of(before) == ids_of(history[2:])
+
+
+def test_replay_from_an_old_checkpoint(sync_saver: SQLAlchemySaver) -> None:
+    graph, config, calls = run_pipeline(sync_saver)
+    original = list(graph.get_state_history(config))
+    head, old = original[0], original[2]
+    assert old.next == ("b",)
+
+    replayed = graph.invoke(None, old.config)
+
+    assert replayed == {"trail": ["start", "a", "b", "c"]}
+    # Only the nodes after the old checkpoint ran again.
+    assert calls == Counter(a=1, b=2, c=2)
+    # The new head descends from the old checkpoint ...
+    new_head = graph.get_state(config)
+    assert checkpoint_id(new_head.config) != checkpoint_id(head.config)
+    ancestors = []
+    snapshot: StateSnapshot | None = new_head
+    while snapshot is not None and snapshot.parent_config is not None:
+        ancestors.append(checkpoint_id(snapshot.parent_config))
+        snapshot = graph.get_state(snapshot.parent_config)
+    assert checkpoint_id(old.config) in ancestors
+    assert checkpoint_id(head.config) not in ancestors
+    # ... and the original branch is still there, unchanged.
+    assert graph.get_state(head.config).values == head.values
+    assert graph.get_state(old.config).values == {"trail": ["start", "a"]}
+    assert len(list(graph.get_state_history(config))) > len(original)
+
+
+def test_update_state_forks_from_an_old_checkpoint(sync_saver: SQLAlchemySaver) -> None:
+    graph, config, calls = run_pipeline(sync_saver)
+    original = list(graph.get_state_history(config))
+    head, old = original[0], original[2]  # old: after "a", before "b"
+
+    fork_config = graph.update_state(old.config, {"trail": ["edited"]})
+
+    fork = graph.get_state(fork_config)
+    assert checkpoint_id(fork.parent_config) == checkpoint_id(old.config)
+    assert fork.metadata["source"] == "update"
+    assert fork.values == {"trail": ["start", "a", "edited"]}
+    assert fork.next == ("b",)
+    # The fork is the thread's latest checkpoint now; the main branch's head is untouched.
+    assert checkpoint_id(graph.get_state(config).config) == checkpoint_id(fork_config)
+    assert graph.get_state(head.config).values == {"trail": ["start", "a", "b", "c"]}
+
+    finished = graph.invoke(None, fork_config)
+    assert finished == {"trail": ["start", "a", "edited", "b", "c"]}
+    assert calls == Counter(a=1, b=2, c=2)
+    assert graph.get_state(head.config).values == {"trail": ["start", "a", "b", "c"]}
+    assert graph.get_state(config).values == finished
+    # Both branches share the checkpoints up to the fork point.
+    assert set(ids_of(original)) < set(ids_of(list(graph.get_state_history(config))))
+
+
+# --- 5. subgraphs ---------------------------------------------------------------------------
+
+
+QUESTION = {"question": "Publish 'draft on cats'?"}
+
+
+def check_paused_subgraph(state: StateSnapshot) -> str:
+    """Assertions on the parent's state while the subgraph waits; returns the subgraph ns."""
+    assert state.next == ("research",)
+    assert [i.value for i in state.interrupts] == [QUESTION]
+    (task,) = state.tasks
+    assert task.name == "research"
+    sub = task.state
+    assert isinstance(sub, StateSnapshot)
+    assert sub.next == ("review",)
+    assert sub.values["draft"] == "draft on cats"
+    assert sub.values["review_log"] == ["drafted"]
+    assert [i.value for i in sub.tasks[0].interrupts] == [QUESTION]
+    ns = sub.config["configurable"]["checkpoint_ns"]
+    assert ns.startswith("research:")
+    return str(ns)
+
+
+def check_subgraph_checkpoints(tuples: list[CheckpointTuple], ns: str) -> None:
+    assert tuples, f"no checkpoints stored in namespace {ns!r}"
+    assert {t.config["configurable"]["checkpoint_ns"] for t in tuples} == {ns}
+    # The latest subgraph checkpoint carries the draft made before the interrupt.
+    assert tuples[0].checkpoint["channel_values"]["draft"] == "draft on cats"
+
+
+def check_finished_article(final: dict[str, Any], calls: Counter[str]) -> None:
+    assert final["article"] == "cats (yes)"
+    assert final["approved"] == "yes"
+    assert final["notes"] == ["planned cats", "published"]
+    assert "draft" not in final  # private to the subgraph
+    # "draft" ran once: on resume the subgraph continued from its own checkpoint.
+    assert calls == Counter(plan=1, draft=1, review=2, publish=1)
+
+
+def test_subgraph_state_and_interrupt_resume(sync_saver: SQLAlchemySaver) -> None:
+    config = new_thread()
+    thread_id = config["configurable"]["thread_id"]
+    calls: Counter[str] = Counter()
+    graph = build_article_graph(calls).compile(checkpointer=sync_saver)
+
+    paused = graph.invoke({"topic": "cats"}, config)
+    assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
+    ns = check_paused_subgraph(graph.get_state(config, subgraphs=True))
+
+    scoped = list(sync_saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}))
+    check_subgraph_checkpoints(scoped, ns)
+    every_ns = {t.config["configurable"]["checkpoint_ns"] for t in sync_saver.list(config)}
+    assert every_ns == {"", ns}
+
+    final = graph.invoke(Command(resume="yes"), config)
+    check_finished_article(final, calls)
+    done = graph.get_state(config, subgraphs=True)
+    assert done.next == ()
+    assert done.tasks == ()
+    assert done.values == final
+
+
+async def test_subgraph_state_and_interrupt_resume_async(
+    async_saver: AsyncSQLAlchemySaver,
+) -> None:
+    config = new_thread()
+    thread_id = config["configurable"]["thread_id"]
+    calls: Counter[str] = Counter()
+    graph = build_article_graph(calls).compile(checkpointer=async_saver)
+
+    paused = await graph.ainvoke({"topic": "cats"}, config)
+    assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
+    ns = check_paused_subgraph(await graph.aget_state(config, subgraphs=True))
+
+    sub_config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    check_subgraph_checkpoints([t async for t in async_saver.alist(sub_config)], ns)
+    every_ns = {t.config["configurable"]["checkpoint_ns"] async for t in async_saver.alist(config)}
+    assert every_ns == {"", ns}
+
+    final = await graph.ainvoke(Command(resume="yes"), config)
+    check_finished_article(final, calls)
+    assert (await graph.aget_state(config, subgraphs=True)).next == ()
+
+
+# --- 6. parallel writes, Send, pending writes ------------------------------------------------
+
+TOPICS = ["alpha", "beta", "gamma"]
+ALL_RESULTS = ["left", "right", "worker:alpha", "worker:beta", "worker:gamma"]
+
+
+def task_outcomes(state: StateSnapshot) -> tuple[list[Any], list[str]]:
+    """The pending tasks' results and errors, each sorted (task order is unspecified)."""
+    results = sorted(((t.name, t.result) for t in state.tasks if t.error is None), key=repr)
+    errors = sorted(f"{t.name}: {t.error}" for t in state.tasks if t.error is not None)
+    return results, errors
+
+
+def test_parallel_fan_out_and_send(sync_saver: SQLAlchemySaver) -> None:
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    graph = build_fan_out_graph(calls).compile(checkpointer=sync_saver)
+
+    result = graph.invoke({"topics": TOPICS}, config)
+
+    assert sorted(result["results"]) == ALL_RESULTS  # order within a superstep is unspecified
+    assert result["summary"] == ",".join(ALL_RESULTS)
+    assert calls == Counter(left=1, right=1, alpha=1, beta=1, gamma=1, summary=1)
+    assert graph.get_state(config).values == result
+
+    # The writes of each superstep were stored against the checkpoint before it.
+    by_next = {s.next: s for s in graph.get_state_history(config)}
+    fan = sync_saver.get_tuple(by_next[("left", "right")].config)
+    assert fan is not None
+    assert sorted(w[2][0] for w in fan.pending_writes or [] if w[1] == "results") == [
+        "left",
+        "right",
+    ]
+    join = sync_saver.get_tuple(by_next[("join",)].config)
+    assert join is not None
+    sends = [w[2] for w in join.pending_writes or [] if w[1] == TASKS]
+    assert sorted(sends, key=lambda s: s.arg["topic"]) == [
+        Send("worker", {"topic": topic}) for topic in TOPICS
+    ]
+    workers = sync_saver.get_tuple(by_next[("worker", "worker", "worker")].config)
+    assert workers is not None
+    assert len({w[0] for w in workers.pending_writes or []}) == 3  # one task id per Send
+
+
+def test_failed_supersteps_resume_from_pending_writes(
+    backend: Backend, sync_saver: SQLAlchemySaver
+) -> None:
+    """A task that fails leaves its siblings' writes pending; a retry re-runs only it."""
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    fail_once = {"right", "beta"}  # one parallel branch, then one Send worker
+    graph = build_fan_out_graph(calls, fail_once).compile(checkpointer=sync_saver)
+
+    with pytest.raises(RuntimeError, match="transient failure in right"):
+        graph.invoke({"topics": TOPICS}, config)
+    assert calls == Counter(left=1, right=1)
+    # The stored writes tell finished tasks (with their result) from the failed one.
+    state = graph.get_state(config)
+    assert state.next == ("right",)
+    assert task_outcomes(state) == (
+        [("left", {"results": ["left"]})],
+        ["right: RuntimeError('transient failure in right')"],
+    )
+
+    with fresh_saver(backend) as other:  # retry from a different saver instance
+        retry = build_fan_out_graph(calls, fail_once).compile(checkpointer=other)
+        with pytest.raises(RuntimeError, match="transient failure in beta"):
+            retry.invoke(None, config)
+        # "left" was not re-run: its write was loaded from the pending writes.
+        assert calls == Counter(left=1, right=2, alpha=1, beta=1, gamma=1)
+        state = retry.get_state(config)
+        assert state.next == ("worker",)
+        assert task_outcomes(state) == (
+            [("worker", {"results": ["worker:alpha"]}), ("worker", {"results": ["worker:gamma"]})],
+            ["worker: RuntimeError('transient failure in beta')"],
+        )
+
+        result = retry.invoke(None, config)
+
+    assert sorted(result["results"]) == ALL_RESULTS
+    assert result["summary"] == ",".join(ALL_RESULTS)
+    assert calls == Counter(left=1, right=2, alpha=1, beta=2, gamma=1, summary=1)
+
+
+async def test_parallel_fan_out_and_send_async(async_saver: AsyncSQLAlchemySaver) -> None:
+    config = new_thread()
+    calls: Counter[str] = Counter()
+    fail_once = {"beta"}
+    graph = build_fan_out_graph(calls, fail_once).compile(checkpointer=async_saver)
+
+    with pytest.raises(RuntimeError, match="transient failure in beta"):
+        await graph.ainvoke({"topics": TOPICS}, config)
+    result = await graph.ainvoke(None, config)
+
+    assert sorted(result["results"]) == ALL_RESULTS
+    assert calls == Counter(left=1, right=1, alpha=1, beta=2, gamma=1, summary=1)
+    assert (await graph.aget_state(config)).values == result
+
+
+# --- 7. streaming and durability ----------------------------------------------------------------
+
+
+def test_stream_values_continues_the_stored_conversation(sync_saver: SQLAlchemySaver) -> None:
+    config = new_thread()
+    graph = build_chat_graph().compile(checkpointer=sync_saver)
+
+    turn_1 = list(graph.stream({"messages": [HumanMessage("one")]}, config, stream_mode="values"))
+    assert [summarize(chunk["messages"]) for chunk in turn_1] == [
+        expected_chat("one")[:1],
+        expected_chat("one"),
+    ]
+
+    turn_2 = list(graph.stream({"messages": [HumanMessage("two")]}, config, stream_mode="values"))
+    # The first chunk already holds the stored turn plus the new input.
+    assert [summarize(chunk["messages"]) for chunk in turn_2] == [
+        expected_chat("one", "two")[:3],
+        expected_chat("one", "two"),
+    ]
+    assert summarize(graph.get_state(config).values["messages"]) == expected_chat("one", "two")
+
+
+async def test_astream_values(async_saver: AsyncSQLAlchemySaver) -> None:
+    config = new_thread()
+    graph = build_pipeline(Counter()).compile(checkpointer=async_saver)
+
+    chunks = [c async for c in graph.astream({"trail": ["start"]}, config, stream_mode="values")]
+
+    assert [c["trail"] for c in chunks] == [
+        ["start"],
+        ["start", "a"],
+        ["start", "a", "b"],
+        ["start", "a", "b", "c"],
+    ]
+    assert (await graph.aget_state(config)).values == chunks[-1]
+
+
+# Checkpoints a 3-node run leaves: "exit" writes only the final one.
+CHECKPOINTS_BY_DURABILITY = {"exit": 1, "sync": 5}
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+def test_durability_modes_persist_the_final_state(
+    backend: Backend, sync_saver: SQLAlchemySaver, durability: Any
+) -> None:
+    config = new_thread()
+    graph = build_pipeline(Counter()).compile(checkpointer=sync_saver)
+
+    result = graph.invoke({"trail": ["start"]}, config, durability=durability)
+
+    with fresh_saver(backend) as other:
+        reader = build_pipeline(Counter()).compile(checkpointer=other)
+        state = reader.get_state(config)
+        history = list(reader.get_state_history(config))
+    assert result == {"trail": ["start", "a", "b", "c"]}
+    assert state.values == result
+    assert state.next == ()
+    assert state.metadata is not None and state.metadata["step"] == 3
+    assert len(history) == CHECKPOINTS_BY_DURABILITY[durability]
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_durability_modes_persist_the_final_state_async(
+    backend: Backend, async_saver: AsyncSQLAlchemySaver, durability: Any
+) -> None:
+    config = new_thread()
+    graph = build_pipeline(Counter()).compile(checkpointer=async_saver)
+
+    result = await graph.ainvoke({"trail": ["start"]}, config, durability=durability)
+
+    async with fresh_async_saver(backend) as other:
+        reader = build_pipeline(Counter()).compile(checkpointer=other)
+        state = await reader.aget_state(config)
+        history = [s async for s in reader.aget_state_history(config)]
+    assert state.values == result == {"trail": ["start", "a", "b", "c"]}
+    assert state.next == ()
+    assert len(history) == CHECKPOINTS_BY_DURABILITY[durability]

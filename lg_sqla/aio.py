@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -184,6 +185,14 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
         await self._run(operations.delete_thread(self._ctx, thread_id))
 
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed per DeltaChannel, in two statements; see the sync saver."""
+        if not channels:
+            return {}
+        return await self._run(operations.delta_history(self._ctx, config, channels))
+
     # --- sync methods: run on the saver's loop from another thread ------------------
 
     def _on_loop(self, coro: Any) -> Any:
@@ -249,3 +258,11 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         self._on_loop(self.adelete_thread(thread_id))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        result: Mapping[str, DeltaChannelHistory] = self._on_loop(
+            self.aget_delta_channel_history(config=config, channels=channels)
+        )
+        return result

@@ -40,6 +40,8 @@ ChannelVersionsSource = tuple[FromClause, ColumnElement[str], ColumnElement[str]
 # Name of the advisory lock that serializes concurrent `setup()` calls.
 MIGRATION_LOCK_NAME = "lg_sqla_migrate"
 MIGRATION_LOCK_TIMEOUT_S = 300
+# Recursion limit we set where the server caps recursive CTEs (parent-chain walks).
+MAX_RECURSION = 10_000_000
 
 
 def mysql_key_collation(dialect: Dialect) -> str:
@@ -91,6 +93,10 @@ class DialectOps:
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""
         return sa.type_coerce(sa.null(), type_)
+
+    def before_deep_recursion(self) -> sa.Executable | None:
+        """A statement lifting the server's recursive-CTE depth limit, if it has one."""
+        return None
 
 
 class PostgresOps(DialectOps):
@@ -231,6 +237,16 @@ class MySQLOps(DialectOps):
         path = sa.func.concat("$.channel_versions.", sa.func.json_quote(channel))
         version: ColumnElement[str] = sa.func.json_unquote(sa.func.json_extract(doc, path))
         return keys, channel, version
+
+    def before_deep_recursion(self) -> sa.Executable | None:
+        # Both stop recursive CTEs after 1000 iterations by default, and a
+        # DeltaChannel chain may be 5000 supersteps deep between snapshots.
+        variable = (
+            "max_recursive_iterations"  # MariaDB
+            if getattr(self._dialect, "is_mariadb", False)
+            else "cte_max_recursion_depth"  # MySQL 8.0.3+
+        )
+        return sa.text(f"SET SESSION {variable} = {MAX_RECURSION}")
 
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
@@ -346,3 +347,17 @@ def next_page(page: Sequence[CheckpointTuple]) -> PageKey:
     """Keyset cursor after the last tuple of a page."""
     last = page[-1].config["configurable"]
     return (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))
+
+
+def delta_history(
+    ctx: Context, config: RunnableConfig, channels: Sequence[str]
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    """See ``history.delta_channel_history``."""
+    from lg_sqla.history import delta_channel_history
+
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id") or None
+    return (
+        yield from delta_channel_history(
+            ctx, codec.thread_id_of(config), _namespace(config), checkpoint_id, channels
+        )
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
@@ -217,6 +218,20 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
         self._run(operations.delete_thread(self._ctx, thread_id))
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed per DeltaChannel from the target's ancestors, in two statements.
+
+        Same contract as the base class (which does one ``get_tuple`` per
+        ancestor): writes oldest→newest in ``writes_sort_key`` order within a
+        checkpoint, the target's own writes excluded, ``seed`` the nearest
+        stored value, absent when the walk reaches the root without one.
+        """
+        if not channels:
+            return {}
+        return self._run(operations.delta_history(self._ctx, config, channels))
+
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
 
@@ -256,3 +271,10 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )

@@ -24,6 +24,14 @@ from lg_sqla.serde import _compression
 from lg_sqla.serde.errors import MissingKeyError
 from lg_sqla.serde.tags import EAX_LAYER, TypeTag, parse_type_tag
 
+__all__ = [
+    "AllowlistEntries",
+    "LayeredSerializer",
+    "decode_layers",
+    "reject_layered_inner",
+    "with_msgpack_allowlist",
+]
+
 logger = logging.getLogger("lg_sqla.serde")
 
 AllowlistEntries: TypeAlias = Iterable[tuple[str, ...] | type]
@@ -41,9 +49,9 @@ class LayeredSerializer(SerializerProtocol, ABC):
     """Base class of `lg_sqla`'s wrapping serializers (not meant to be subclassed).
 
     Args:
-        inner: the serializer whose output is transformed; a fresh
-            `JsonPlusSerializer()` when omitted, so `LANGGRAPH_STRICT_MSGPACK` is
-            read when the serializer is built.
+        inner: the serializer whose output is transformed; when omitted, a
+            `JsonPlusSerializer()` built now, so it follows the strict-msgpack
+            setting (`LANGGRAPH_STRICT_MSGPACK`) in force at this moment.
     """
 
     def __init__(self, inner: SerializerProtocol | None = None) -> None:
@@ -227,12 +235,3 @@ def reject_layered_inner(
             "lg_sqla stacks are [EncryptedSerializer(] [CompressedSerializer(] inner [)] [)], "
             "each layer at most once, compression inside encryption"
         )
-
-
-__all__ = [
-    "AllowlistEntries",
-    "LayeredSerializer",
-    "decode_layers",
-    "reject_layered_inner",
-    "with_msgpack_allowlist",
-]

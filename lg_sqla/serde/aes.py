@@ -17,7 +17,7 @@ import hmac
 import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final
+from typing import Final, NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -52,6 +52,11 @@ GCM_NONCE_BYTES: Final = 12
 GCM_TAG_BYTES: Final = 16
 
 _BLOCK: Final = 16
+
+_NO_PICKLE: Final = (
+    "{what} holds secret key material and cannot be pickled; build it again in the "
+    "other process (from {source})"
+)
 
 
 # --- AES-EAX ------------------------------------------------------------------
@@ -193,6 +198,16 @@ class AesEaxCipher:
 
     def __repr__(self) -> str:
         return f"AesEaxCipher(key=<{len(self._key)} bytes from {self._source}>)"
+
+    # Immutable: copies may share it. Pickling would write the key out, so refuse.
+    def __copy__(self) -> AesEaxCipher:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> AesEaxCipher:
+        return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(_NO_PICKLE.format(what="AesEaxCipher", source=self._source))
 
 
 # --- AES-256-GCM keyring ------------------------------------------------------
@@ -351,6 +366,16 @@ class AesKeyring:
 
     def __repr__(self) -> str:
         return f"AesKeyring(ids={list(self.key_ids)!r}, primary={self._primary!r})"
+
+    # Immutable: copies may share it. Pickling would write the keys out, so refuse.
+    def __copy__(self) -> AesKeyring:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> AesKeyring:
+        return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(_NO_PICKLE.format(what="AesKeyring", source=self._source))
 
 
 class AesGcmCipher:

@@ -1,0 +1,223 @@
+"""Walking a checkpoint's parent chain in SQL: DeltaChannel history and its seeds.
+
+``get_delta_channel_history`` in the base class does one ``get_tuple`` per
+ancestor. Here it is two statements whatever the chain length:
+
+1. a recursive CTE walks ``parent_checkpoint_id`` from the target's parent
+   and returns, per ancestor, its depth and which requested channels hold a
+   stored value there (a non-``"empty"`` blob at the ancestor's version);
+2. one fetch of the seed blobs (the nearest stored value per channel) and of
+   the requested channels' writes on the ancestors up to the deepest seed.
+
+The walk follows parent links, not id ranges: forks share ancestors, and
+uuid6 ids are only monotonic per process.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
+from sqlalchemy.sql.selectable import CTE
+
+from lg_sqla import codec
+from lg_sqla.codec import EMPTY_TYPE
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.operations import Context, Plan, Step
+
+
+@dataclass
+class Chain:
+    """The ancestors of a checkpoint, nearest first, and where each channel's seed is."""
+
+    ids: list[str] = field(default_factory=list)  # ids[d] is the ancestor at depth d
+    seed_depth: dict[str, int] = field(default_factory=dict)
+    seed_version: dict[str, str] = field(default_factory=dict)
+
+    def depth_needed(self, channels: Sequence[str]) -> int:
+        """Deepest ancestor any channel needs: its seed, or the root if it has none."""
+        if not self.ids:
+            return -1
+        if any(ch not in self.seed_depth for ch in channels):
+            return len(self.ids) - 1
+        return max((self.seed_depth[ch] for ch in channels), default=-1)
+
+
+def _start_id(thread_id: str, nsh: str, checkpoint_id: str | None) -> Any:
+    """Scalar subquery: the parent id of the target (the latest when no id is given)."""
+    target = sa.select(C.c.parent_checkpoint_id).where(
+        C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh
+    )
+    if checkpoint_id is not None:
+        target = target.where(C.c.checkpoint_id == checkpoint_id)
+    else:
+        target = target.order_by(C.c.checkpoint_id.desc()).limit(1)
+    return target.scalar_subquery()
+
+
+def chain_cte(
+    thread_id: str, nsh: str, start: Any, max_depth: int | None = None, *, name: str = "chain"
+) -> CTE:
+    """Recursive CTE of (checkpoint_id, parent_checkpoint_id, depth) from ``start`` upwards."""
+    anchor = sa.select(
+        C.c.checkpoint_id,
+        C.c.parent_checkpoint_id,
+        sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
+    ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
+    chain = anchor.cte(name, recursive=True)
+    parent = C.alias("parent")
+    step = sa.select(
+        parent.c.checkpoint_id, parent.c.parent_checkpoint_id, chain.c.depth + 1
+    ).where(
+        parent.c.thread_id == thread_id,
+        parent.c.checkpoint_ns_hash == nsh,
+        parent.c.checkpoint_id == chain.c.parent_checkpoint_id,
+    )
+    if max_depth is not None:
+        step = step.where(chain.c.depth < max_depth)
+    return chain.union_all(step)
+
+
+def _select_chain(thread_id: str, nsh: str, start: Any, channels: Sequence[str]) -> Any:
+    """Stage 1: every ancestor (channel NULL) plus one row per (ancestor, stored channel)."""
+    chain = chain_cte(thread_id, nsh, start)
+    ancestors = sa.select(
+        chain.c.depth,
+        chain.c.checkpoint_id,
+        sa.null().label("channel"),
+        sa.null().label("version"),
+    )
+    parts: list[Any] = [ancestors]
+    for channel in channels:
+        version = C.c.checkpoint[("channel_versions", channel)].as_string()
+        parts.append(
+            sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version)
+            .select_from(
+                chain.join(
+                    C,
+                    sa.and_(
+                        C.c.thread_id == thread_id,
+                        C.c.checkpoint_ns_hash == nsh,
+                        C.c.checkpoint_id == chain.c.checkpoint_id,
+                    ),
+                ).join(
+                    B,
+                    sa.and_(
+                        B.c.thread_id == thread_id,
+                        B.c.checkpoint_ns_hash == nsh,
+                        B.c.channel == channel,
+                        B.c.version == version,
+                        B.c.type != EMPTY_TYPE,
+                    ),
+                )
+            )
+        )
+    return sa.union_all(*parts)
+
+
+def walk_chain(
+    ctx: Context, thread_id: str, nsh: str, checkpoint_id: str | None, channels: Sequence[str]
+) -> Plan[Chain]:
+    """Stage 1 as a plan: the target's ancestors and each channel's nearest stored value."""
+    if (lift_limit := ctx.ops.before_deep_recursion()) is not None:
+        yield Step(lift_limit)
+    rows = (
+        yield Step(
+            _select_chain(thread_id, nsh, _start_id(thread_id, nsh, checkpoint_id), channels),
+            fetch=True,
+        )
+    ).rows
+    chain = Chain()
+    by_depth: dict[int, str] = {}
+    for row in rows:
+        if row.channel is None:
+            by_depth[row.depth] = row.checkpoint_id
+        elif row.depth < chain.seed_depth.get(row.channel, 1 << 62):
+            chain.seed_depth[row.channel] = row.depth
+            chain.seed_version[row.channel] = row.version
+    chain.ids = [by_depth[d] for d in range(len(by_depth))]
+    return chain
+
+
+def delta_channel_history(
+    ctx: Context, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None,
+    channels: Sequence[str],
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    """Per channel: writes oldest→newest from the target's ancestors, and the seed."""
+    channels = list(dict.fromkeys(channels))
+    nsh = codec.ns_hash(checkpoint_ns)
+    chain = yield from walk_chain(ctx, thread_id, nsh, checkpoint_id, channels)
+    result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+    max_depth = chain.depth_needed(channels)
+    if max_depth < 0:
+        return result
+    seeds = [(ch, v) for ch, v in chain.seed_version.items()]
+    ancestors = chain_cte(
+        thread_id, nsh, _start_id(thread_id, nsh, checkpoint_id), max_depth, name="ancestors"
+    )
+    writes = sa.select(
+        ancestors.c.depth,
+        W.c.channel,
+        W.c.task_id,
+        W.c.task_path,
+        W.c.idx,
+        W.c.type,
+        W.c.blob,
+    ).select_from(
+        ancestors.join(
+            W,
+            sa.and_(
+                W.c.thread_id == thread_id,
+                W.c.checkpoint_ns_hash == nsh,
+                W.c.checkpoint_id == ancestors.c.checkpoint_id,
+                W.c.channel.in_(list(channels)),
+            ),
+        )
+    )
+    parts: list[Any] = [writes]
+    if seeds:
+        parts.append(
+            sa.select(
+                sa.cast(sa.literal_column("-1"), sa.Integer).label("depth"),
+                B.c.channel,
+                sa.null(),
+                sa.null(),
+                sa.null(),
+                B.c.type,
+                B.c.blob,
+            ).where(
+                B.c.thread_id == thread_id,
+                B.c.checkpoint_ns_hash == nsh,
+                sa.or_(*(sa.and_(B.c.channel == ch, B.c.version == v) for ch, v in seeds)),
+            )
+        )
+    rows = (
+        yield Step(
+            sa.union_all(*parts), fetch=True
+        )
+    ).rows
+    per_channel: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = defaultdict(
+        list
+    )
+    for row in rows:
+        if row.depth == -1:
+            result[row.channel]["seed"] = codec.load_value(ctx.serde, row.type, row.blob)
+            continue
+        limit = chain.seed_depth.get(row.channel, len(chain.ids) - 1)
+        if row.depth > limit:
+            continue  # beyond this channel's seed: another channel needed that far
+        key = writes_sort_key(row.task_path or "", row.task_id, row.idx)
+        value = codec.load_value(ctx.serde, row.type, row.blob)
+        per_channel[row.channel].append((row.depth, key, (row.task_id, row.channel, value)))
+    for ch, items in per_channel.items():
+        # Oldest ancestor (deepest) first; within one checkpoint, writes_sort_key order.
+        items.sort(key=lambda item: (-item[0], item[1]))
+        result[ch]["writes"] = [write for _, _, write in items]
+    return result
+

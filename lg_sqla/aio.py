@@ -10,7 +10,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -21,10 +20,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from lg_sqla import migrate, operations
-from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
-from lg_sqla.operations import Context, Outcome, Plan, T
-from lg_sqla.saver import DEFAULT_LIST_PAGE_SIZE, check_list_args, next_version
+from lg_sqla.operations import Outcome, Plan, T
 
 
 async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
@@ -39,7 +37,7 @@ async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
+class AsyncSQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (async engine).
 
     Drivers: ``sqlite+aiosqlite``, ``postgresql+psycopg`` (psycopg 3 async),
@@ -74,12 +72,8 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
     ) -> None:
-        super().__init__(serde=serde)
-        check_list_args(None, list_page_size)
+        self._init_common(engine.dialect, serde, list_page_size, check_schema)
         self.engine = engine
-        self.ops: DialectOps = ops_for(engine.dialect)
-        self.list_page_size = list_page_size
-        self._schema_checked = not check_schema
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -110,10 +104,6 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
 
     # --- plumbing ------------------------------------------------------------
 
-    @property
-    def _ctx(self) -> Context:
-        return Context(self.ops, self.serde, self.get_next_version(None, None))
-
     async def _run(self, plan: Plan[T]) -> T:
         async with self.engine.begin() as connection:
             if not self._schema_checked:
@@ -126,9 +116,6 @@ class AsyncSQLAlchemySaver(BaseCheckpointSaver[str]):
         async with self.engine.connect() as connection:
             await connection.run_sync(migrate.upgrade_connection)
         self._schema_checked = True
-
-    def get_next_version(self, current: str | None, channel: None = None) -> str:
-        return next_version(current)
 
     # --- the checkpointer contract ----------------------------------------------
 

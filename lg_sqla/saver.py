@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -11,7 +10,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -23,12 +21,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 
 from lg_sqla import migrate, operations
-from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
-from lg_sqla.errors import InvalidInputError
-from lg_sqla.operations import Context, Outcome, Plan, T
-
-DEFAULT_LIST_PAGE_SIZE = 100
+from lg_sqla.operations import Outcome, Plan, T
 
 
 def drive(connection: Connection, plan: Plan[T]) -> T:
@@ -43,25 +38,7 @@ def drive(connection: Connection, plan: Plan[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-def next_version(current: str | int | float | None) -> str:
-    """Zero-padded, so string order is version order; the random suffix tells forks apart."""
-    if current is None:
-        number = 0
-    elif isinstance(current, (int, float)):
-        number = int(current)
-    else:
-        number = int(current.split(".")[0])
-    return f"{number + 1:032}.{random.random():016}"
-
-
-def check_list_args(limit: int | None, page_size: int) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
-    if page_size < 1:
-        raise InvalidInputError(f"list_page_size must be >= 1, got {page_size!r}")
-
-
-class SQLAlchemySaver(BaseCheckpointSaver[str]):
+class SQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 
     Every call runs in one transaction of the engine's pool: no global lock, so
@@ -94,12 +71,8 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
     ) -> None:
-        super().__init__(serde=serde)
-        check_list_args(None, list_page_size)
+        self._init_common(engine.dialect, serde, list_page_size, check_schema)
         self.engine = engine
-        self.ops: DialectOps = ops_for(engine.dialect)
-        self.list_page_size = list_page_size
-        self._schema_checked = not check_schema
 
     @classmethod
     @contextmanager
@@ -129,11 +102,6 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
 
     # --- plumbing ------------------------------------------------------------
 
-    @property
-    def _ctx(self) -> Context:
-        # Built per call: `with_allowlist` clones may carry another serde.
-        return Context(self.ops, self.serde, self.get_next_version(None, None))
-
     def _run(self, plan: Plan[T]) -> T:
         with self.engine.begin() as connection:
             if not self._schema_checked:
@@ -145,9 +113,6 @@ class SQLAlchemySaver(BaseCheckpointSaver[str]):
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
         migrate.upgrade(self.engine)
         self._schema_checked = True
-
-    def get_next_version(self, current: str | None, channel: None = None) -> str:
-        return next_version(current)
 
     # --- the checkpointer contract ----------------------------------------------
 

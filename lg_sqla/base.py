@@ -1,0 +1,77 @@
+"""What the sync and async savers share: construction, versions, serde handling."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Collection
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
+from sqlalchemy.engine import Dialect
+
+from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.operations import Context
+from lg_sqla.serde import with_msgpack_allowlist
+
+DEFAULT_LIST_PAGE_SIZE = 100
+
+
+def next_version(current: str | int | float | None) -> str:
+    """Zero-padded, so string order is version order; the random suffix tells forks apart."""
+    if current is None:
+        number = 0
+    elif isinstance(current, (int, float)):
+        number = int(current)
+    else:
+        number = int(current.split(".")[0])
+    return f"{number + 1:032}.{random.random():016}"
+
+
+def check_list_args(limit: int | None, page_size: int) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
+    if page_size < 1:
+        raise InvalidInputError(f"list_page_size must be >= 1, got {page_size!r}")
+
+
+class SaverBase(BaseCheckpointSaver[str]):
+    """State and helpers common to SQLAlchemySaver and AsyncSQLAlchemySaver."""
+
+    ops: DialectOps
+    list_page_size: int
+
+    def _init_common(
+        self,
+        dialect: Dialect,
+        serde: SerializerProtocol | None,
+        list_page_size: int,
+        check_schema: bool,
+    ) -> None:
+        BaseCheckpointSaver.__init__(self, serde=serde)
+        check_list_args(None, list_page_size)
+        self.ops = ops_for(dialect)
+        self.list_page_size = list_page_size
+        self._schema_checked = not check_schema
+
+    @property
+    def _ctx(self) -> Context:
+        # Built per call: `with_allowlist` clones carry another serde.
+        return Context(self.ops, self.serde, self.get_next_version(None, None))
+
+    def get_next_version(self, current: str | None, channel: None = None) -> str:
+        return next_version(current)
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SaverBase:
+        """A shallow clone whose serializer also allows these msgpack types.
+
+        Unlike the base class, this reaches through lg_sqla's encrypting and
+        compressing serializers to the JsonPlusSerializer inside them.
+        """
+        serde = with_msgpack_allowlist(self.serde, tuple(extra_allowlist))
+        if serde is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = maybe_add_typed_methods(serde)
+        return clone

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -19,9 +20,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from lg_sqla import migrate, operations
+from lg_sqla import maintenance, migrate, operations
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
+from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
 
 
@@ -30,6 +32,10 @@ async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
     try:
         step = next(plan)
         while True:
+            if step.statement is None:
+                await connection.commit()
+                step = plan.send(Outcome((), 0))
+                continue
             result = await connection.execute(step.statement, step.params)
             rows = result.all() if step.fetch else []
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
@@ -105,11 +111,15 @@ class AsyncSQLAlchemySaver(SaverBase):
     # --- plumbing ------------------------------------------------------------
 
     async def _run(self, plan: Plan[T]) -> T:
-        async with self.engine.begin() as connection:
+        # One transaction per call (plans may COMMIT between threads); an error
+        # rolls back whatever the current transaction wrote.
+        async with self.engine.connect() as connection:
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
                 self._schema_checked = True
-            return await adrive(connection, plan)
+            result = await adrive(connection, plan)
+            await connection.commit()
+            return result
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
@@ -180,6 +190,34 @@ class AsyncSQLAlchemySaver(SaverBase):
             return {}
         return await self._run(operations.delta_history(self._ctx, config, channels))
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete checkpoints of these runs, their writes and orphan blobs; see the sync saver."""
+        await self._run(maintenance.delete_for_runs(self._ctx, list(run_ids)))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history to a new thread; see ``SQLAlchemySaver.copy_thread``."""
+        await self._run(maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+    ) -> None:
+        """Prune threads (DeltaChannel safe); see ``SQLAlchemySaver.prune``."""
+        await self._run(maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+
+    async def asweep(
+        self,
+        older_than: dt.timedelta,
+        *,
+        strategy: str = "delete",
+        keep_last: int = 1,
+        batch_size: int = 100,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
+        return await self._run(
+            maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+        )
+
     # --- sync methods: run on the saver's loop from another thread ------------------
 
     def _on_loop(self, coro: Any) -> Any:
@@ -245,6 +283,37 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     def delete_thread(self, thread_id: str) -> None:
         self._on_loop(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._on_loop(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._on_loop(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+    ) -> None:
+        self._on_loop(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
+
+    def sweep(
+        self,
+        older_than: dt.timedelta,
+        *,
+        strategy: str = "delete",
+        keep_last: int = 1,
+        batch_size: int = 100,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        report: SweepReport = self._on_loop(
+            self.asweep(
+                older_than,
+                strategy=strategy,
+                keep_last=keep_last,
+                batch_size=batch_size,
+                progress=progress,
+            )
+        )
+        return report
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

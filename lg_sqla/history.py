@@ -97,8 +97,7 @@ def _select_chain(thread_id: str, nsh: str, start: Any, channels: Sequence[str])
     for channel in channels:
         version = C.c.checkpoint[("channel_versions", channel)].as_string()
         parts.append(
-            sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version)
-            .select_from(
+            sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version).select_from(
                 chain.join(
                     C,
                     sa.and_(
@@ -146,7 +145,10 @@ def walk_chain(
 
 
 def delta_channel_history(
-    ctx: Context, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None,
+    ctx: Context,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str | None,
     channels: Sequence[str],
 ) -> Plan[dict[str, DeltaChannelHistory]]:
     """Per channel: writes oldest→newest from the target's ancestors, and the seed."""
@@ -197,14 +199,8 @@ def delta_channel_history(
                 sa.or_(*(sa.and_(B.c.channel == ch, B.c.version == v) for ch, v in seeds)),
             )
         )
-    rows = (
-        yield Step(
-            sa.union_all(*parts), fetch=True
-        )
-    ).rows
-    per_channel: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = defaultdict(
-        list
-    )
+    rows = (yield Step(sa.union_all(*parts), fetch=True)).rows
+    per_channel: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = defaultdict(list)
     for row in rows:
         if row.depth == -1:
             result[row.channel]["seed"] = codec.load_value(ctx.serde, row.type, row.blob)
@@ -220,4 +216,3 @@ def delta_channel_history(
         items.sort(key=lambda item: (-item[0], item[1]))
         result[ch]["writes"] = [write for _, _, write in items]
     return result
-

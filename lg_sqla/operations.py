@@ -58,11 +58,19 @@ Rows = Sequence[Row[Any]]
 
 @dataclass(frozen=True)
 class Step:
-    """One statement to execute; ``fetch`` says whether the plan wants its rows."""
+    """One statement to execute; ``fetch`` says whether the plan wants its rows.
 
-    statement: Executable
+    A step without a statement (``COMMIT``) commits the work so far; the next
+    statement starts a new transaction. Plans that touch many threads use it
+    so no single transaction grows with the data.
+    """
+
+    statement: Executable | None
     params: Sequence[Record] | Record | None = None
     fetch: bool = False
+
+
+COMMIT = Step(None)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -20,9 +21,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 
-from lg_sqla import migrate, operations
+from lg_sqla import maintenance, migrate, operations
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
+from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
 
 
@@ -31,6 +33,10 @@ def drive(connection: Connection, plan: Plan[T]) -> T:
     try:
         step = next(plan)
         while True:
+            if step.statement is None:
+                connection.commit()
+                step = plan.send(Outcome((), 0))
+                continue
             result = connection.execute(step.statement, step.params)
             rows = result.all() if step.fetch else []
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
@@ -103,11 +109,15 @@ class SQLAlchemySaver(SaverBase):
     # --- plumbing ------------------------------------------------------------
 
     def _run(self, plan: Plan[T]) -> T:
-        with self.engine.begin() as connection:
+        # One transaction per call (plans may COMMIT between threads); an error
+        # rolls back whatever the current transaction wrote.
+        with self.engine.connect() as connection:
             if not self._schema_checked:
                 migrate.check_schema(connection)
                 self._schema_checked = True
-            return drive(connection, plan)
+            result = drive(connection, plan)
+            connection.commit()
+            return result
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
@@ -197,6 +207,72 @@ class SQLAlchemySaver(SaverBase):
             return {}
         return self._run(operations.delta_history(self._ctx, config, channels))
 
+    # --- the extended surface: deleting runs, copying, pruning, retention -----------
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints whose ``metadata["run_id"]`` is listed, their writes,
+        and the blobs no remaining checkpoint uses, in one transaction.
+
+        Beware with DeltaChannel threads: deleting a run whose writes later
+        checkpoints replay breaks their reconstruction (see ``prune``).
+        """
+        self._run(maintenance.delete_for_runs(self._ctx, list(run_ids)))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history (every namespace, same checkpoint ids,
+        metadata, writes and blobs) to a new thread, in one transaction.
+
+        Raises:
+            InvalidInputError: the target already has checkpoints, or the source has none.
+        """
+        self._run(maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int = 1,
+    ) -> None:
+        """Prune threads, one transaction per thread.
+
+        Args:
+            thread_ids: The threads to prune.
+            strategy: ``"keep_latest"`` keeps the newest ``keep_last`` checkpoints of
+                each namespace (with their writes) and, for DeltaChannel state,
+                every ancestor back to the nearest stored snapshot with its writes,
+                so the kept state reconstructs exactly; ``"delete"`` removes the threads.
+            keep_last: How many of the newest checkpoints per namespace to keep
+                (``"keep_latest"`` only); e.g. 5 keeps room for time travel.
+
+        Blobs no remaining checkpoint references are deleted.
+        """
+        self._run(maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+
+    def sweep(
+        self,
+        older_than: dt.timedelta,
+        *,
+        strategy: str = "delete",
+        keep_last: int = 1,
+        batch_size: int = 100,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        """Retention: remove what has not been written for ``older_than``.
+
+        ``"delete"`` deletes whole threads whose newest checkpoint is older than
+        the cut-off; ``"keep_latest"`` prunes, in every thread, checkpoints older
+        than the cut-off except the newest ``keep_last`` per namespace (DeltaChannel
+        safe, as ``prune``). Threads are visited ``batch_size`` at a time, each in
+        its own short transaction, so it can run beside live traffic.
+
+        Returns:
+            What was removed: threads, checkpoints, writes, blobs, batches.
+        """
+        return self._run(
+            maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+        )
+
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
 
@@ -236,6 +312,38 @@ class SQLAlchemySaver(SaverBase):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last)
+        )
+
+    async def asweep(
+        self,
+        older_than: dt.timedelta,
+        *,
+        strategy: str = "delete",
+        keep_last: int = 1,
+        batch_size: int = 100,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        return await asyncio.to_thread(
+            lambda: self.sweep(
+                older_than,
+                strategy=strategy,
+                keep_last=keep_last,
+                batch_size=batch_size,
+                progress=progress,
+            )
+        )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

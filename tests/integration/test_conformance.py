@@ -12,12 +12,22 @@ from collections.abc import AsyncIterator
 import pytest
 from backends import Backend
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
-# Test counts of the base capabilities in langgraph-checkpoint-conformance 0.0.2.
-BASE_TESTS = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread": 5}
+# Test counts per capability in langgraph-checkpoint-conformance 0.0.2: the base
+# contract (58 tests) and the extended surface (delete_for_runs, copy_thread, prune).
+EXPECTED_TESTS = {
+    "put": 17,
+    "put_writes": 10,
+    "get_tuple": 10,
+    "list": 16,
+    "delete_thread": 5,
+    "delete_for_runs": 7,
+    "copy_thread": 8,
+    "prune": 8,
+}
 
 
 def _assert_report(report: object) -> None:
@@ -28,11 +38,11 @@ def _assert_report(report: object) -> None:
         if result.detected and not result.passed
     }
     assert not failures, failures
-    for capability in BASE_CAPABILITIES:
+    for capability in ALL_CAPABILITIES:
         result = results[capability.value]
         assert result.detected, f"{capability.value} not detected"
         assert result.passed, f"{capability.value}: {result.failures}"
-        assert result.tests_passed == BASE_TESTS[capability.value], (
+        assert result.tests_passed == EXPECTED_TESTS[capability.value], (
             capability.value,
             result.tests_passed,
         )

@@ -1,0 +1,415 @@
+"""Keeping tables bounded: prune, delete_for_runs, copy_thread, retention sweeps, blob GC.
+
+Like operations.py, each operation is a plan run inside one transaction by the
+sync or async shell; prune and sweep run one transaction *per thread*, so a
+huge clean-up never holds one giant lock.
+
+DeltaChannel safety: a DeltaChannel stores a value only at snapshot steps;
+between them its state is rebuilt from ancestors' writes. Pruning keeps, for
+every kept checkpoint, each ancestor back to the nearest stored value of every
+channel its metadata counts as changed since its last snapshot
+(``counters_since_delta_snapshot``), with their writes, so reconstruction after a
+prune equals reconstruction before it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from lg_sqla import codec, limits
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.history import walk_chain
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.operations import COMMIT, Context, Plan, Step
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+# Bound on bound parameters per statement (SQLite allows 32766, PostgreSQL 65535).
+_CHUNK = 500
+
+CheckpointKey = tuple[str, str]  # (checkpoint_ns_hash, checkpoint_id) within one thread
+
+
+@dataclass
+class RowCounts:
+    """Rows an operation removed (or, for copy_thread, wrote)."""
+
+    threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    blobs: int = 0
+
+    def add(self, other: RowCounts) -> None:
+        self.threads += other.threads
+        self.checkpoints += other.checkpoints
+        self.writes += other.writes
+        self.blobs += other.blobs
+
+
+@dataclass
+class SweepReport:
+    """What a retention sweep removed, and how it went about it."""
+
+    cutoff: dt.datetime
+    strategy: str
+    batches: int = 0
+    threads_visited: int = 0
+    removed: RowCounts = field(default_factory=RowCounts)
+
+
+def _thread(thread_id: Any) -> str:
+    return codec.check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+
+
+def check_strategy(strategy: str, keep_last: int) -> None:
+    if strategy not in PRUNE_STRATEGIES:
+        raise InvalidInputError(
+            f"unknown prune strategy {strategy!r}; use one of {', '.join(PRUNE_STRATEGIES)}"
+        )
+    if not isinstance(keep_last, int) or keep_last < 1:
+        raise InvalidInputError(f"keep_last must be an int >= 1, got {keep_last!r}")
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+# --- blob garbage collection -------------------------------------------------------
+
+
+def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
+    """Delete blobs of these threads that no remaining checkpoint's channel_versions names."""
+    removed = 0
+    for chunk in _chunks(list(dict.fromkeys(thread_ids))):
+        if ctx.ops.joins_channel_versions:
+            pairs, channel, version = ctx.ops.channel_versions(C.c.checkpoint)
+            referenced = (
+                sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, channel, version)
+                .select_from(C.join(pairs, sa.true()))
+                .where(C.c.thread_id.in_(chunk))
+            )
+            removed += (
+                yield Step(
+                    sa.delete(B).where(
+                        B.c.thread_id.in_(chunk),
+                        sa.tuple_(
+                            B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version
+                        ).not_in(referenced),
+                    )
+                )
+            ).rowcount
+            continue
+        # Portable path: compute the referenced set in Python.
+        documents = (
+            yield Step(
+                sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint).where(
+                    C.c.thread_id.in_(chunk)
+                ),
+                fetch=True,
+            )
+        ).rows
+        keep = {
+            (r.thread_id, r.checkpoint_ns_hash, ch, v)
+            for r in documents
+            for ch, v in codec._json_object(r.checkpoint)["channel_versions"].items()
+        }
+        blobs = (
+            yield Step(
+                sa.select(B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version).where(
+                    B.c.thread_id.in_(chunk)
+                ),
+                fetch=True,
+            )
+        ).rows
+        garbage = [tuple(b) for b in blobs if tuple(b) not in keep]
+        for part in _chunks(garbage):
+            removed += (
+                yield Step(
+                    sa.delete(B).where(
+                        sa.or_(
+                            *(
+                                sa.and_(
+                                    B.c.thread_id == t,
+                                    B.c.checkpoint_ns_hash == h,
+                                    B.c.channel == ch,
+                                    B.c.version == v,
+                                )
+                                for t, h, ch, v in part
+                            )
+                        )
+                    )
+                )
+            ).rowcount
+    return removed
+
+
+# --- deleting ------------------------------------------------------------------------
+
+
+def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
+    """Every row of one thread, all namespaces."""
+    out = RowCounts(threads=1)
+    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id == thread_id))).rowcount
+    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
+    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
+    return out
+
+
+def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
+    """Checkpoints whose metadata run_id is listed, their writes, then orphaned blobs."""
+    out = RowCounts()
+    run_ids = [codec.check_length("run_id", str(r), limits.RUN_ID_MAX) for r in run_ids]
+    affected: set[str] = set()
+    for chunk in _chunks(run_ids):
+        doomed = (
+            yield Step(
+                sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint_id).where(
+                    C.c.run_id.in_(chunk)
+                ),
+                fetch=True,
+            )
+        ).rows
+        if not doomed:
+            continue
+        affected.update(r.thread_id for r in doomed)
+        for part in _chunks(doomed):
+            out.writes += (
+                yield Step(
+                    sa.delete(W).where(
+                        sa.tuple_(W.c.thread_id, W.c.checkpoint_ns_hash, W.c.checkpoint_id).in_(
+                            [tuple(r) for r in part]
+                        )
+                    )
+                )
+            ).rowcount
+        out.checkpoints += (yield Step(sa.delete(C).where(C.c.run_id.in_(chunk)))).rowcount
+    if affected:
+        out.blobs = yield from collect_garbage_blobs(ctx, sorted(affected))
+    return out
+
+
+# --- copying -------------------------------------------------------------------------
+
+
+def copy_thread(ctx: Context, source: str, target: str) -> Plan[RowCounts]:
+    """Copy every checkpoint, write and blob of ``source`` to ``target`` (same ids)."""
+    source, target = _thread(source), _thread(target)
+    if source == target:
+        raise InvalidInputError("copy_thread: source and target thread ids are the same")
+    present = (
+        yield Step(
+            sa.select(C.c.thread_id, sa.func.count().label("n"))
+            .where(C.c.thread_id.in_([source, target]))
+            .group_by(C.c.thread_id),
+            fetch=True,
+        )
+    ).rows
+    counts = {row.thread_id: row.n for row in present}
+    if counts.get(target):
+        raise InvalidInputError(
+            f"copy_thread: target thread {target!r} already has {counts[target]} checkpoint(s); "
+            "delete it first or choose another id"
+        )
+    if not counts.get(source):
+        raise InvalidInputError(f"copy_thread: source thread {source!r} has no checkpoints")
+    now = sa.literal(codec_now(), C.c.created_at.type)
+    copied = RowCounts(threads=1)
+    for table, counter in ((C, "checkpoints"), (W, "writes"), (B, "blobs")):
+        names = [c.name for c in table.columns]
+        values = [
+            sa.literal(target, table.c.thread_id.type)
+            if name == "thread_id"
+            else now
+            if name in ("created_at", "updated_at")
+            else table.c[name]
+            for name in names
+        ]
+        written = (
+            yield Step(
+                sa.insert(table).from_select(
+                    names, sa.select(*values).where(table.c.thread_id == source)
+                )
+            )
+        ).rowcount
+        setattr(copied, counter, written)
+    return copied
+
+
+def codec_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+# --- pruning -------------------------------------------------------------------------
+
+
+def _kept_heads(thread_id: str, keep_last: int, newer_than: dt.datetime | None) -> sa.Select[Any]:
+    """The newest ``keep_last`` checkpoints per namespace (plus any newer than a cut-off)."""
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=C.c.checkpoint_ns_hash, order_by=C.c.checkpoint_id.desc())
+        .label("rank")
+    )
+    ranked = (
+        sa.select(C.c.checkpoint_ns_hash, C.c.checkpoint_id, C.c.metadata, C.c.updated_at, rank)
+        .where(C.c.thread_id == thread_id)
+        .subquery()
+    )
+    keep = ranked.c.rank <= keep_last
+    if newer_than is not None:
+        keep = sa.or_(keep, ranked.c.updated_at >= newer_than)
+    return sa.select(ranked.c.checkpoint_ns_hash, ranked.c.checkpoint_id, ranked.c.metadata).where(
+        keep
+    )
+
+
+def _delta_channels(metadata: Any) -> list[str]:
+    counters = codec._json_object(metadata).get("counters_since_delta_snapshot") or {}
+    return sorted(counters) if isinstance(counters, dict) else []
+
+
+def prune_thread(
+    ctx: Context,
+    thread_id: str,
+    *,
+    keep_last: int = 1,
+    newer_than: dt.datetime | None = None,
+) -> Plan[RowCounts]:
+    """Keep the newest ``keep_last`` checkpoints per namespace and their DeltaChannel
+    ancestry; delete every other checkpoint of the thread, its writes and orphan blobs."""
+    heads = (yield Step(_kept_heads(thread_id, keep_last, newer_than), fetch=True)).rows
+    keep: set[CheckpointKey] = set()
+    for head in heads:
+        keep.add((head.checkpoint_ns_hash, head.checkpoint_id))
+        channels = _delta_channels(head.metadata)
+        if not channels:
+            continue
+        chain = yield from walk_chain(
+            ctx, thread_id, head.checkpoint_ns_hash, head.checkpoint_id, channels
+        )
+        needed = chain.depth_needed(channels)
+        keep.update((head.checkpoint_ns_hash, cid) for cid in chain.ids[: needed + 1])
+    out = RowCounts()
+    if not keep:
+        return out
+    kept = sorted(keep)
+    out.checkpoints = (
+        yield Step(
+            sa.delete(C).where(
+                C.c.thread_id == thread_id,
+                sa.tuple_(C.c.checkpoint_ns_hash, C.c.checkpoint_id).not_in(kept),
+            )
+        )
+    ).rowcount
+    out.writes = (
+        yield Step(
+            sa.delete(W).where(
+                W.c.thread_id == thread_id,
+                sa.tuple_(W.c.checkpoint_ns_hash, W.c.checkpoint_id).not_in(kept),
+            )
+        )
+    ).rowcount
+    out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
+    if out.checkpoints:
+        out.threads = 1
+    return out
+
+
+def prune(
+    ctx: Context, thread_ids: Sequence[str], strategy: str, keep_last: int
+) -> Plan[RowCounts]:
+    """Prune threads, committing after each one (one transaction per thread)."""
+    check_strategy(strategy, keep_last)
+    threads = [_thread(t) for t in dict.fromkeys(thread_ids)]
+    total = RowCounts()
+    for thread_id in threads:
+        if strategy == "delete":
+            total.add((yield from delete_thread_rows(ctx, thread_id)))
+        else:
+            total.add((yield from prune_thread(ctx, thread_id, keep_last=keep_last)))
+        yield COMMIT
+    return total
+
+
+# --- retention -----------------------------------------------------------------------
+
+
+def sweep(
+    ctx: Context,
+    older_than: dt.timedelta,
+    strategy: str,
+    keep_last: int,
+    batch_size: int,
+    progress: Callable[[SweepReport], None] | None,
+) -> Plan[SweepReport]:
+    """Retention: visit stale threads in batches, one transaction per thread."""
+    check_strategy(strategy, keep_last)
+    if not isinstance(older_than, dt.timedelta) or older_than < dt.timedelta(0):
+        raise InvalidInputError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    report = SweepReport(cutoff=codec_now() - older_than, strategy=strategy)
+    after: str | None = None
+    while True:
+        batch = yield from stale_threads(report.cutoff, strategy, after, batch_size)
+        yield COMMIT
+        if not batch:
+            return report
+        report.batches += 1
+        for thread_id in batch:
+            report.threads_visited += 1
+            report.removed.add(
+                (yield from sweep_thread(ctx, thread_id, report.cutoff, strategy, keep_last))
+            )
+            yield COMMIT
+        if progress is not None:
+            progress(report)
+        if len(batch) < batch_size:
+            return report
+        after = batch[-1]
+
+
+def stale_threads(
+    cutoff: dt.datetime, strategy: str, after: str | None, batch_size: int
+) -> Plan[list[str]]:
+    """The next batch of threads a sweep should visit, in thread_id order.
+
+    ``delete``: threads whose newest checkpoint was written before the cut-off.
+    ``keep_latest``: threads holding any checkpoint written before the cut-off.
+    """
+    if strategy == "delete":
+        stmt = (
+            sa.select(C.c.thread_id)
+            .group_by(C.c.thread_id)
+            .having(sa.func.max(C.c.updated_at) < cutoff)
+        )
+    else:
+        stmt = sa.select(C.c.thread_id).where(C.c.updated_at < cutoff).distinct()
+    if after is not None:
+        stmt = stmt.where(C.c.thread_id > after)
+    stmt = stmt.order_by(C.c.thread_id).limit(batch_size)
+    return [row.thread_id for row in (yield Step(stmt, fetch=True)).rows]
+
+
+def sweep_thread(
+    ctx: Context, thread_id: str, cutoff: dt.datetime, strategy: str, keep_last: int
+) -> Plan[RowCounts]:
+    """One thread of a sweep, in its own transaction; re-checks staleness under it."""
+    if strategy == "delete":
+        newest = (
+            yield Step(
+                sa.select(sa.func.max(C.c.updated_at)).where(C.c.thread_id == thread_id),
+                fetch=True,
+            )
+        ).rows[0][0]
+        if newest is None or newest >= cutoff:
+            return RowCounts()  # written to since it was picked: not stale any more
+        removed = yield from delete_thread_rows(ctx, thread_id)
+        return removed
+    return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))

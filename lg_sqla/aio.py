@@ -20,11 +20,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from lg_sqla import maintenance, migrate, operations
+from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
+from lg_sqla.rotation import RotationReport
 
 
 async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
@@ -216,6 +217,18 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
         return await self._run(
             maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+        )
+
+    async def areencrypt(
+        self,
+        *,
+        batch_size: int = 500,
+        source: SerializerProtocol | None = None,
+        progress: Callable[[RotationReport], None] | None = None,
+    ) -> RotationReport:
+        """Rewrite stored values into the current serializer form; see the sync saver."""
+        return await self._run(
+            rotation.reencrypt(self._ctx, batch_size=batch_size, source=source, progress=progress)
         )
 
     # --- sync methods: run on the saver's loop from another thread ------------------

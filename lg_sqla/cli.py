@@ -57,6 +57,20 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("revision", help='target revision, e.g. "base" to drop the tables')
     commands.add_parser("current", help="print the schema revision of the database")
     commands.add_parser("check", help="exit 1 unless the schema is at the latest revision")
+    rotate = commands.add_parser(
+        "reencrypt",
+        help="rewrite stored values with the current key from $LG_SQLA_AES_KEYS / "
+        "$LANGGRAPH_AES_KEY (key rotation, or encrypting old plaintext rows)",
+    )
+    rotate.add_argument("--batch-size", type=int, default=500)
+    rotate.add_argument(
+        "--compress", action="store_true", help="also compress large values (zstd/zlib)"
+    )
+    sweep = commands.add_parser("sweep", help="retention: delete what is older than N days")
+    sweep.add_argument("--older-than-days", type=float, required=True)
+    sweep.add_argument("--strategy", choices=["delete", "keep_latest"], default="delete")
+    sweep.add_argument("--keep-last", type=int, default=1)
+    sweep.add_argument("--batch-size", type=int, default=100)
     return parser
 
 
@@ -65,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.url:
         print("error: no database URL: pass --url or set LG_SQLA_DATABASE_URL", file=sys.stderr)
         return 2
+    if args.command in ("reencrypt", "sweep"):
+        return _maintain(args)
     if args.command == "upgrade":
         _with_connection(args.url, lambda c: migrate.upgrade_connection(c, args.revision))
         print(f"lg_sqla schema upgraded to {args.revision}")
@@ -85,6 +101,59 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 1
         print(f"lg_sqla schema is up to date ({migrate.head_revision()})")
+    return 0
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    """Long-running maintenance through a sync saver, printing progress per batch."""
+    import datetime as dt
+
+    from sqlalchemy.engine import make_url
+
+    from lg_sqla.saver import SQLAlchemySaver
+    from lg_sqla.serde import CompressedSerializer, EncryptedSerializer, SerdeError
+
+    url = make_url(args.url)
+    if url.get_dialect().is_async:
+        print("error: use a sync driver URL for maintenance commands", file=sys.stderr)
+        return 2
+    if args.command == "reencrypt":
+        try:
+            serde = EncryptedSerializer.from_env(CompressedSerializer() if args.compress else None)
+        except SerdeError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        with SQLAlchemySaver.from_conn_string(args.url, serde=serde) as saver:
+            report = saver.reencrypt(
+                batch_size=args.batch_size,
+                progress=lambda r: print(
+                    f"batch {r.batches}: "
+                    + ", ".join(
+                        f"{name} scanned {t.scanned} rewritten {t.rewritten}"
+                        for name, t in r.tables.items()
+                    ),
+                    flush=True,
+                ),
+            )
+        print(f"done: {report.rewritten} row(s) rewritten in {report.batches} batch(es)")
+        return 0
+    with SQLAlchemySaver.from_conn_string(args.url) as saver:
+        swept = saver.sweep(
+            dt.timedelta(days=args.older_than_days),
+            strategy=args.strategy,
+            keep_last=args.keep_last,
+            batch_size=args.batch_size,
+            progress=lambda r: print(
+                f"batch {r.batches}: {r.threads_visited} thread(s) visited, "
+                f"{r.removed.checkpoints} checkpoint(s) removed",
+                flush=True,
+            ),
+        )
+    removed = swept.removed
+    print(
+        f"done: removed {removed.threads} thread(s), {removed.checkpoints} checkpoint(s), "
+        f"{removed.writes} write(s), {removed.blobs} blob(s); cut-off {swept.cutoff:%Y-%m-%d %H:%M}"
+    )
     return 0
 
 

@@ -21,11 +21,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 
-from lg_sqla import maintenance, migrate, operations
+from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
+from lg_sqla.rotation import RotationReport
 
 
 def drive(connection: Connection, plan: Plan[T]) -> T:
@@ -271,6 +272,30 @@ class SQLAlchemySaver(SaverBase):
         """
         return self._run(
             maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+        )
+
+    def reencrypt(
+        self,
+        *,
+        batch_size: int = 500,
+        source: SerializerProtocol | None = None,
+        progress: Callable[[RotationReport], None] | None = None,
+    ) -> RotationReport:
+        """Rewrite stored blobs and writes into this saver's serializer's current form.
+
+        Use after adding a new primary key (rotation) or enabling encryption on
+        existing data. Runs in batches of ``batch_size`` rows, one transaction
+        each; data stays readable throughout and an interrupted run resumes by
+        running again. See ``lg_sqla.rotation``.
+
+        Args:
+            batch_size: Rows scanned per transaction.
+            source: A serializer that can decrypt rows this saver's cannot (e.g. one
+                still holding a retired key).
+            progress: Called after every batch with the running report.
+        """
+        return self._run(
+            rotation.reencrypt(self._ctx, batch_size=batch_size, source=source, progress=progress)
         )
 
     # --- async methods: the sync work runs in a worker thread ---------------------

@@ -25,7 +25,11 @@ def _build_tree(saver: SQLAlchemySaver, rng: random.Random, n: int) -> tuple[str
     configs: list[dict] = []
     versions: dict[str, dict[str, int]] = {}
     for i in range(n):
-        parent = rng.choice(configs) if configs and rng.random() < 0.3 else (configs[-1] if configs else None)
+        parent = (
+            rng.choice(configs)
+            if configs and rng.random() < 0.3
+            else (configs[-1] if configs else None)
+        )
         base_versions = dict(versions[parent["configurable"]["checkpoint_id"]]) if parent else {}
         values: dict[str, object] = {}
         new_versions: dict[str, int] = {}
@@ -44,8 +48,15 @@ def _build_tree(saver: SQLAlchemySaver, rng: random.Random, n: int) -> tuple[str
         stored = saver.put(parent_config, cp, {"step": i}, new_versions)
         for t in range(rng.randint(0, 3)):
             writes = [(rng.choice(CHANNELS), f"w{i}.{t}.{k}") for k in range(rng.randint(1, 3))]
-            saver.put_writes(stored, writes, task_id=f"task-{rng.randint(0, 5)}", task_path=f"~{rng.randint(0, 2)}")
-        versions[stored["configurable"]["checkpoint_id"]] = {k: int(str(v).split('.')[0]) for k, v in all_versions.items()}
+            saver.put_writes(
+                stored,
+                writes,
+                task_id=f"task-{rng.randint(0, 5)}",
+                task_path=f"~{rng.randint(0, 2)}",
+            )
+        versions[stored["configurable"]["checkpoint_id"]] = {
+            k: int(str(v).split(".")[0]) for k, v in all_versions.items()
+        }
         configs.append(stored)
     return thread_id, configs
 
@@ -57,12 +68,16 @@ def test_matches_base_class_walk(sync_saver: SQLAlchemySaver, seed: int) -> None
     targets = [*rng.sample(configs, 10), config(thread_id)]
     for target in targets:
         channels = rng.sample(CHANNELS, rng.randint(1, 3))
-        expected = BaseCheckpointSaver.get_delta_channel_history(sync_saver, config=target, channels=channels)
+        expected = BaseCheckpointSaver.get_delta_channel_history(
+            sync_saver, config=target, channels=channels
+        )
         got = sync_saver.get_delta_channel_history(config=target, channels=channels)
         assert got == expected, (target, channels)
     assert sync_saver.get_delta_channel_history(config=configs[0], channels=[]) == {}
     missing = config(thread_id, checkpoint_id="nope")
-    assert sync_saver.get_delta_channel_history(config=missing, channels=["log"]) == {"log": {"writes": []}}
+    assert sync_saver.get_delta_channel_history(config=missing, channels=["log"]) == {
+        "log": {"writes": []}
+    }
 
 
 def test_statement_count_independent_of_chain_length(backend: Backend) -> None:
@@ -73,7 +88,9 @@ def test_statement_count_independent_of_chain_length(backend: Backend) -> None:
         parent = config(thread_id)
         for i in range(1100):  # past MySQL/MariaDB default recursion cap of 1000
             values = {"log": _DeltaSnapshot(["start"])} if i == 0 else {}
-            parent = saver.put(parent, checkpoint(values, {"log": i + 1}), {"step": i}, {"log": i + 1})
+            parent = saver.put(
+                parent, checkpoint(values, {"log": i + 1}), {"step": i}, {"log": i + 1}
+            )
             saver.put_writes(parent, [("log", f"entry-{i}")], task_id="t")
         extra = 1 if backend.name == "mysql" else 0  # SET SESSION recursion limit
         with count_statements(engine) as c:
@@ -93,6 +110,8 @@ async def test_async_matches_sync(backend: Backend, sync_saver: SQLAlchemySaver)
         saver = AsyncSQLAlchemySaver(engine)
         for target in [*configs[-5:], config(thread_id)]:
             expected = sync_saver.get_delta_channel_history(config=target, channels=CHANNELS)
-            assert await saver.aget_delta_channel_history(config=target, channels=CHANNELS) == expected
+            assert (
+                await saver.aget_delta_channel_history(config=target, channels=CHANNELS) == expected
+            )
     finally:
         await engine.dispose()

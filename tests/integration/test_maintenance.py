@@ -91,12 +91,16 @@ def test_copy_thread_keeps_delta_state_identical(sync_saver: SQLAlchemySaver) ->
     graph = _delta_graph(sync_saver)
     source, target = new_thread(), new_thread()
     before = _run_turns(graph, source, 7)
-    history = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config(source))]
+    history = [
+        s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config(source))
+    ]
 
     sync_saver.copy_thread(source, target)
 
     assert graph.get_state(config(target)).values == before
-    copied = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config(target))]
+    copied = [
+        s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config(target))
+    ]
     assert copied == history
     assert table_counts(sync_saver.engine, source) == table_counts(sync_saver.engine, target)
     with pytest.raises(InvalidInputError, match="already has"):
@@ -116,7 +120,9 @@ def test_prune_keep_last_and_namespaces(sync_saver: SQLAlchemySaver) -> None:
         ids = []
         for i in range(6):
             versions = {"a": i + 1}
-            parent = sync_saver.put(parent, checkpoint({"a": [ns, i]}, versions), {"step": i}, versions)
+            parent = sync_saver.put(
+                parent, checkpoint({"a": [ns, i]}, versions), {"step": i}, versions
+            )
             sync_saver.put_writes(parent, [("a", i)], task_id="t")
             ids.append(parent["configurable"]["checkpoint_id"])
         kept[ns] = ids[-3:]
@@ -126,7 +132,10 @@ def test_prune_keep_last_and_namespaces(sync_saver: SQLAlchemySaver) -> None:
     sync_saver.prune([thread_id], strategy="keep_latest", keep_last=3)
 
     for ns, ids in kept.items():
-        left = [t.config["configurable"]["checkpoint_id"] for t in sync_saver.list(config(thread_id, ns))]
+        left = [
+            t.config["configurable"]["checkpoint_id"]
+            for t in sync_saver.list(config(thread_id, ns))
+        ]
         assert left == list(reversed(ids))
         for t in sync_saver.list(config(thread_id, ns)):
             assert t.pending_writes and t.pending_writes[0][1] == "a"
@@ -146,10 +155,14 @@ def test_prune_keep_last_and_namespaces(sync_saver: SQLAlchemySaver) -> None:
 def test_gc_never_removes_a_shared_blob(sync_saver: SQLAlchemySaver) -> None:
     """A blob shared by a kept checkpoint (unchanged channel) survives pruning its creator."""
     thread_id = new_thread()
-    first = sync_saver.put(config(thread_id), checkpoint({"big": "v1", "x": 1}), {}, {"big": 1, "x": 1})
+    first = sync_saver.put(
+        config(thread_id), checkpoint({"big": "v1", "x": 1}), {}, {"big": 1, "x": 1}
+    )
     parent = first
     for i in range(2, 6):
-        parent = sync_saver.put(parent, checkpoint({"big": "v1", "x": i}, {"big": 1, "x": i}), {}, {"x": i})
+        parent = sync_saver.put(
+            parent, checkpoint({"big": "v1", "x": i}, {"big": 1, "x": i}), {}, {"x": i}
+        )
     sync_saver.prune([thread_id])
     latest = sync_saver.get_tuple(config(thread_id))
     assert latest is not None and latest.checkpoint["channel_values"] == {"big": "v1", "x": 5}
@@ -161,7 +174,9 @@ def test_delete_for_runs_removes_rows_and_orphans(sync_saver: SQLAlchemySaver) -
     parent = config(thread_id)
     for i, run in enumerate(["run-a", "run-a", "run-b"]):
         versions = {"v": i + 1}
-        parent = sync_saver.put(parent, checkpoint({"v": [i]}, versions), {"run_id": f"{thread_id}-{run}"}, versions)
+        parent = sync_saver.put(
+            parent, checkpoint({"v": [i]}, versions), {"run_id": f"{thread_id}-{run}"}, versions
+        )
         sync_saver.put_writes(parent, [("v", i)], task_id="t")
     sync_saver.delete_for_runs([f"{thread_id}-run-a"])
     left = list(sync_saver.list(config(thread_id)))
@@ -225,7 +240,9 @@ async def test_async_sweep_keep_latest(backend: Backend) -> None:
         parent = config(thread_id)
         for i in range(6):
             versions = {"v": i + 1}
-            parent = await saver.aput(parent, checkpoint({"v": [i]}, versions), {"step": i}, versions)
+            parent = await saver.aput(
+                parent, checkpoint({"v": [i]}, versions), {"step": i}, versions
+            )
         _age(sync_engine, thread_id, 10)
         recent = await saver.aput(parent, checkpoint({"v": [6]}, {"v": 7}), {"step": 6}, {"v": 7})
         report = await saver.asweep(dt.timedelta(days=5), strategy="keep_latest", keep_last=1)

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Prepare everything the test suite needs, from a bare Debian 12 machine:
+#   1. the PostgreSQL 15 and MariaDB server binaries (Debian packages), which
+#      tests/servers.py uses to start private throwaway servers, and
+#   2. the project virtualenv .venv with the package and its dev group installed.
+# Idempotent, and fast (no network) when everything is already in place.
+#
+# Environment:
+#   LG_SQLA_BOOTSTRAP_SERVERS=0   skip the database packages (venv only; `make demo`)
+#   LG_SQLA_TEST_POSTGRES_URL / LG_SQLA_TEST_MYSQL_URL
+#                                 servers provided externally: that package is not needed
+#   LG_SQLA_TEST_DOCKER=0         do not treat a running Docker engine as a server source
+#   PYTHON                        interpreter used to create .venv (default: python3)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PG_BINDIR=/usr/lib/postgresql/15/bin
+PYTHON=${PYTHON:-python3}
+STAMP=.venv/.lg_sqla_stamp
+POLICY_RC=/usr/sbin/policy-rc.d
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+have_postgres() { [ -x "$PG_BINDIR/initdb" ] && [ -x "$PG_BINDIR/postgres" ]; }
+have_mariadb() {
+    { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
+        command -v mariadb-install-db >/dev/null 2>&1
+}
+
+# A Docker engine that answers makes tests/servers.py use testcontainers, so the
+# Debian server packages would go unused. The CLI alone (no daemon) does not count.
+docker_answers() {
+    [ "${LG_SQLA_TEST_DOCKER:-1}" != 0 ] && command -v docker >/dev/null 2>&1 &&
+        timeout 5 docker version --format '{{.Server.Version}}' >/dev/null 2>&1
+}
+
+# Commands needing root go through this: directly as root, else via sudo (which
+# may prompt on a terminal; without one, `sudo -n` fails fast instead of hanging).
+SUDO=()
+need_root() {
+    [ "$(id -u)" -eq 0 ] && return 0
+    if command -v sudo >/dev/null 2>&1; then
+        if [ -t 0 ]; then SUDO=(sudo); else SUDO=(sudo -n); fi
+        return 0
+    fi
+    die "installing $* needs root, and this is neither root nor has sudo.
+    Either re-run as root, or install them yourself:
+        apt-get install -y --no-install-recommends $*
+    or point the tests at running servers:
+        export LG_SQLA_TEST_POSTGRES_URL=postgresql://USER:PASS@HOST:PORT
+        export LG_SQLA_TEST_MYSQL_URL=mysql://root:PASS@HOST:PORT"
+}
+
+# Debian's maintainer scripts start every freshly installed server through
+# invoke-rc.d. We never use those system instances (tests start private ones on
+# free ports), and in containers without an init the start attempt may fail.
+# A policy-rc.d that exits 101 ("action forbidden") makes invoke-rc.d skip it;
+# we add one only if the machine has none, and remove it again on exit.
+ADDED_POLICY=0
+remove_policy() {
+    if [ "$ADDED_POLICY" = 1 ]; then
+        "${SUDO[@]}" rm -f "$POLICY_RC" || log "WARNING: could not remove $POLICY_RC"
+    fi
+}
+trap remove_policy EXIT
+
+apt_install() {
+    need_root "$@"
+    if [ ! -e "$POLICY_RC" ]; then
+        printf '#!/bin/sh\n# Temporary, from lg_sqla tests/bootstrap.sh: do not start services.\nexit 101\n' |
+            "${SUDO[@]}" tee "$POLICY_RC" >/dev/null
+        "${SUDO[@]}" chmod 755 "$POLICY_RC"
+        ADDED_POLICY=1
+    fi
+    log "installing Debian packages: $*"
+    # sudo resets the environment, hence `env` for DEBIAN_FRONTEND. The dpkg
+    # options keep existing config files without asking (there is no stdin in CI).
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null
+    if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "$@" </dev/null; then
+        # A postinst that fails only because it could not start its service is
+        # harmless for us; what matters is whether the binaries are now there.
+        log "WARNING: apt-get install exited non-zero; checking whether the binaries are usable"
+    fi
+}
+
+# --- 1. system packages ------------------------------------------------------
+packages=()
+if [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ]; then
+    server_packages=()
+    if [ -z "${LG_SQLA_TEST_POSTGRES_URL:-}" ] && ! have_postgres; then
+        server_packages+=(postgresql-15)
+    fi
+    if [ -z "${LG_SQLA_TEST_MYSQL_URL:-}" ] && ! have_mariadb; then
+        server_packages+=(mariadb-server)
+    fi
+    if [ "${#server_packages[@]}" -gt 0 ] && docker_answers; then
+        log "a Docker engine answers: tests will use testcontainers, not installing ${server_packages[*]}"
+        server_packages=()
+    fi
+    packages+=("${server_packages[@]}")
+fi
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    [ "$PYTHON" = python3 ] || die "PYTHON=$PYTHON not found"
+    packages+=(python3 python3-venv)
+elif [ ! -x .venv/bin/python ] && ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
+    # Debian splits `python3 -m venv` support out of python3.
+    case "$(command -v "$PYTHON")" in
+    /usr/bin/*) packages+=(python3-venv) ;;
+    *) die "$PYTHON cannot create virtualenvs (no ensurepip); use another PYTHON=..." ;;
+    esac
+fi
+if [ "${#packages[@]}" -gt 0 ]; then
+    apt_install "${packages[@]}"
+    for pkg in "${packages[@]}"; do
+        case "$pkg" in
+        postgresql-15) have_postgres || die "postgresql-15 installed but $PG_BINDIR/initdb is missing" ;;
+        mariadb-server) have_mariadb || die "mariadb-server installed but mariadbd/mariadb-install-db are missing" ;;
+        esac
+    done
+fi
+
+# --- 2. virtualenv -----------------------------------------------------------
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv with $PYTHON"
+    "$PYTHON" -m venv .venv
+fi
+# Reinstall only when pyproject.toml (dependencies) changed since the last
+# successful install. The package is installed editable, so code changes
+# never need a reinstall.
+want_stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" = "$want_stamp" ]; then
+    log ".venv up to date"
+else
+    log "installing the project and its dev dependency group into .venv"
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+    # `--group` (PEP 735 dependency groups) needs pip >= 25.1.
+    .venv/bin/python -m pip install -q -U 'pip>=25.1' </dev/null
+    .venv/bin/python -m pip install -q -e . --group dev </dev/null
+    printf '%s\n' "$want_stamp" >"$STAMP"
+fi

@@ -1,0 +1,38 @@
+"""Shared pytest fixtures for the lg_sqla test suite."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# tests/ is not a package; make tests/servers.py importable from any test module.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from servers import mysql_server, postgres_server
+
+# ---------------------------------------------------------------------------
+# Database servers (provisioning lives in tests/servers.py)
+#
+# Session-scoped and lazy: a server starts only when the first test asks for
+# it, at most once per session, and stops at the end. Each fixture yields an
+# admin base URL without driver or database, e.g.
+# "postgresql://postgres@127.0.0.1:PORT"; build real URLs with
+# servers.sqlalchemy_url() and per-test databases with servers.create_database().
+# If a server cannot be provided the fixture ERRORS, it never skips: a green
+# run must mean the dialect was really tested.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def mysql_admin_url() -> Iterator[str]:
+    with mysql_server() as url:
+        yield url

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
-from lg_sqla.engines import configure_engine
+from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
 from lg_sqla.rotation import RotationReport
@@ -103,7 +103,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 ``postgresql+psycopg://user:pw@host/db``, ``mysql+asyncmy://user:pw@host/db``.
             **engine_kwargs: Passed to ``create_async_engine``.
         """
-        engine = configure_engine(create_async_engine(url, **engine_kwargs))
+        engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
         try:
             yield cls(engine, serde=serde, list_page_size=list_page_size)
         finally:

@@ -50,15 +50,25 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("LG_SQLA_DATABASE_URL"),
         help="database URL (default: $LG_SQLA_DATABASE_URL)",
     )
+    # `--url` is accepted after the command too (`python -m lg_sqla upgrade --url ...`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help="database URL")
     commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("upgrade", help="create or upgrade lg_sqla's tables")
+    up = commands.add_parser("upgrade", parents=[common], help="create or upgrade lg_sqla's tables")
     up.add_argument("revision", nargs="?", default="head")
-    down = commands.add_parser("downgrade", help="downgrade lg_sqla's tables to a revision")
+    down = commands.add_parser(
+        "downgrade", parents=[common], help="downgrade lg_sqla's tables to a revision"
+    )
     down.add_argument("revision", help='target revision, e.g. "base" to drop the tables')
-    commands.add_parser("current", help="print the schema revision of the database")
-    commands.add_parser("check", help="exit 1 unless the schema is at the latest revision")
+    commands.add_parser(
+        "current", parents=[common], help="print the schema revision of the database"
+    )
+    commands.add_parser(
+        "check", parents=[common], help="exit 1 unless the schema is at the latest revision"
+    )
     rotate = commands.add_parser(
         "reencrypt",
+        parents=[common],
         help="rewrite stored values with the current key from $LG_SQLA_AES_KEYS / "
         "$LANGGRAPH_AES_KEY (key rotation, or encrypting old plaintext rows)",
     )
@@ -66,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     rotate.add_argument(
         "--compress", action="store_true", help="also compress large values (zstd/zlib)"
     )
-    sweep = commands.add_parser("sweep", help="retention: delete what is older than N days")
+    sweep = commands.add_parser(
+        "sweep", parents=[common], help="retention: delete what is older than N days"
+    )
     sweep.add_argument("--older-than-days", type=float, required=True)
     sweep.add_argument("--strategy", choices=["delete", "keep_latest"], default="delete")
     sweep.add_argument("--keep-last", type=int, default=1)

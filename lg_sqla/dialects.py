@@ -1,7 +1,8 @@
 """Every dialect difference of lg_sqla, in one place.
 
 A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect
-(``dialect.name``; MariaDB reports ``"mysql"``) and answers the only questions
+(``dialect.name``; MariaDB is ``"mysql"`` or, with ``mariadb+`` URLs, ``"mariadb"``)
+and answers the only questions
 on which the SQL differs:
 
 * how to insert rows while ignoring (or overwriting) existing keys;
@@ -42,6 +43,14 @@ MIGRATION_LOCK_NAME = "lg_sqla_migrate"
 MIGRATION_LOCK_TIMEOUT_S = 300
 # Recursion limit we set where the server caps recursive CTEs (parent-chain walks).
 MAX_RECURSION = 10_000_000
+
+
+MYSQL_FAMILY = ("mysql", "mariadb")
+
+
+def is_mysql_family(dialect: Dialect) -> bool:
+    """MySQL or MariaDB, whichever URL scheme (``mysql+`` or ``mariadb+``) was used."""
+    return dialect.name in MYSQL_FAMILY
 
 
 def mysql_key_collation(dialect: Dialect) -> str:
@@ -270,7 +279,7 @@ class MySQLOps(DialectOps):
                 sa.func.json_unquote(extracted)
                 == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
             )
-        # Objects and arrays: mutual containment (arrays compare as multisets).
+        # Objects and arrays: mutual containment (arrays compare as sets: [1, 2] == [2, 1, 1]).
         candidate = json.dumps(value)
         return sa.and_(
             json_type.in_(("OBJECT", "ARRAY")),
@@ -325,6 +334,6 @@ _OPS: dict[str, type[DialectOps]] = {
 
 def ops_for(dialect: Dialect) -> DialectOps:
     """The :class:`DialectOps` for a SQLAlchemy dialect (generic when unknown)."""
-    if dialect.name == "mysql":
+    if is_mysql_family(dialect):
         return MySQLOps(dialect)
     return _OPS.get(dialect.name, GenericOps)()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy import event, pool
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -26,6 +26,18 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Defaults for engines we create: an in-memory SQLite database is one shared
+    connection (LangGraph calls the saver from several threads, and each new
+    connection to ``sqlite://`` would open a different, empty database)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        options = {"poolclass": pool.StaticPool, **options}
+        connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
+        options["connect_args"] = connect_args
+    return options
 
 
 def configure_engine(engine: E) -> E:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-from sqlalchemy import Index, Integer, MetaData, Table, func
+from sqlalchemy import Index, Integer, MetaData, Table
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
@@ -60,12 +60,8 @@ class CheckpointRow(Base):
     run_id: Mapped[str | None] = mapped_column(key_string(limits.RUN_ID_MAX), nullable=True)
     checkpoint: Mapped[dict[str, Any]] = mapped_column(json_document(), nullable=False)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", json_document(), nullable=False)
-    created_at: Mapped[dt.datetime] = mapped_column(
-        timestamp(), nullable=False, server_default=func.current_timestamp()
-    )
-    updated_at: Mapped[dt.datetime] = mapped_column(
-        timestamp(), nullable=False, server_default=func.current_timestamp()
-    )
+    created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    updated_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
     __table_args__ = (
         Index(None, "run_id"),
@@ -96,9 +92,7 @@ class CheckpointWriteRow(Base):
     channel: Mapped[str] = mapped_column(key_string(limits.CHANNEL_MAX), nullable=False)
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
-    created_at: Mapped[dt.datetime] = mapped_column(
-        timestamp(), nullable=False, server_default=func.current_timestamp()
-    )
+    created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
 
@@ -118,9 +112,7 @@ class CheckpointBlobRow(Base):
     # "empty" marks a versioned channel without a value; blob is NULL then.
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes | None] = mapped_column(big_binary(), nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(
-        timestamp(), nullable=False, server_default=func.current_timestamp()
-    )
+    created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
 

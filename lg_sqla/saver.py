@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
-from lg_sqla.engines import configure_engine
+from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, T
 from lg_sqla.rotation import RotationReport
@@ -101,7 +101,7 @@ class SQLAlchemySaver(SaverBase):
             **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
                 ``pool_pre_ping``, ``connect_args``, ...).
         """
-        engine = configure_engine(create_engine(url, **engine_kwargs))
+        engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         try:
             yield cls(engine, serde=serde, list_page_size=list_page_size)
         finally:

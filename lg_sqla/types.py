@@ -13,7 +13,7 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from lg_sqla.dialects import mysql_key_collation
+from lg_sqla.dialects import is_mysql_family, mysql_key_collation
 
 
 class KeyString(TypeDecorator[str]):
@@ -29,7 +29,7 @@ class KeyString(TypeDecorator[str]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         length = cast(String, self.impl_instance).length
-        if dialect.name == "mysql":
+        if is_mysql_family(dialect):
             return dialect.type_descriptor(
                 mysql.VARCHAR(length, charset="utf8mb4", collation=mysql_key_collation(dialect))
             )
@@ -68,7 +68,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "mysql":
+        if is_mysql_family(dialect):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 

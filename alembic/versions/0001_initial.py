@@ -27,7 +27,7 @@ def _key(length: int) -> sa.types.TypeEngine[str]:
     # Binary NO PAD collation on MySQL/MariaDB: keys are exact, case- and
     # trailing-space-sensitive. The two servers name it differently.
     dialect = op.get_bind().dialect
-    if dialect.name != "mysql":
+    if dialect.name not in ("mysql", "mariadb"):
         return sa.String(length)
     collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
     return mysql.VARCHAR(length, charset="utf8mb4", collation=collation)
@@ -52,9 +52,9 @@ def _timestamp() -> sa.types.TypeEngine[object]:
 
 
 def _created_at() -> sa.Column[object]:
-    return sa.Column(
-        "created_at", _timestamp(), nullable=False, server_default=sa.func.current_timestamp()
-    )
+    # No server default: lg_sqla writes UTC timestamps itself (a MySQL default would
+    # also need CURRENT_TIMESTAMP(6) to match DATETIME(6), and the session time zone).
+    return sa.Column("created_at", _timestamp(), nullable=False)
 
 
 def upgrade() -> None:
@@ -69,9 +69,7 @@ def upgrade() -> None:
         sa.Column("checkpoint", _json(), nullable=False),
         sa.Column("metadata", _json(), nullable=False),
         _created_at(),
-        sa.Column(
-            "updated_at", _timestamp(), nullable=False, server_default=sa.func.current_timestamp()
-        ),
+        sa.Column("updated_at", _timestamp(), nullable=False),
         sa.PrimaryKeyConstraint(
             "thread_id", "checkpoint_ns_hash", "checkpoint_id", name="pk_checkpoints"
         ),

@@ -195,3 +195,30 @@ def test_generic_dialect_fallback(tmp_path: Path) -> None:
         assert [t.metadata["step"] for t in saver.list(config(thread_id))] == [1, 0]
     finally:
         engine.dispose()
+
+
+def test_in_memory_sqlite_works_across_threads() -> None:
+    """`sqlite://` is one shared connection, so LangGraph's worker threads see the tables."""
+    import threading
+
+    with SQLAlchemySaver.from_conn_string("sqlite://") as saver:
+        saver.setup()
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"v": [1]}), {}, {"v": 1})
+        seen: list[object] = []
+        worker = threading.Thread(target=lambda: seen.append(saver.get_tuple(stored)))
+        worker.start()
+        worker.join()
+        assert seen and seen[0] is not None
+
+
+def test_mariadb_scheme_urls_get_the_mysql_dialect_ops() -> None:
+    """`mariadb+pymysql://` reports dialect name "mariadb": same ops and key types."""
+    from lg_sqla.dialects import MySQLOps, ops_for
+    from lg_sqla.models import checkpoints
+
+    engine = sa.create_engine("mariadb+pymysql://u@localhost/db")
+    assert engine.dialect.name == "mariadb"
+    assert isinstance(ops_for(engine.dialect), MySQLOps)
+    ddl = str(sa.schema.CreateTable(checkpoints).compile(dialect=engine.dialect))
+    assert "utf8mb4_nopad_bin" in ddl and "DATETIME(6)" in ddl

@@ -1,0 +1,19 @@
+# Developer entry points. `make test` is the project's test command (also run by .ci/run).
+#   make test PYTEST_ARGS="-k mysql -x"   extra pytest arguments
+#   make demo                             run examples/demo.py (no database servers needed)
+
+PYTHON := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: test demo bootstrap
+
+# Installs the PostgreSQL/MariaDB packages if missing and syncs .venv; the servers
+# themselves are started (and stopped) by the pytest fixtures in tests/conftest.py.
+test:
+	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+demo:
+	LG_SQLA_BOOTSTRAP_SERVERS=0 bash tests/bootstrap.sh && $(PYTHON) examples/demo.py
+
+bootstrap:
+	bash tests/bootstrap.sh

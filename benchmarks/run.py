@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/run.py prune     # prune a 10k-checkpoint thread per dialect
     .venv/bin/python benchmarks/run.py storage   # bytes per checkpoint, compression off / on
 
+The side-by-side rows need the official savers: `.venv/bin/pip install --group bench`.
 Figures are wall-clock on whatever machine runs them; they go to docs/benchmarks.md
 by hand, with the machine described. Nothing here is asserted by the test suite.
 """
@@ -281,12 +282,16 @@ def bench_storage(which: list[str], steps: int) -> None:
 
 
 def _payload_bytes(engine: sa.Engine, thread_id: str) -> int:
+    from lg_sqla.models import checkpoint_blobs, checkpoint_writes
+
     with engine.connect() as conn:
         total = 0
-        for table in ("checkpoint_blobs", "checkpoint_writes"):
+        for table in (checkpoint_blobs, checkpoint_writes):
+            # `blob` is a reserved word on MySQL: let SQLAlchemy quote it.
             total += conn.execute(
-                sa.text(f"SELECT COALESCE(SUM(LENGTH(blob)), 0) FROM {table} WHERE thread_id = :t"),
-                {"t": thread_id},
+                sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(table.c.blob)), 0)).where(
+                    table.c.thread_id == thread_id
+                )
             ).scalar_one()
         return int(total)
 

@@ -29,7 +29,8 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
 
@@ -106,6 +107,16 @@ class DialectOps:
     def before_deep_recursion(self) -> sa.Executable | None:
         """A statement lifting the server's recursive-CTE depth limit, if it has one."""
         return None
+
+    def delete_unreferenced(
+        self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
+    ) -> sa.Executable:
+        """DELETE the rows of ``table`` (of these threads) whose
+        (thread_id, checkpoint_ns_hash, channel, version) ``referenced`` does not return."""
+        key = (table.c.thread_id, table.c.checkpoint_ns_hash, table.c.channel, table.c.version)
+        return sa.delete(table).where(
+            table.c.thread_id.in_(list(thread_ids)), sa.tuple_(*key).not_in(referenced)
+        )
 
 
 class PostgresOps(DialectOps):
@@ -217,6 +228,43 @@ def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw:
     )
 
 
+class _MySQLAntiJoinDelete(Executable, ClauseElement):
+    """``DELETE t FROM t LEFT JOIN (referenced) r ON <key> WHERE <threads> AND r IS NULL``."""
+
+    inherit_cache = False
+
+    def __init__(self, table: sa.Table, thread_ids: list[str], referenced: sa.Select[Any]) -> None:
+        self.table = table
+        self.thread_ids = thread_ids
+        self.referenced = referenced
+
+
+@compiles(_MySQLAntiJoinDelete, "mysql")
+@compiles(_MySQLAntiJoinDelete, "mariadb")
+def _compile_mysql_anti_join_delete(element: _MySQLAntiJoinDelete, compiler: Any, **kw: Any) -> str:
+    t = element.table
+    name = compiler.preparer.format_table(t)
+    referenced = element.referenced.subquery("referenced")
+    r = referenced.c
+    on = sa.and_(
+        *(
+            mine == theirs
+            for mine, theirs in zip(
+                (t.c.thread_id, t.c.checkpoint_ns_hash, t.c.channel, t.c.version),
+                r,
+                strict=True,
+            )
+        )
+    )
+    threads = t.c.thread_id.in_(element.thread_ids)
+    first = next(iter(r))
+    return (
+        f"DELETE {name} FROM {name} LEFT OUTER JOIN "
+        f"{compiler.process(referenced, asfrom=True, **kw)} ON {compiler.process(on, **kw)} "
+        f"WHERE {compiler.process(threads, **kw)} AND {compiler.process(first.is_(None), **kw)}"
+    )
+
+
 class MySQLOps(DialectOps):
     """MySQL 8.0.4+ and MariaDB 10.6+ (JSON_TABLE)."""
 
@@ -256,6 +304,14 @@ class MySQLOps(DialectOps):
             else "cte_max_recursion_depth"  # MySQL 8.0.3+
         )
         return sa.text(f"SET SESSION {variable} = {MAX_RECURSION}")
+
+    def delete_unreferenced(
+        self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
+    ) -> sa.Executable:
+        # MariaDB re-evaluates a NOT IN (subquery over JSON_TABLE) per row: 51 s
+        # to collect 20k blobs of a pruned 10k-checkpoint thread. A multi-table
+        # DELETE with a LEFT JOIN anti-join does it in well under a second.
+        return _MySQLAntiJoinDelete(table, list(thread_ids), referenced)
 
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any

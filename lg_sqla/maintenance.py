@@ -95,16 +95,7 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
                 .select_from(C.join(pairs, sa.true()))
                 .where(C.c.thread_id.in_(chunk))
             )
-            removed += (
-                yield Step(
-                    sa.delete(B).where(
-                        B.c.thread_id.in_(chunk),
-                        sa.tuple_(
-                            B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version
-                        ).not_in(referenced),
-                    )
-                )
-            ).rowcount
+            removed += (yield Step(ctx.ops.delete_unreferenced(B, chunk, referenced))).rowcount
             continue
         # Portable path: compute the referenced set in Python.
         documents = (

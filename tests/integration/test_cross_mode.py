@@ -63,7 +63,9 @@ async def test_sync_saver_async_methods_do_not_block_the_loop(sync_saver: SQLAlc
     try:
         parent = config(thread_id)
         for i in range(20):
-            parent = await sync_saver.aput(parent, checkpoint({"v": [i]}, {"v": i + 1}), {}, {"v": i + 1})
+            parent = await sync_saver.aput(
+                parent, checkpoint({"v": [i]}, {"v": i + 1}), {}, {"v": i + 1}
+            )
         listed = [t async for t in sync_saver.alist(config(thread_id))]
     finally:
         task.cancel()

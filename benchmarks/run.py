@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/run.py prune     # prune a 10k-checkpoint thread per dialect
     .venv/bin/python benchmarks/run.py storage   # bytes per checkpoint, compression off / on
 
-The side-by-side rows need the official savers: `.venv/bin/pip install --group bench`.
+The side-by-side rows need the official savers: `.venv/bin/pip install -e . --group bench`.
 Figures are wall-clock on whatever machine runs them; they go to docs/benchmarks.md
 by hand, with the machine described. Nothing here is asserted by the test suite.
 """

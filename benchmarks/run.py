@@ -168,7 +168,7 @@ def _official_saver(dialect: str, url: str) -> Any:
 
             return lite()
     except ImportError:
-        print(f"(official {dialect} saver not installed: pip install --group bench)")
+        print(f"(official {dialect} saver not installed: pip install -e . --group bench)")
     return None
 
 

@@ -46,8 +46,12 @@ from lg_sqla.serde import CompressedSerializer  # noqa: E402
 
 
 @contextlib.contextmanager
-def databases(which: list[str]) -> Iterator[dict[str, str]]:
-    """Sync URLs of fresh databases: sqlite (file), postgres, mysql (MariaDB here)."""
+def databases(which: list[str], suffix: str = "") -> Iterator[dict[str, str]]:
+    """Sync URLs of fresh databases: sqlite (file), postgres, mysql (MariaDB here).
+
+    With ``suffix``, each server also gets a second database (its URL under
+    ``"<dialect><suffix>"``), for a peer saver whose table names clash with ours.
+    """
     with contextlib.ExitStack() as stack:
         urls: dict[str, str] = {}
         tmp = Path(tempfile.mkdtemp(prefix="lg_sqla_bench_"))
@@ -58,6 +62,9 @@ def databases(which: list[str]) -> Iterator[dict[str, str]]:
             admin = stack.enter_context(postgres_server())
             create_database(admin, name)
             urls["postgres"] = sqlalchemy_url(admin, "psycopg", name)
+            if suffix:
+                create_database(admin, name + suffix)
+                urls["postgres" + suffix] = sqlalchemy_url(admin, "psycopg", name + suffix)
         if "mysql" in which:
             admin = stack.enter_context(mysql_server())
             create_database(admin, name)
@@ -130,12 +137,12 @@ def bench_ops(which: list[str], steps: int, repeat: int) -> None:
     print(f"# per-call latency, median / p95 ms, {steps}-step chat thread, {repeat} samples")
     print("| saver | dialect | put | get_tuple (latest) | get_tuple (by id) | list (20) |")
     print("|---|---|---|---|---|---|")
-    with databases(which) as urls:
-        for dialect, url in urls.items():
-            engine, saver = saver_for(url)
+    with databases(which, suffix="_peer") as urls:
+        for dialect in which:
+            engine, saver = saver_for(urls[dialect])
             _report_ops("lg_sqla", dialect, saver, steps, repeat)
             engine.dispose()
-            official = _official_saver(dialect, url)
+            official = _official_saver(dialect, urls.get(dialect + "_peer", urls[dialect]))
             if official is not None:
                 with official as other:
                     _report_ops(type(other).__name__, dialect, other, steps, repeat)
@@ -275,10 +282,22 @@ def bench_storage(which: list[str], steps: int) -> None:
                     f"| {dialect} | {label} | {payload / steps:,.0f} | {(table / steps):,.0f} |",
                     flush=True,
                 )
-                with engine.begin() as conn:
-                    for t in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
-                        conn.execute(sa.text(f"DELETE FROM {t}"))
+                _empty_tables(engine, dialect)
                 engine.dispose()
+
+
+def _empty_tables(engine: sa.Engine, dialect: str) -> None:
+    """Delete everything and give the space back, so the next run is measured alone."""
+    tables = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
+    with engine.begin() as conn:
+        for t in tables:
+            conn.execute(sa.text(f"DELETE FROM {t}"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for t in tables:
+            if dialect == "postgres":
+                conn.exec_driver_sql(f"VACUUM FULL {t}")
+            elif dialect == "mysql":
+                conn.exec_driver_sql(f"OPTIMIZE TABLE {t}")
 
 
 def _payload_bytes(engine: sa.Engine, thread_id: str) -> int:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import zlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
@@ -35,6 +35,8 @@ from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
 
 from lg_sqla import limits
+
+T = TypeVar("T")
 
 # A row of the (channel, version) pairs of a checkpoint's channel_versions.
 ChannelVersionsSource = tuple[FromClause, ColumnElement[str], ColumnElement[str]]
@@ -77,6 +79,17 @@ class DialectOps:
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
 
+    def __init__(self) -> None:
+        self._statements: dict[Hashable, Any] = {}
+
+    def cached(self, key: Hashable, build: Callable[[], T]) -> T:
+        """Build a statement once per key; statements without values are reusable."""
+        try:
+            return cast(T, self._statements[key])
+        except KeyError:
+            statement = self._statements[key] = build()
+            return statement
+
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """INSERT that leaves an existing row with the same key untouched."""
         raise NotImplementedError
@@ -107,6 +120,10 @@ class DialectOps:
     def before_deep_recursion(self) -> sa.Executable | None:
         """A statement lifting the server's recursive-CTE depth limit, if it has one."""
         return None
+
+    def join_in_written_order(self, select: sa.Select[Any]) -> sa.Select[Any]:
+        """Make the planner join the FROM list in the order it is written."""
+        return select
 
     def delete_unreferenced(
         self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
@@ -272,6 +289,7 @@ class MySQLOps(DialectOps):
     joins_channel_versions = True
 
     def __init__(self, dialect: Dialect) -> None:
+        super().__init__()
         # Whether the server is MariaDB is only known once the engine has
         # connected, so the collation is looked up when statements are built.
         self._dialect = dialect
@@ -304,6 +322,14 @@ class MySQLOps(DialectOps):
             else "cte_max_recursion_depth"  # MySQL 8.0.3+
         )
         return sa.text(f"SET SESSION {variable} = {MAX_RECURSION}")
+
+    def join_in_written_order(self, select: sa.Select[Any]) -> sa.Select[Any]:
+        # MariaDB 10.11 joins checkpoint_blobs before the JSON_TABLE of the wanted
+        # (channel, version) pairs, so it reads every blob of the thread, values
+        # included: 7 ms instead of 1 ms for get_tuple on a 50-step chat thread.
+        return select.prefix_with("STRAIGHT_JOIN", dialect="mysql").prefix_with(
+            "STRAIGHT_JOIN", dialect="mariadb"
+        )
 
     def delete_unreferenced(
         self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]

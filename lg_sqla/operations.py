@@ -46,8 +46,9 @@ from lg_sqla.statements import (
     PageKey,
     PageQuery,
     key_filter,
+    load_statement,
+    page_params,
     select_blobs_for,
-    select_load,
     select_page,
     select_writes_for,
 )
@@ -112,7 +113,9 @@ def _insert_ignore(ctx: Context, table: sa.Table, rows: list[dict[str, Any]]) ->
         rows = [r for r in rows if tuple(r[name] for name in pk) not in seen]
         if not rows:
             return
-    yield Step(ctx.ops.insert_ignore(table), rows)
+    yield Step(
+        ctx.ops.cached(("insert_ignore", table.name), lambda: ctx.ops.insert_ignore(table)), rows
+    )
 
 
 def _upsert(
@@ -124,7 +127,10 @@ def _upsert(
         yield Step(sa.delete(table).where(key_filter(table, rows)))
         yield Step(sa.insert(table), rows)
         return
-    yield Step(ctx.ops.upsert(table, update), rows)
+    statement = ctx.ops.cached(
+        ("upsert", table.name, tuple(update)), lambda: ctx.ops.upsert(table, update)
+    )
+    yield Step(statement, rows)
 
 
 def _namespace(config: RunnableConfig) -> str:
@@ -248,7 +254,7 @@ def _assemble(
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if ctx.ops.joins_channel_versions:
-        rows = (yield Step(select_load(ctx.ops, select_page(ctx.ops, q)), fetch=True)).rows
+        rows = (yield Step(load_statement(ctx.ops, q), page_params(q), fetch=True)).rows
         by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
         checkpoint_rows = []
         for row in rows:
@@ -268,7 +274,8 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
-    page_rows = [r._mapping for r in (yield Step(select_page(ctx.ops, q), fetch=True)).rows]
+    page = yield Step(select_page(ctx.ops, q), page_params(q), fetch=True)
+    page_rows = [r._mapping for r in page.rows]
     if not page_rows:
         return []
     wanted: list[tuple[str, str, str, str]] = []

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
+from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla.dialects import DialectOps
@@ -44,9 +45,13 @@ class PageQuery:
     limit: int | None = None
 
 
-def _keyset_after(q: PageQuery, after: PageKey) -> ColumnElement[bool]:
-    """Rows strictly after ``after`` in (checkpoint_id, thread_id, ns_hash) DESC order."""
-    cid, tid, nsh = after
+def _param(name: str) -> sa.BindParameter[Any]:
+    return sa.bindparam(name)
+
+
+def _keyset_after(q: PageQuery) -> ColumnElement[bool]:
+    """Rows strictly after the cursor in (checkpoint_id, thread_id, ns_hash) DESC order."""
+    cid, tid, nsh = _param("after_cid"), _param("after_tid"), _param("after_nsh")
     if q.thread_id is not None and q.ns_hash is not None:
         return C.c.checkpoint_id < cid
     return sa.or_(
@@ -61,7 +66,33 @@ def _keyset_after(q: PageQuery, after: PageKey) -> ColumnElement[bool]:
     )
 
 
+def page_params(q: PageQuery) -> dict[str, Any]:
+    """Values for the bound parameters of ``select_page(q)`` (filters carry their own)."""
+    params: dict[str, Any] = {
+        "thread_id": q.thread_id,
+        "ns_hash": q.ns_hash,
+        "checkpoint_id": q.checkpoint_id,
+        "before_id": q.before_id,
+        "limit": q.limit,
+    }
+    if q.after is not None:
+        params["after_cid"], params["after_tid"], params["after_nsh"] = q.after
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _shape(q: PageQuery) -> tuple[bool, ...]:
+    return (
+        q.thread_id is not None,
+        q.ns_hash is not None,
+        q.checkpoint_id is not None,
+        q.before_id is not None,
+        q.after is not None,
+        q.limit is not None,
+    )
+
+
 def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
+    """The page's checkpoint rows; values are bound parameters (see ``page_params``)."""
     stmt = sa.select(
         C.c.thread_id,
         C.c.checkpoint_ns_hash,
@@ -72,23 +103,40 @@ def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
         C.c.metadata,
     )
     if q.thread_id is not None:
-        stmt = stmt.where(C.c.thread_id == q.thread_id)
+        stmt = stmt.where(C.c.thread_id == _param("thread_id"))
     if q.ns_hash is not None:
-        stmt = stmt.where(C.c.checkpoint_ns_hash == q.ns_hash)
+        stmt = stmt.where(C.c.checkpoint_ns_hash == _param("ns_hash"))
     if q.checkpoint_id is not None:
-        stmt = stmt.where(C.c.checkpoint_id == q.checkpoint_id)
+        stmt = stmt.where(C.c.checkpoint_id == _param("checkpoint_id"))
     if q.before_id is not None:
-        stmt = stmt.where(C.c.checkpoint_id < q.before_id)
+        stmt = stmt.where(C.c.checkpoint_id < _param("before_id"))
     for key, value in (q.filter or {}).items():
         stmt = stmt.where(ops.metadata_equals(C.c.metadata, key, value))
     if q.after is not None:
-        stmt = stmt.where(_keyset_after(q, q.after))
-    stmt = stmt.order_by(
-        C.c.checkpoint_id.desc(), C.c.thread_id.desc(), C.c.checkpoint_ns_hash.desc()
-    )
+        stmt = stmt.where(_keyset_after(q))
+    if q.thread_id is not None and q.ns_hash is not None:
+        # Same order, but MySQL/MariaDB only walk the primary key backwards
+        # (instead of sorting) when the ORDER BY names no constant column.
+        stmt = stmt.order_by(C.c.checkpoint_id.desc())
+    else:
+        stmt = stmt.order_by(
+            C.c.checkpoint_id.desc(), C.c.thread_id.desc(), C.c.checkpoint_ns_hash.desc()
+        )
     if q.limit is not None:
-        stmt = stmt.limit(q.limit)
+        stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer))
     return stmt
+
+
+def load_statement(ops: DialectOps, q: PageQuery) -> Executable:
+    """``select_load`` of the page, built once per query shape and dialect.
+
+    Building a UNION of this size costs about as much as running it on SQLite,
+    so statements without metadata filters (get_tuple, history paging) are kept
+    and reused with new parameters; SQLAlchemy then also reuses its compiled SQL.
+    """
+    if q.filter:
+        return select_load(ops, select_page(ops, q))
+    return ops.cached(("load", *_shape(q)), lambda: select_load(ops, select_page(ops, q)))
 
 
 def _null() -> ColumnElement[Any]:
@@ -119,25 +167,27 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         ops.typed_null(B.c.type.type).label("type"),
         ops.typed_null(B.c.blob.type).label("blob"),
     )
-    blobs = sa.select(
-        _kind(KIND_BLOB),
-        *keys,
-        *(_null() for _ in range(4)),
-        B.c.channel,
-        _null(),
-        _null(),
-        _null(),
-        B.c.type,
-        B.c.blob,
-    ).select_from(
-        page.join(pairs, sa.true()).join(
-            B,
-            sa.and_(
-                B.c.thread_id == page.c.thread_id,
-                B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                B.c.channel == channel,
-                B.c.version == version,
-            ),
+    blobs = ops.join_in_written_order(
+        sa.select(
+            _kind(KIND_BLOB),
+            *keys,
+            *(_null() for _ in range(4)),
+            B.c.channel,
+            _null(),
+            _null(),
+            _null(),
+            B.c.type,
+            B.c.blob,
+        ).select_from(
+            page.join(pairs, sa.true()).join(
+                B,
+                sa.and_(
+                    B.c.thread_id == page.c.thread_id,
+                    B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                    B.c.channel == channel,
+                    B.c.version == version,
+                ),
+            )
         )
     )
 

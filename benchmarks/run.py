@@ -1,6 +1,7 @@
 """Benchmarks of lg_sqla on real servers (started like the tests do, see tests/servers.py).
 
     .venv/bin/python benchmarks/run.py ops       # latency per call vs the official savers
+    .venv/bin/python benchmarks/run.py concurrent  # threads sharing one saver
     .venv/bin/python benchmarks/run.py prune     # prune a 10k-checkpoint thread per dialect
     .venv/bin/python benchmarks/run.py storage   # bytes per checkpoint, compression off / on
 
@@ -72,8 +73,9 @@ def databases(which: list[str], suffix: str = "") -> Iterator[dict[str, str]]:
         yield urls
 
 
-def saver_for(url: str, **kwargs: Any) -> tuple[sa.Engine, SQLAlchemySaver]:
-    engine = configure_engine(sa.create_engine(url))
+def saver_for(url: str, pool_size: int = 5, **kwargs: Any) -> tuple[sa.Engine, SQLAlchemySaver]:
+    options: dict[str, Any] = {} if url.startswith("sqlite") else {"pool_size": pool_size}
+    engine = configure_engine(sa.create_engine(url, **options))
     saver = SQLAlchemySaver(engine, **kwargs)
     saver.setup()
     return engine, saver
@@ -200,6 +202,51 @@ def _report_ops(name: str, dialect: str, saver: Any, steps: int, repeat: int) ->
     list_ms = timed(lambda: list(saver.list(config(thread_id), limit=20)), max(5, repeat // 5))
     cells = [f"{m:.2f} / {p:.2f}" for m, p in (put_ms, latest_ms, by_id_ms, list_ms)]
     print(f"| {name} | {dialect} | " + " | ".join(cells) + " |", flush=True)
+
+
+# --- concurrency --------------------------------------------------------------------
+
+
+def bench_concurrent(which: list[str], threads: int, calls: int) -> None:
+    """Several threads sharing ONE saver instance, as a web server's workers do."""
+    import threading
+
+    print(f"# {threads} threads sharing one saver, {calls} x (put + get_tuple) each: calls/s")
+    print("| saver | dialect | calls/s (1 thread) | calls/s (" + str(threads) + " threads) |")
+    print("|---|---|---|---|")
+    with databases(which, suffix="_peer") as urls:
+        for dialect in which:
+            engine, saver = saver_for(urls[dialect], pool_size=threads)
+            rows = [("lg_sqla", saver)]
+            official = _official_saver(dialect, urls.get(dialect + "_peer", urls[dialect]))
+            with official if official is not None else contextlib.nullcontext() as other:
+                if other is not None:
+                    rows.append((type(other).__name__, other))
+                for name, s in rows:
+                    rates = [_throughput(s, n, calls, threading) for n in (1, threads)]
+                    print(f"| {name} | {dialect} | {rates[0]:,.0f} | {rates[1]:,.0f} |", flush=True)
+            engine.dispose()
+
+
+def _throughput(saver: Any, n_threads: int, calls: int, threading: Any) -> float:
+    def work(worker: int) -> None:
+        thread_id = f"conc-{uuid.uuid4()}"
+        parent = config(thread_id)
+        for i in range(calls):
+            cp = empty_checkpoint()
+            cp["id"] = str(uuid6(clock_seq=i))
+            cp["channel_values"] = {"messages": [HumanMessage(content=f"m{i}", id=str(i))]}
+            cp["channel_versions"] = {"messages": f"{i + 1:032}.0"}
+            parent = saver.put(parent, cp, {"step": i}, cp["channel_versions"])
+            saver.get_tuple(config(thread_id))
+
+    workers = [threading.Thread(target=work, args=(w,)) for w in range(n_threads)]
+    start = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return n_threads * calls * 2 / (time.perf_counter() - start)
 
 
 # --- prune --------------------------------------------------------------------------
@@ -348,7 +395,8 @@ def _table_bytes(engine: sa.Engine, dialect: str, url: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["ops", "prune", "storage"])
+    parser.add_argument("what", choices=["ops", "concurrent", "prune", "storage"])
+    parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--dialects", default="sqlite,postgres,mysql")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=200)
@@ -357,6 +405,8 @@ def main() -> None:
     which = args.dialects.split(",")
     if args.what == "ops":
         bench_ops(which, args.steps, args.repeat)
+    elif args.what == "concurrent":
+        bench_concurrent(which, args.threads, args.repeat)
     elif args.what == "prune":
         bench_prune(which, args.checkpoints)
     else:

@@ -26,6 +26,7 @@ from sqlalchemy.sql.selectable import CTE
 
 from lg_sqla import codec
 from lg_sqla.codec import EMPTY_TYPE
+from lg_sqla.dialects import ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -98,14 +99,16 @@ def _select_chain(thread_id: str, nsh: str, start: Any, channels: Sequence[str])
         version = C.c.checkpoint[("channel_versions", channel)].as_string()
         parts.append(
             sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version).select_from(
-                chain.join(
-                    C,
-                    sa.and_(
-                        C.c.thread_id == thread_id,
-                        C.c.checkpoint_ns_hash == nsh,
-                        C.c.checkpoint_id == chain.c.checkpoint_id,
+                ordered_join(
+                    ordered_join(
+                        chain,
+                        C,
+                        sa.and_(
+                            C.c.thread_id == thread_id,
+                            C.c.checkpoint_ns_hash == nsh,
+                            C.c.checkpoint_id == chain.c.checkpoint_id,
+                        ),
                     ),
-                ).join(
                     B,
                     sa.and_(
                         B.c.thread_id == thread_id,

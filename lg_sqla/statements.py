@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import ColumnElement
 
-from lg_sqla.dialects import DialectOps
+from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -167,27 +167,26 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         ops.typed_null(B.c.type.type).label("type"),
         ops.typed_null(B.c.blob.type).label("blob"),
     )
-    blobs = ops.join_in_written_order(
-        sa.select(
-            _kind(KIND_BLOB),
-            *keys,
-            *(_null() for _ in range(4)),
-            B.c.channel,
-            _null(),
-            _null(),
-            _null(),
-            B.c.type,
-            B.c.blob,
-        ).select_from(
-            page.join(pairs, sa.true()).join(
-                B,
-                sa.and_(
-                    B.c.thread_id == page.c.thread_id,
-                    B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                    B.c.channel == channel,
-                    B.c.version == version,
-                ),
-            )
+    blobs = sa.select(
+        _kind(KIND_BLOB),
+        *keys,
+        *(_null() for _ in range(4)),
+        B.c.channel,
+        _null(),
+        _null(),
+        _null(),
+        B.c.type,
+        B.c.blob,
+    ).select_from(
+        ordered_join(
+            ordered_join(page, pairs, sa.true()),
+            B,
+            sa.and_(
+                B.c.thread_id == page.c.thread_id,
+                B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                B.c.channel == channel,
+                B.c.version == version,
+            ),
         )
     )
 

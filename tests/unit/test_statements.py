@@ -82,3 +82,17 @@ def test_column_types_per_dialect() -> None:
     assert "LONGBLOB" in ddl(mysql.dialect())
     assert "BYTEA" in ddl(postgresql.dialect())
     assert "JSONB" in str(sa.schema.CreateTable(checkpoints).compile(dialect=postgresql.dialect()))
+
+
+def test_blob_lookup_join_order_is_fixed_where_planners_get_it_wrong() -> None:
+    """SQLite and MariaDB otherwise read every blob of the thread (see dialects.OrderedJoin)."""
+
+    def load_sql(name: str) -> str:
+        d = DIALECTS[name]
+        ops = ops_for(d)
+        return str(select_load(ops, select_page(ops, PageQuery(limit=1))).compile(dialect=d))
+
+    assert "CROSS JOIN checkpoint_blobs" in load_sql("sqlite")
+    assert "STRAIGHT_JOIN checkpoint_blobs" in load_sql("mysql")
+    assert "STRAIGHT_JOIN checkpoint_blobs" in load_sql("mariadb")
+    assert "JOIN checkpoint_blobs" in load_sql("postgresql")

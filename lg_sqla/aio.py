@@ -24,14 +24,14 @@ from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.operations import Outcome, Plan, T
+from lg_sqla.operations import Outcome, Plan, Step, T
 from lg_sqla.rotation import RotationReport
 
 
-async def adrive(connection: AsyncConnection, plan: Plan[T]) -> T:
+async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
     """Async twin of ``saver.drive``: the plan is the same, only the await differs."""
+    step = first
     try:
-        step = next(plan)
         while True:
             if step.statement is None:
                 await connection.commit()
@@ -115,10 +115,18 @@ class AsyncSQLAlchemySaver(SaverBase):
         # One transaction per call (plans may COMMIT between threads); an error
         # rolls back whatever the current transaction wrote.
         async with self.engine.connect() as connection:
+            # Plans build their statements only now: some depend on what the
+            # first connection taught the dialect (e.g. MariaDB or MySQL).
+            try:
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if first.whole_plan and self.ops.autocommit_single_statements:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
                 self._schema_checked = True
-            result = await adrive(connection, plan)
+            result = await adrive(connection, plan, first)
             await connection.commit()
             return result
 

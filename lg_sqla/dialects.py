@@ -79,6 +79,10 @@ class DialectOps:
     joins_channel_versions = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
+    # True: a put (blobs + checkpoint) can be one statement (see one_statement).
+    writes_in_one_statement = False
+    # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
+    autocommit_single_statements = False
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
@@ -122,6 +126,10 @@ class DialectOps:
         """A statement lifting the server's recursive-CTE depth limit, if it has one."""
         return None
 
+    def one_statement(self, inserts: Sequence[sa.Insert]) -> sa.Insert:
+        """Several INSERTs with their values as one statement (``writes_in_one_statement``)."""
+        raise NotImplementedError
+
     def delete_unreferenced(
         self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
     ) -> sa.Executable:
@@ -136,6 +144,17 @@ class DialectOps:
 class PostgresOps(DialectOps):
     name = "postgresql"
     joins_channel_versions = True
+    # psycopg sends BEGIN and COMMIT as round trips of their own; the official
+    # saver's autocommit + pipeline does a put in one. A single statement with
+    # data-modifying CTEs is atomic on its own, so we do too.
+    writes_in_one_statement = True
+    autocommit_single_statements = True
+
+    def one_statement(self, inserts: Sequence[sa.Insert]) -> sa.Insert:
+        *before, last = inserts
+        for n, insert in enumerate(before):
+            last = last.add_cte(insert.cte(f"write_{n}"))
+        return last
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         return pg_dialect.insert(table).on_conflict_do_nothing()

@@ -64,11 +64,17 @@ class Step:
     A step without a statement (``COMMIT``) commits the work so far; the next
     statement starts a new transaction. Plans that touch many threads use it
     so no single transaction grows with the data.
+
+    ``whole_plan`` marks a first step that is the plan's only statement: one
+    statement is atomic by itself, so where the dialect gains from it
+    (``DialectOps.autocommit_single_statements``) the shell runs it without an
+    explicit BEGIN/COMMIT, one round trip instead of three.
     """
 
     statement: Executable | None
     params: Sequence[Record] | Record | None = None
     fetch: bool = False
+    whole_plan: bool = False
 
 
 COMMIT = Step(None)
@@ -172,8 +178,14 @@ def put(
         "created_at": now,
         "updated_at": now,
     }
-    yield from _insert_ignore(ctx, B, blob_rows)
-    yield from _upsert(ctx, C, [checkpoint_row], ("checkpoint", "metadata", "run_id", "updated_at"))
+    update = ("checkpoint", "metadata", "run_id", "updated_at")
+    if ctx.ops.writes_in_one_statement:
+        inserts = [ctx.ops.insert_ignore(B).values(blob_rows)] if blob_rows else []
+        inserts.append(ctx.ops.upsert(C, update).values([checkpoint_row]))
+        yield Step(ctx.ops.one_statement(inserts), whole_plan=True)
+    else:
+        yield from _insert_ignore(ctx, B, blob_rows)
+        yield from _upsert(ctx, C, [checkpoint_row], update)
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -211,8 +223,13 @@ def put_writes(
         }
         for row in codec.dump_writes(ctx.serde, writes, task_id, task_path)
     ]
-    if codec.all_special(writes):
-        yield from _upsert(ctx, W, rows, ("channel", "type", "blob", "task_path"))
+    special = codec.all_special(writes)
+    update = ("channel", "type", "blob", "task_path")
+    if ctx.ops.writes_in_one_statement and rows:
+        insert = ctx.ops.upsert(W, update) if special else ctx.ops.insert_ignore(W)
+        yield Step(insert.values(rows), whole_plan=True)
+    elif special:
+        yield from _upsert(ctx, W, rows, update)
     else:
         yield from _insert_ignore(ctx, W, rows)
 
@@ -254,7 +271,9 @@ def _assemble(
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if ctx.ops.joins_channel_versions:
-        rows = (yield Step(load_statement(ctx.ops, q), page_params(q), fetch=True)).rows
+        rows = (
+            yield Step(load_statement(ctx.ops, q), page_params(q), fetch=True, whole_plan=True)
+        ).rows
         by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
         checkpoint_rows = []
         for row in rows:

@@ -25,14 +25,14 @@ from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.operations import Outcome, Plan, T
+from lg_sqla.operations import Outcome, Plan, Step, T
 from lg_sqla.rotation import RotationReport
 
 
-def drive(connection: Connection, plan: Plan[T]) -> T:
+def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
     """Run a plan's statements on ``connection``, feeding each one's rows back."""
+    step = first
     try:
-        step = next(plan)
         while True:
             if step.statement is None:
                 connection.commit()
@@ -113,10 +113,18 @@ class SQLAlchemySaver(SaverBase):
         # One transaction per call (plans may COMMIT between threads); an error
         # rolls back whatever the current transaction wrote.
         with self.engine.connect() as connection:
+            # Plans build their statements only now: some depend on what the
+            # first connection taught the dialect (e.g. MariaDB or MySQL).
+            try:
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if first.whole_plan and self.ops.autocommit_single_statements:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 migrate.check_schema(connection)
                 self._schema_checked = True
-            result = drive(connection, plan)
+            result = drive(connection, plan, first)
             connection.commit()
             return result
 

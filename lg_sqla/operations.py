@@ -33,7 +33,7 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla import codec, limits
 from lg_sqla.codec import Record
-from lg_sqla.dialects import DialectOps
+from lg_sqla.dialects import DialectOps, bulk_params
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
@@ -146,6 +146,30 @@ def _namespace(config: RunnableConfig) -> str:
     return checkpoint_ns
 
 
+_BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at")
+_BLOB_VARYING = ("channel", "version", "type", "blob")
+_WRITE_SHARED = (
+    "thread_id",
+    "checkpoint_ns_hash",
+    "checkpoint_id",
+    "task_id",
+    "task_path",
+    "created_at",
+)
+_WRITE_VARYING = ("idx", "channel", "type", "blob")
+
+
+def _one_statement_put(ctx: Context, update: Sequence[str], with_blobs: bool) -> Executable:
+    """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it."""
+    checkpoint = ctx.ops.upsert(C, update).values(
+        {c.name: sa.bindparam(f"c_{c.name}", type_=c.type) for c in C.columns}
+    )
+    if not with_blobs:
+        return checkpoint
+    blobs = ctx.ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING)
+    return ctx.ops.one_statement([blobs, checkpoint])
+
+
 def put(
     ctx: Context,
     config: RunnableConfig,
@@ -180,9 +204,13 @@ def put(
     }
     update = ("checkpoint", "metadata", "run_id", "updated_at")
     if ctx.ops.writes_in_one_statement:
-        inserts = [ctx.ops.insert_ignore(B).values(blob_rows)] if blob_rows else []
-        inserts.append(ctx.ops.upsert(C, update).values([checkpoint_row]))
-        yield Step(ctx.ops.one_statement(inserts), whole_plan=True)
+        statement = ctx.ops.cached(
+            ("put", bool(blob_rows)), lambda: _one_statement_put(ctx, update, bool(blob_rows))
+        )
+        params = {f"c_{name}": value for name, value in checkpoint_row.items()}
+        if blob_rows:
+            params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
+        yield Step(statement, params, whole_plan=True)
     else:
         yield from _insert_ignore(ctx, B, blob_rows)
         yield from _upsert(ctx, C, [checkpoint_row], update)
@@ -225,9 +253,19 @@ def put_writes(
     ]
     special = codec.all_special(writes)
     update = ("channel", "type", "blob", "task_path")
+    # One call may repeat a key (two writes to one special channel): keep what an
+    # upsert would (the last) or an insert-or-ignore would (the first).
+    rows = list({(r["task_id"], r["idx"]): r for r in (rows if special else rows[::-1])}.values())
+    if not special:
+        rows.reverse()
     if ctx.ops.writes_in_one_statement and rows:
-        insert = ctx.ops.upsert(W, update) if special else ctx.ops.insert_ignore(W)
-        yield Step(insert.values(rows), whole_plan=True)
+        statement = ctx.ops.cached(
+            ("put_writes", special),
+            lambda: ctx.ops.bulk_insert(
+                W, _WRITE_SHARED, _WRITE_VARYING, update if special else None
+            ),
+        )
+        yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif special:
         yield from _upsert(ctx, W, rows, update)
     else:

@@ -222,3 +222,17 @@ def test_mariadb_scheme_urls_get_the_mysql_dialect_ops() -> None:
     assert isinstance(ops_for(engine.dialect), MySQLOps)
     ddl = str(sa.schema.CreateTable(checkpoints).compile(dialect=engine.dialect))
     assert "utf8mb4_nopad_bin" in ddl and "DATETIME(6)" in ddl
+
+
+def test_repeated_special_write_in_one_call_keeps_the_last(saver: SQLAlchemySaver) -> None:
+    """Two writes to one special channel share a key (fixed idx): the later one wins,
+    as two separate calls would; nothing fails half-way."""
+    from langgraph.constants import INTERRUPT
+
+    stored = saver.put(config(new_thread()), checkpoint({}), {}, {})
+    saver.put_writes(stored, [(INTERRUPT, "first"), (INTERRUPT, "second")], task_id="t")
+    got = saver.get_tuple(stored)
+    assert got is not None and got.pending_writes == [("t", INTERRUPT, "second")]
+    saver.put_writes(stored, [(INTERRUPT, "third")], task_id="t")
+    got = saver.get_tuple(stored)
+    assert got is not None and got.pending_writes == [("t", INTERRUPT, "third")]

@@ -4,7 +4,8 @@ a sync and an async driver URL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 from servers import create_database, drop_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.engines import configure_engine
 
 DIALECTS = ("sqlite", "postgres", "mysql")
@@ -63,3 +65,24 @@ def assert_no_leaked_connections(engine: sa.Engine) -> None:
     pool = engine.pool
     checked_out = getattr(pool, "checkedout", lambda: 0)()
     assert checked_out == 0, f"{checked_out} connection(s) still checked out: {pool.status()}"
+
+
+@contextmanager
+def fresh_saver(backend: Backend) -> Iterator[SQLAlchemySaver]:
+    """A saver on a brand-new engine: it shares nothing with other savers but the database."""
+    engine = backend.engine()
+    try:
+        yield SQLAlchemySaver(engine)
+        assert_no_leaked_connections(engine)
+    finally:
+        engine.dispose()
+
+
+@asynccontextmanager
+async def fresh_async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
+    engine = backend.async_engine()
+    try:
+        yield AsyncSQLAlchemySaver(engine)
+        assert_no_leaked_connections(engine.sync_engine)
+    finally:
+        await engine.dispose()

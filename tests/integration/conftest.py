@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from backends import DIALECTS, Backend, assert_no_leaked_connections, new_database
+from backends import DIALECTS, Backend, fresh_async_saver, fresh_saver, new_database
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
@@ -40,19 +40,11 @@ def fresh_database(
 
 @pytest.fixture
 def sync_saver(backend: Backend) -> Iterator[SQLAlchemySaver]:
-    engine = backend.engine()
-    try:
-        yield SQLAlchemySaver(engine)
-        assert_no_leaked_connections(engine)
-    finally:
-        engine.dispose()
+    with fresh_saver(backend) as saver:
+        yield saver
 
 
 @pytest.fixture
 async def async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
-    engine = backend.async_engine()
-    try:
-        yield AsyncSQLAlchemySaver(engine)
-        assert_no_leaked_connections(engine.sync_engine)
-    finally:
-        await engine.dispose()
+    async with fresh_async_saver(backend) as saver:
+        yield saver

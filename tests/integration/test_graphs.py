@@ -18,12 +18,10 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
-from backends import Backend, assert_no_leaked_connections
+from backends import Backend, fresh_async_saver, fresh_saver
 from graph_helpers import (
     build_approval_graph,
     build_article_graph,
@@ -54,27 +52,6 @@ def checkpoint_id(config: RunnableConfig | None) -> str | None:
 
 def ids_of(snapshots: list[StateSnapshot]) -> list[str | None]:
     return [checkpoint_id(s.config) for s in snapshots]
-
-
-@contextmanager
-def fresh_saver(backend: Backend) -> Iterator[SQLAlchemySaver]:
-    """A saver on a brand-new engine: it shares nothing with other savers but the database."""
-    engine = backend.engine()
-    try:
-        yield SQLAlchemySaver(engine)
-        assert_no_leaked_connections(engine)
-    finally:
-        engine.dispose()
-
-
-@asynccontextmanager
-async def fresh_async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
-    engine = backend.async_engine()
-    try:
-        yield AsyncSQLAlchemySaver(engine)
-        assert_no_leaked_connections(engine.sync_engine)
-    finally:
-        await engine.dispose()
 
 
 def assert_linear_history(history: list[StateSnapshot]) -> None:

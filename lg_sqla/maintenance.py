@@ -273,40 +273,42 @@ def prune_thread(
     newer_than: dt.datetime | None = None,
 ) -> Plan[RowCounts]:
     """Keep the newest ``keep_last`` checkpoints per namespace and their DeltaChannel
-    ancestry; delete every other checkpoint of the thread, its writes and orphan blobs."""
+    ancestry; delete the thread's older checkpoints, their writes and orphan blobs.
+
+    Safe beside live traffic: only checkpoints *older* than the oldest kept one
+    of a namespace seen here are deleted, so a checkpoint (or a namespace)
+    written while the prune runs is never touched.
+    """
     heads = (yield Step(_kept_heads(thread_id, keep_last, newer_than), fetch=True)).rows
-    keep: set[CheckpointKey] = set()
+    floor: dict[str, str] = {}  # namespace -> oldest kept checkpoint id
+    ancestry: set[CheckpointKey] = set()
     for head in heads:
-        keep.add((head.checkpoint_ns_hash, head.checkpoint_id))
+        nsh = head.checkpoint_ns_hash
+        floor[nsh] = min(floor.get(nsh, head.checkpoint_id), head.checkpoint_id)
         channels = _delta_channels(head.metadata)
         if not channels:
             continue
-        chain = yield from walk_chain(
-            ctx, thread_id, head.checkpoint_ns_hash, head.checkpoint_id, channels
-        )
+        chain = yield from walk_chain(ctx, thread_id, nsh, head.checkpoint_id, channels)
         needed = chain.depth_needed(channels)
-        keep.update((head.checkpoint_ns_hash, cid) for cid in chain.ids[: needed + 1])
+        ancestry.update((nsh, cid) for cid in chain.ids[: needed + 1])
     out = RowCounts()
-    if not keep:
-        return out
-    kept = sorted(keep)
-    out.checkpoints = (
-        yield Step(
-            sa.delete(C).where(
-                C.c.thread_id == thread_id,
-                sa.tuple_(C.c.checkpoint_ns_hash, C.c.checkpoint_id).not_in(kept),
+    kept_ancestors = sorted(ancestry)
+    for chunk in _chunks(sorted(floor.items())):
+        for table, counter in ((C, "checkpoints"), (W, "writes")):
+            older = sa.or_(
+                *(
+                    sa.and_(table.c.checkpoint_ns_hash == nsh, table.c.checkpoint_id < oldest)
+                    for nsh, oldest in chunk
+                )
             )
-        )
-    ).rowcount
-    out.writes = (
-        yield Step(
-            sa.delete(W).where(
-                W.c.thread_id == thread_id,
-                sa.tuple_(W.c.checkpoint_ns_hash, W.c.checkpoint_id).not_in(kept),
-            )
-        )
-    ).rowcount
-    out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
+            condition = sa.and_(table.c.thread_id == thread_id, older)
+            if kept_ancestors:
+                pair = sa.tuple_(table.c.checkpoint_ns_hash, table.c.checkpoint_id)
+                condition = sa.and_(condition, pair.not_in(kept_ancestors))
+            removed = (yield Step(sa.delete(table).where(condition))).rowcount
+            setattr(out, counter, getattr(out, counter) + removed)
+    if out.checkpoints or out.writes:
+        out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
     if out.checkpoints:
         out.threads = 1
     return out
@@ -391,16 +393,25 @@ def stale_threads(
 def sweep_thread(
     ctx: Context, thread_id: str, cutoff: dt.datetime, strategy: str, keep_last: int
 ) -> Plan[RowCounts]:
-    """One thread of a sweep, in its own transaction; re-checks staleness under it."""
-    if strategy == "delete":
-        newest = (
-            yield Step(
-                sa.select(sa.func.max(C.c.updated_at)).where(C.c.thread_id == thread_id),
-                fetch=True,
-            )
-        ).rows[0][0]
-        if newest is None or newest >= cutoff:
-            return RowCounts()  # written to since it was picked: not stale any more
-        removed = yield from delete_thread_rows(ctx, thread_id)
-        return removed
-    return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))
+    """One thread of a sweep, in its own transaction.
+
+    ``delete`` removes only checkpoints last written before the cut-off, so a
+    thread that comes back to life while the sweep runs keeps its new
+    checkpoints; its writes and blobs go only when no checkpoint is left.
+    """
+    if strategy != "delete":
+        return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))
+    out = RowCounts()
+    out.checkpoints = (
+        yield Step(sa.delete(C).where(C.c.thread_id == thread_id, C.c.updated_at < cutoff))
+    ).rowcount
+    left = (
+        yield Step(sa.select(sa.func.count()).where(C.c.thread_id == thread_id), fetch=True)
+    ).rows[0][0]
+    if left == 0:
+        out.threads = 1
+        out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
+        out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
+    elif out.checkpoints:
+        out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
+    return out

@@ -273,3 +273,34 @@ def test_prune_statement_count_is_bounded(backend: Backend) -> None:
         assert table_counts(engine, thread_id)["checkpoints"] == 1
     finally:
         engine.dispose()
+
+
+def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchemySaver) -> None:
+    """A checkpoint (and a new namespace) written between the prune's first read and
+    its deletes survives: deletes are bounded by what the prune saw."""
+    from lg_sqla import maintenance
+    from lg_sqla.operations import Outcome
+    from lg_sqla.saver import drive
+
+    thread_id = new_thread()
+    parent = config(thread_id)
+    for i in range(4):
+        parent = sync_saver.put(parent, checkpoint({"v": [i]}, {"v": i + 1}), {"step": i}, {"v": i + 1})
+
+    plan = maintenance.prune_thread(sync_saver._ctx, thread_id)
+    with sync_saver.engine.connect() as conn:
+        heads = next(plan)
+        rows = conn.execute(heads.statement, heads.params).all()
+        conn.commit()
+        # Meanwhile the graph takes another step, and a subgraph starts.
+        late = sync_saver.put(parent, checkpoint({"v": [9]}, {"v": 10}), {"step": 9}, {"v": 10})
+        sub = sync_saver.put(config(thread_id, "child:1"), checkpoint({"s": 1}), {}, {"s": 1})
+        drive(conn, plan, plan.send(Outcome(rows, len(rows))))
+        conn.commit()
+
+    assert sync_saver.get_tuple(late) is not None
+    assert sync_saver.get_tuple(sub) is not None
+    got = sync_saver.get_tuple(late)
+    assert got is not None and got.checkpoint["channel_values"] == {"v": [9]}
+    steps = [t.metadata["step"] for t in sync_saver.list(config(thread_id))]
+    assert steps == [9, 3]  # the kept head (3), the late one (9); 0-2 pruned

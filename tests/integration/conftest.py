@@ -48,3 +48,11 @@ def sync_saver(backend: Backend) -> Iterator[SQLAlchemySaver]:
 async def async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
     async with fresh_async_saver(backend) as saver:
         yield saver
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its dialect, so `-m postgres` (or sqlite, mysql) selects one."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "backend" in callspec.params:
+            item.add_marker(getattr(pytest.mark, callspec.params["backend"]))

@@ -51,6 +51,9 @@ def check_length(field: str, value: str, maximum: int) -> str:
     """Return ``value`` or raise naming the field: long keys are refused, never truncated."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        # PostgreSQL text cannot hold U+0000; refuse it everywhere, by name.
+        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
     if len(value) > maximum:
         raise InvalidInputError(
             f"{field} is {len(value)} characters long; lg_sqla stores at most {maximum} "

@@ -143,6 +143,11 @@ def _namespace(config: RunnableConfig) -> str:
     checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
     if not isinstance(checkpoint_ns, str):
         raise InvalidInputError(f"checkpoint_ns must be a str, got {type(checkpoint_ns).__name__}")
+    if "\x00" in checkpoint_ns:
+        # PostgreSQL text cannot hold U+0000; refuse it everywhere, by name.
+        raise InvalidInputError(
+            f"checkpoint_ns contains a NUL character (U+0000): {checkpoint_ns!r}"
+        )
     return checkpoint_ns
 
 

@@ -159,6 +159,10 @@ def test_metadata_filter_semantics(
 def test_bad_input_errors_name_the_problem(saver: SQLAlchemySaver) -> None:
     with pytest.raises(InvalidInputError, match="thread_id"):
         saver.get_tuple({"configurable": {}})
+    with pytest.raises(InvalidInputError, match="thread_id contains a NUL"):
+        saver.put(config("bad\x00id"), checkpoint({}), {}, {})
+    with pytest.raises(InvalidInputError, match="checkpoint_ns contains a NUL"):
+        saver.put(config(new_thread(), "ns\x00x"), checkpoint({}), {}, {})
     with pytest.raises(InvalidInputError, match="checkpoint_id"):
         saver.put_writes(config(new_thread()), [("a", 1)], task_id="t")
     with pytest.raises(InvalidInputError, match="limit"):

@@ -285,7 +285,9 @@ def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchem
     thread_id = new_thread()
     parent = config(thread_id)
     for i in range(4):
-        parent = sync_saver.put(parent, checkpoint({"v": [i]}, {"v": i + 1}), {"step": i}, {"v": i + 1})
+        parent = sync_saver.put(
+            parent, checkpoint({"v": [i]}, {"v": i + 1}), {"step": i}, {"v": i + 1}
+        )
 
     plan = maintenance.prune_thread(sync_saver._ctx, thread_id)
     with sync_saver.engine.connect() as conn:

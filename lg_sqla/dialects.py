@@ -126,6 +126,10 @@ class DialectOps:
         """A statement lifting the server's recursive-CTE depth limit, if it has one."""
         return None
 
+    def as_key(self, expression: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A string computed in SQL, made comparable with a key column."""
+        return expression
+
     def bulk_insert(
         self,
         table: sa.Table,
@@ -368,12 +372,11 @@ class _MySQLChannelKeys(FunctionElement[Any]):
 @compiles(_MySQLChannelKeys)
 def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw: Any) -> str:
     (doc,) = list(element.clauses)
-    # The column collation matches checkpoint_blobs.channel so the join uses its key.
-    collation = mysql_key_collation(compiler.dialect)
+    # Only the syntax both servers document (`name type PATH path`); the collation
+    # the join needs is applied in the comparison (MySQLOps.as_key).
     return (
         f"JSON_TABLE(JSON_KEYS({compiler.process(doc, **kw)}, '$.channel_versions'), '$[*]' "
-        f"COLUMNS (channel_key VARCHAR({limits.CHANNEL_MAX}) CHARACTER SET utf8mb4 "
-        f"COLLATE {collation} PATH '$'))"
+        f"COLUMNS (channel_key VARCHAR({limits.CHANNEL_MAX}) PATH '$'))"
     )
 
 
@@ -439,11 +442,16 @@ class MySQLOps(DialectOps):
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         keys = _MySQLChannelKeys(doc).table_valued(sa.column("channel_key", sa.String))
-        channel: ColumnElement[str] = keys.c.channel_key
         # JSON_QUOTE makes any channel name a valid quoted path member.
-        path = sa.func.concat("$.channel_versions.", sa.func.json_quote(channel))
-        version: ColumnElement[str] = sa.func.json_unquote(sa.func.json_extract(doc, path))
-        return keys, channel, version
+        path = sa.func.concat("$.channel_versions.", sa.func.json_quote(keys.c.channel_key))
+        version = sa.func.json_unquote(sa.func.json_extract(doc, path))
+        return keys, self.as_key(keys.c.channel_key), self.as_key(version)
+
+    def as_key(self, expression: ColumnElement[Any]) -> ColumnElement[Any]:
+        # Strings from JSON functions are utf8mb4_bin; compared with a key column
+        # (binary NO PAD) MySQL 8 may refuse the mix of collations. An explicit
+        # COLLATE wins and keeps the key column's index usable.
+        return sa.collate(expression, mysql_key_collation(self._dialect))
 
     def before_deep_recursion(self) -> sa.Executable | None:
         # Both stop recursive CTEs after 1000 iterations by default, and a

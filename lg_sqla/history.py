@@ -26,7 +26,7 @@ from sqlalchemy.sql.selectable import CTE
 
 from lg_sqla import codec
 from lg_sqla.codec import EMPTY_TYPE
-from lg_sqla.dialects import ordered_join
+from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -85,7 +85,9 @@ def chain_cte(
     return chain.union_all(step)
 
 
-def _select_chain(thread_id: str, nsh: str, start: Any, channels: Sequence[str]) -> Any:
+def _select_chain(
+    ops: DialectOps, thread_id: str, nsh: str, start: Any, channels: Sequence[str]
+) -> Any:
     """Stage 1: every ancestor (channel NULL) plus one row per (ancestor, stored channel)."""
     chain = chain_cte(thread_id, nsh, start)
     ancestors = sa.select(
@@ -96,7 +98,7 @@ def _select_chain(thread_id: str, nsh: str, start: Any, channels: Sequence[str])
     )
     parts: list[Any] = [ancestors]
     for channel in channels:
-        version = C.c.checkpoint[("channel_versions", channel)].as_string()
+        version = ops.as_key(C.c.checkpoint[("channel_versions", channel)].as_string())
         parts.append(
             sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version).select_from(
                 ordered_join(
@@ -131,7 +133,9 @@ def walk_chain(
         yield Step(lift_limit)
     rows = (
         yield Step(
-            _select_chain(thread_id, nsh, _start_id(thread_id, nsh, checkpoint_id), channels),
+            _select_chain(
+                ctx.ops, thread_id, nsh, _start_id(thread_id, nsh, checkpoint_id), channels
+            ),
             fetch=True,
         )
     ).rows

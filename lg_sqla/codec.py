@@ -205,7 +205,7 @@ def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any
     return serde.loads_typed((type_, blob if blob is not None else b""))
 
 
-def _json_object(value: Any) -> dict[str, Any]:
+def json_object(value: Any) -> dict[str, Any]:
     # Drivers hand JSON back parsed, except a few (MariaDB JSON is LONGTEXT) in some paths.
     if isinstance(value, (str, bytes)):
         value = json.loads(value)
@@ -226,7 +226,7 @@ def build_tuple(
     ``parent_sends`` are the parent's ``TASKS`` writes, only used for checkpoints
     older than format v4, whose pending sends LangGraph now expects as a channel.
     """
-    document = _json_object(row["checkpoint"])
+    document = json_object(row["checkpoint"])
     checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
     values = checkpoint["channel_values"]
     for blob in blobs:
@@ -261,7 +261,7 @@ def build_tuple(
             }
         },
         checkpoint=checkpoint,
-        metadata=cast(CheckpointMetadata, _json_object(row["metadata"])),
+        metadata=cast(CheckpointMetadata, json_object(row["metadata"])),
         parent_config=(
             {
                 "configurable": {

@@ -109,7 +109,7 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
         keep = {
             (r.thread_id, r.checkpoint_ns_hash, ch, v)
             for r in documents
-            for ch, v in codec._json_object(r.checkpoint)["channel_versions"].items()
+            for ch, v in codec.json_object(r.checkpoint)["channel_versions"].items()
         }
         blobs = (
             yield Step(
@@ -261,7 +261,7 @@ def _kept_heads(thread_id: str, keep_last: int, newer_than: dt.datetime | None) 
 
 
 def _delta_channels(metadata: Any) -> list[str]:
-    counters = codec._json_object(metadata).get("counters_since_delta_snapshot") or {}
+    counters = codec.json_object(metadata).get("counters_since_delta_snapshot") or {}
     return sorted(counters) if isinstance(counters, dict) else []
 
 

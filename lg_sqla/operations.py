@@ -344,7 +344,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     write_keys: list[tuple[str, str, str]] = []
     parents: dict[tuple[str, str, str], list[PageKey]] = defaultdict(list)
     for row in page_rows:
-        document = codec._json_object(row["checkpoint"])
+        document = codec.json_object(row["checkpoint"])
         t, h = row["thread_id"], row["checkpoint_ns_hash"]
         wanted.extend((t, h, ch, v) for ch, v in document["channel_versions"].items())
         write_keys.append((t, h, row["checkpoint_id"]))
@@ -360,7 +360,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
         }
         for row in page_rows:
             t, h = row["thread_id"], row["checkpoint_ns_hash"]
-            versions = codec._json_object(row["checkpoint"])["channel_versions"]
+            versions = codec.json_object(row["checkpoint"])["channel_versions"]
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
                     blobs[_page_key(row)].append(found[(t, h, ch, v)])

@@ -18,6 +18,7 @@ from sqlalchemy import Index, Integer, MetaData, Table
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
+from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.types import big_binary, json_document, key_string, long_text, timestamp
 
 NAMING_CONVENTION = {
@@ -121,7 +122,19 @@ checkpoints = cast(Table, CheckpointRow.__table__)
 checkpoint_writes = cast(Table, CheckpointWriteRow.__table__)
 checkpoint_blobs = cast(Table, CheckpointBlobRow.__table__)
 
+# Every table lg_sqla owns, its Alembic version table included.
+LG_SQLA_TABLES = frozenset({*metadata.tables, VERSION_TABLE})
+
+
+def exclude_lg_sqla_tables(name: str | None, type_: str, parent_names: object) -> bool:
+    """An Alembic ``include_name`` hook for a host application's env.py: skip lg_sqla's
+    tables, whose migrations belong to lg_sqla, so autogenerate and ``alembic check``
+    neither report them nor propose to drop them."""
+    return not (type_ == "table" and name in LG_SQLA_TABLES)
+
+
 __all__ = [
+    "LG_SQLA_TABLES",
     "NAMING_CONVENTION",
     "Base",
     "CheckpointBlobRow",
@@ -130,5 +143,6 @@ __all__ = [
     "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoints",
+    "exclude_lg_sqla_tables",
     "metadata",
 ]

@@ -165,3 +165,30 @@ def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
         [*lg_sqla, "current"], env=env, check=True, capture_output=True, text=True
     )
     assert current.stdout.strip() == migrate.head_revision()
+
+
+def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) -> None:
+    """A host app's own Alembic env, with our include_name hook, sees only its tables."""
+    from lg_sqla.models import exclude_lg_sqla_tables
+
+    host = sa.MetaData()
+    sa.Table("app_users", host, sa.Column("id", sa.Integer, primary_key=True))
+    engine = backend.engine()
+    try:
+        host.create_all(engine)
+
+        def diff(include_name: object) -> list[object]:
+            with engine.connect() as conn:
+                opts: dict[str, object] = {"compare_type": True}
+                if include_name is not None:
+                    opts["include_name"] = include_name
+                return compare_metadata(MigrationContext.configure(conn, opts=opts), host)
+
+        # Without the hook the host's autogenerate would drop our tables...
+        removed = {d[1].name for d in diff(None) if d[0] == "remove_table"}
+        assert TABLES <= removed
+        # ...with it, nothing but the host's own schema is compared.
+        assert diff(exclude_lg_sqla_tables) == []
+    finally:
+        host.drop_all(engine)
+        engine.dispose()

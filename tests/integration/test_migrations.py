@@ -186,7 +186,7 @@ def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) 
 
         # Without the hook the host's autogenerate would drop our tables...
         removed = {d[1].name for d in diff(None) if d[0] == "remove_table"}
-        assert TABLES <= removed
+        assert removed >= TABLES
         # ...with it, nothing but the host's own schema is compared.
         assert diff(exclude_lg_sqla_tables) == []
     finally:

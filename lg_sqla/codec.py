@@ -96,7 +96,7 @@ def _strip_nul(value: Any) -> Any:
     return value
 
 
-def _check_json(where: str, value: Any) -> Any:
+def check_json(where: str, value: Any) -> Any:
     """Refuse what would not survive as JSON on every dialect, naming the culprit."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -108,21 +108,21 @@ def _check_json(where: str, value: Any) -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidInputError(f"{where} has a non-str key {k!r}")
-            _check_json(f"{where}[{k!r}]", v)
+            check_json(f"{where}[{k!r}]", v)
         return value
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            _check_json(f"{where}[{i}]", v)
+            check_json(f"{where}[{i}]", v)
         return value
     raise InvalidInputError(
-        f"{where} is a {type(value).__name__}; checkpoint metadata must be JSON "
+        f"{where} is a {type(value).__name__}; metadata must be JSON "
         "(str, int, float, bool, None, list, dict)"
     )
 
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
     merged = _strip_nul(dict(get_serializable_checkpoint_metadata(config, metadata)))
-    return cast(dict[str, Any], _check_json("metadata", merged))
+    return cast(dict[str, Any], check_json("metadata", merged))
 
 
 def run_id_of(metadata: Mapping[str, Any]) -> str | None:

@@ -408,9 +408,11 @@ def list_query(
         before_id = (before.get("configurable") or {}).get("checkpoint_id")
     if filter is not None and not isinstance(filter, Mapping):
         raise InvalidInputError(f"filter must be a dict, got {type(filter).__name__}")
-    for key in filter or {}:
+    for key, value in (filter or {}).items():
         if not isinstance(key, str):
             raise InvalidInputError(f"filter keys must be str, got {key!r}")
+        # Metadata is JSON; a value JSON cannot hold could never match.
+        codec.check_json(f"filter[{key!r}]", value)
     return PageQuery(
         thread_id=thread_id,
         ns_hash=ns_hash,

@@ -167,6 +167,10 @@ def test_bad_input_errors_name_the_problem(saver: SQLAlchemySaver) -> None:
         saver.put_writes(config(new_thread()), [("a", 1)], task_id="t")
     with pytest.raises(InvalidInputError, match="limit"):
         list(saver.list(None, limit=-1))
+    with pytest.raises(InvalidInputError, match=r"filter\['when'\] is a datetime"):
+        import datetime as dt
+
+        list(saver.list(None, filter={"when": dt.datetime.now()}))
     with pytest.raises(InvalidInputError, match="channel name is 300 characters"):
         saver.put(config(new_thread()), checkpoint({"c" * 300: 1}), {}, {"c" * 300: 1})
     with pytest.raises(InvalidInputError, match="metadata\\['when'\\] is a datetime"):

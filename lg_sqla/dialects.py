@@ -155,6 +155,24 @@ class DialectOps:
         )
 
 
+class _OnConflictOps(DialectOps):
+    """Dialects with ``INSERT ... ON CONFLICT`` (PostgreSQL 9.5+, SQLite 3.24+)."""
+
+    @staticmethod
+    def _insert(table: sa.Table) -> Any:
+        raise NotImplementedError
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        return self._insert(table).on_conflict_do_nothing()  # type: ignore[no-any-return]
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        stmt = self._insert(table)
+        return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+            index_elements=list(table.primary_key.columns),
+            set_={name: stmt.excluded[name] for name in update},
+        )
+
+
 def _array_item(table: sa.Table, column: str) -> sa.types.TypeEngine[Any]:
     """The plain type of a column, for a PostgreSQL array of it."""
     type_ = table.c[column].type
@@ -174,7 +192,7 @@ def bulk_params(
     return params
 
 
-class PostgresOps(DialectOps):
+class PostgresOps(_OnConflictOps):
     name = "postgresql"
     joins_channel_versions = True
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
@@ -226,15 +244,7 @@ class PostgresOps(DialectOps):
             last = last.add_cte(insert.cte(f"write_{n}"))
         return last
 
-    def insert_ignore(self, table: sa.Table) -> sa.Insert:
-        return pg_dialect.insert(table).on_conflict_do_nothing()
-
-    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
-        stmt = pg_dialect.insert(table)
-        return stmt.on_conflict_do_update(
-            index_elements=list(table.primary_key.columns),
-            set_={name: stmt.excluded[name] for name in update},
-        )
+    _insert = staticmethod(pg_dialect.insert)
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         pairs: TableValuedAlias = sa.func.jsonb_each_text(doc["channel_versions"]).table_valued(
@@ -265,19 +275,11 @@ class PostgresOps(DialectOps):
         yield
 
 
-class SQLiteOps(DialectOps):
+class SQLiteOps(_OnConflictOps):
     name = "sqlite"
     joins_channel_versions = True
 
-    def insert_ignore(self, table: sa.Table) -> sa.Insert:
-        return sqlite_dialect.insert(table).on_conflict_do_nothing()
-
-    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
-        stmt = sqlite_dialect.insert(table)
-        return stmt.on_conflict_do_update(
-            index_elements=list(table.primary_key.columns),
-            set_={name: stmt.excluded[name] for name in update},
-        )
+    _insert = staticmethod(sqlite_dialect.insert)
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(

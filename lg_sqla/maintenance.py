@@ -28,6 +28,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.operations import COMMIT, Context, Plan, Step
+from lg_sqla.statements import blob_keys
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 # Bound on bound parameters per statement (SQLite allows 32766, PostgreSQL 65535).
@@ -121,23 +122,7 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
         ).rows
         garbage = [tuple(b) for b in blobs if tuple(b) not in keep]
         for part in _chunks(garbage):
-            removed += (
-                yield Step(
-                    sa.delete(B).where(
-                        sa.or_(
-                            *(
-                                sa.and_(
-                                    B.c.thread_id == t,
-                                    B.c.checkpoint_ns_hash == h,
-                                    B.c.channel == ch,
-                                    B.c.version == v,
-                                )
-                                for t, h, ch, v in part
-                            )
-                        )
-                    )
-                )
-            ).rowcount
+            removed += (yield Step(sa.delete(B).where(blob_keys(part)))).rowcount
     return removed
 
 

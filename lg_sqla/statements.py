@@ -227,25 +227,25 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
 # --- the portable fallback: three batched statements per page ---------------
 
 
-def select_blobs_for(
-    wanted: Sequence[tuple[str, str, str, str]],
-) -> sa.Select[Any]:
-    """Blobs by exact (thread_id, ns_hash, channel, version) keys."""
-    return sa.select(
-        B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version, B.c.type, B.c.blob
-    ).where(
-        sa.or_(
-            *(
-                sa.and_(
-                    B.c.thread_id == t,
-                    B.c.checkpoint_ns_hash == h,
-                    B.c.channel == ch,
-                    B.c.version == v,
-                )
-                for t, h, ch, v in wanted
+def blob_keys(wanted: Sequence[tuple[str, str, str, str]]) -> ColumnElement[bool]:
+    """Blobs with one of these exact (thread_id, ns_hash, channel, version) keys."""
+    return sa.or_(
+        *(
+            sa.and_(
+                B.c.thread_id == t,
+                B.c.checkpoint_ns_hash == h,
+                B.c.channel == ch,
+                B.c.version == v,
             )
+            for t, h, ch, v in wanted
         )
     )
+
+
+def select_blobs_for(wanted: Sequence[tuple[str, str, str, str]]) -> sa.Select[Any]:
+    return sa.select(
+        B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version, B.c.type, B.c.blob
+    ).where(blob_keys(wanted))
 
 
 def select_writes_for(checkpoints: Sequence[tuple[str, str, str]]) -> sa.Select[Any]:

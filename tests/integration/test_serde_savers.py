@@ -194,3 +194,24 @@ def test_reencrypt_command(tmp_path: Any) -> None:
         assert {parse_type_tag(t).key_id for t in _types(engine, [thread_id])} == {"main"}
     finally:
         engine.dispose()
+
+
+def test_langgraph_encrypted_rows_interoperate_through_the_savers(backend: Backend) -> None:
+    """Rows written with LangGraph's own EncryptedSerializer (pycryptodome AES-EAX) load
+    through our EAX serializer, and ours load through LangGraph's."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LangGraphEncrypted
+
+    key = b"0123456789abcdef0123456789abcdef"
+    value = {"messages": ["secret \U0001f510", b"\x00\x01"], "n": 7}
+    engine = backend.engine()
+    try:
+        theirs = SQLAlchemySaver(engine, serde=LangGraphEncrypted.from_pycryptodome_aes(key=key))
+        ours = SQLAlchemySaver(engine, serde=EncryptedSerializer.eax(key))
+        a = theirs.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
+        b = ours.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
+        for reader in (ours, theirs):
+            for stored in (a, b):
+                got = reader.get_tuple(stored)
+                assert got is not None and got.checkpoint["channel_values"]["v"] == value
+    finally:
+        engine.dispose()

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run.py ops       # latency per call vs the official savers
     .venv/bin/python benchmarks/run.py concurrent  # threads sharing one saver
+    .venv/bin/python benchmarks/run.py async       # asyncio tasks sharing one async saver
     .venv/bin/python benchmarks/run.py prune     # prune a 10k-checkpoint thread per dialect
     .venv/bin/python benchmarks/run.py storage   # bytes per checkpoint, compression off / on
 
@@ -249,6 +250,77 @@ def _throughput(saver: Any, n_threads: int, calls: int, threading: Any) -> float
     return n_threads * calls * 2 / (time.perf_counter() - start)
 
 
+# --- async concurrency --------------------------------------------------------------
+
+
+def bench_async_concurrent(which: list[str], tasks: int, calls: int) -> None:
+    """Many asyncio tasks sharing ONE async saver, as an async web server's requests do."""
+    print(f"# {tasks} asyncio tasks sharing one async saver, {calls} x (aput + aget_tuple) each")
+    print("| saver | dialect | calls/s (1 task) | calls/s (" + str(tasks) + " tasks) |")
+    print("|---|---|---|---|")
+    with databases(which, suffix="_peer") as urls:
+        for dialect in which:
+            asyncio.run(_async_rows(dialect, urls, tasks, calls))
+
+
+async def _async_rows(dialect: str, urls: dict[str, str], tasks: int, calls: int) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from lg_sqla import AsyncSQLAlchemySaver
+
+    async_url = {
+        "sqlite": urls["sqlite"].replace("sqlite://", "sqlite+aiosqlite://", 1)
+        if "sqlite" in urls
+        else "",
+        "postgres": urls.get("postgres", ""),
+        "mysql": urls.get("mysql", "").replace("+pymysql", "+asyncmy"),
+    }[dialect]
+    options: dict[str, Any] = {} if dialect == "sqlite" else {"pool_size": tasks}
+    engine = configure_engine(create_async_engine(async_url, **options))
+    ours = AsyncSQLAlchemySaver(engine)
+    await ours.setup()
+    rows: list[tuple[str, Any]] = [("lg_sqla", ours)]
+    peer: Any = None
+    if dialect == "postgres":
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            conninfo = (
+                sa.make_url(urls["postgres_peer"])
+                .set(drivername="postgresql")
+                .render_as_string(False)
+            )
+            peer = AsyncPostgresSaver.from_conn_string(conninfo)
+            other = await peer.__aenter__()
+            await other.setup()
+            rows.append((type(other).__name__, other))
+        except ImportError:
+            peer = None
+    for name, saver in rows:
+        rates = [await _async_throughput(saver, n, calls) for n in (1, tasks)]
+        print(f"| {name} | {dialect} | {rates[0]:,.0f} | {rates[1]:,.0f} |", flush=True)
+    if peer is not None:
+        await peer.__aexit__(None, None, None)
+    await engine.dispose()
+
+
+async def _async_throughput(saver: Any, n_tasks: int, calls: int) -> float:
+    async def work() -> None:
+        thread_id = f"aconc-{uuid.uuid4()}"
+        parent = config(thread_id)
+        for i in range(calls):
+            cp = empty_checkpoint()
+            cp["id"] = str(uuid6(clock_seq=i))
+            cp["channel_values"] = {"messages": [HumanMessage(content=f"m{i}", id=str(i))]}
+            cp["channel_versions"] = {"messages": f"{i + 1:032}.0"}
+            parent = await saver.aput(parent, cp, {"step": i}, cp["channel_versions"])
+            await saver.aget_tuple(config(thread_id))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(work() for _ in range(n_tasks)))
+    return n_tasks * calls * 2 / (time.perf_counter() - start)
+
+
 # --- prune --------------------------------------------------------------------------
 
 
@@ -395,7 +467,7 @@ def _table_bytes(engine: sa.Engine, dialect: str, url: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["ops", "concurrent", "prune", "storage"])
+    parser.add_argument("what", choices=["ops", "concurrent", "async", "prune", "storage"])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--dialects", default="sqlite,postgres,mysql")
     parser.add_argument("--steps", type=int, default=50)
@@ -407,6 +479,8 @@ def main() -> None:
         bench_ops(which, args.steps, args.repeat)
     elif args.what == "concurrent":
         bench_concurrent(which, args.threads, args.repeat)
+    elif args.what == "async":
+        bench_async_concurrent(which, args.threads, args.repeat)
     elif args.what == "prune":
         bench_prune(which, args.checkpoints)
     else:

@@ -382,7 +382,7 @@ def sweep_thread(
 
     ``delete`` removes only checkpoints last written before the cut-off, so a
     thread that comes back to life while the sweep runs keeps its new
-    checkpoints; its writes and blobs go only when no checkpoint is left.
+    checkpoints (with their writes and the blobs they reference).
     """
     if strategy != "delete":
         return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))
@@ -398,5 +398,23 @@ def sweep_thread(
         out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
         out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
     elif out.checkpoints:
+        # The thread came back to life: keep its new rows, drop the old writes
+        # whose checkpoint is gone (a write being stored now is newer than the cut-off).
+        has_checkpoint = (
+            sa.select(sa.literal(1))
+            .where(
+                C.c.thread_id == W.c.thread_id,
+                C.c.checkpoint_ns_hash == W.c.checkpoint_ns_hash,
+                C.c.checkpoint_id == W.c.checkpoint_id,
+            )
+            .exists()
+        )
+        out.writes = (
+            yield Step(
+                sa.delete(W).where(
+                    W.c.thread_id == thread_id, W.c.created_at < cutoff, ~has_checkpoint
+                )
+            )
+        ).rowcount
         out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
     return out

@@ -306,3 +306,54 @@ def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchem
     assert got is not None and got.checkpoint["channel_values"] == {"v": [9]}
     steps = [t.metadata["step"] for t in sync_saver.list(config(thread_id))]
     assert steps == [9, 3]  # the kept head (3), the late one (9); 0-2 pruned
+
+
+def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlchemySaver) -> None:
+    """A thread picked as stale but written to before its turn: its old checkpoints go
+    with their writes; the new checkpoint stays whole."""
+    engine = sync_saver.engine
+    thread_id = new_thread()
+    parent = config(thread_id)
+    for i in range(3):
+        versions = {"v": i + 1, "keep": 1}
+        values = {"v": [i], "keep": "shared"}
+        parent = sync_saver.put(
+            parent, checkpoint(values, versions), {"step": i}, versions if i == 0 else {"v": i + 1}
+        )
+        sync_saver.put_writes(parent, [("v", i)], task_id="t")
+    _age(engine, thread_id, 40)
+    with engine.begin() as conn:  # their writes are as old as their checkpoints
+        from lg_sqla.models import checkpoint_writes
+
+        old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)
+        conn.execute(
+            sa.update(checkpoint_writes)
+            .where(checkpoint_writes.c.thread_id == thread_id)
+            .values(created_at=old)
+        )
+    revived = sync_saver.put(
+        parent,
+        checkpoint({"v": [9], "keep": "shared"}, {"v": 10, "keep": 1}),
+        {"step": 9},
+        {"v": 10},
+    )
+    sync_saver.put_writes(revived, [("v", 9)], task_id="t")
+
+    # The thread was picked as stale, then revived before its turn: run that turn.
+    from lg_sqla import maintenance
+
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
+    sync_saver._run(maintenance.sweep_thread(sync_saver._ctx, thread_id, cutoff, "delete", 1))
+
+    got = sync_saver.get_tuple(config(thread_id))
+    assert got is not None and got.config == revived
+    assert got.checkpoint["channel_values"] == {"v": [9], "keep": "shared"}
+    assert got.pending_writes == [("t", "v", 9)]
+    assert table_counts(engine, thread_id) == {
+        "checkpoints": 1,
+        "checkpoint_writes": 1,
+        "checkpoint_blobs": 2,  # v@10 and the shared keep@1
+    }
+    # A whole sweep leaves the revived (no longer stale) thread alone.
+    sync_saver.sweep(dt.timedelta(days=30))
+    assert table_counts(engine, thread_id)["checkpoints"] == 1

@@ -129,7 +129,16 @@ class SQLAlchemySaver(SaverBase):
             return result
 
     def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
+        """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
+
+        Idempotent, and safe to call from several processes at once: the migration
+        holds the database's lock (PostgreSQL advisory lock, MySQL ``GET_LOCK``,
+        SQLite write lock), so exactly one applies each revision.
+
+        Example:
+            >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
+            ...     saver.setup()
+        """
         migrate.upgrade(self.engine)
         self._schema_checked = True
 
@@ -140,6 +149,22 @@ class SQLAlchemySaver(SaverBase):
 
         One statement on PostgreSQL, SQLite and MySQL/MariaDB: the checkpoint,
         the blobs its ``channel_versions`` point at, and its pending writes.
+
+        Args:
+            config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": "",
+                "checkpoint_id": ...}}``; without ``checkpoint_id``, the thread's
+                latest checkpoint in that namespace.
+
+        Returns:
+            The checkpoint, its metadata, parent config and pending writes (in
+            ``writes_sort_key`` order), or ``None`` if there is no such checkpoint.
+
+        Raises:
+            InvalidInputError: ``thread_id`` is missing, too long or holds a NUL.
+            SchemaError: the tables are missing or at another revision (first call).
+
+        Example:
+            >>> saver.get_tuple({"configurable": {"thread_id": "user-42", "checkpoint_ns": ""}})
         """
         return self._run(operations.get_tuple(self._ctx, config))
 
@@ -181,10 +206,25 @@ class SQLAlchemySaver(SaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, in one transaction.
+        """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, atomically.
+
+        Channel values are written once per version (insert-or-ignore: blobs are
+        immutable); the checkpoint row is an upsert. The parent is
+        ``config["configurable"]["checkpoint_id"]``. Metadata is merged with the
+        config's as LangGraph does (NUL characters stripped, ``writes`` dropped).
+
+        Args:
+            config: The config of the parent (thread_id, checkpoint_ns, checkpoint_id).
+            checkpoint: The checkpoint to store.
+            metadata: Its metadata; must be JSON (it is stored as such, for filters).
+            new_versions: The channels whose version is new in this checkpoint.
 
         Returns:
             The config of the stored checkpoint (thread_id, checkpoint_ns, checkpoint_id).
+
+        Raises:
+            InvalidInputError: a key is too long or holds a NUL, or metadata is not
+                JSON; nothing is written. A serializer error also writes nothing.
         """
         return self._run(operations.put(self._ctx, config, checkpoint, metadata, new_versions))
 
@@ -195,11 +235,29 @@ class SQLAlchemySaver(SaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config``."""
+        """Store a task's pending writes against the checkpoint in ``config``.
+
+        Writes to special channels (errors, interrupts, ...) replace earlier ones
+        of the same task; others are first-wins, so retries are idempotent.
+
+        Args:
+            config: The config ``put`` returned (it names the checkpoint).
+            writes: ``(channel, value)`` pairs, in the task's order.
+            task_id: The task that produced them.
+            task_path: The task's path, stored so reads can sort writes as
+                LangGraph applies them (``writes_sort_key``).
+
+        Raises:
+            InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
+        """
         self._run(operations.put_writes(self._ctx, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
+
+        Args:
+            thread_id: The thread to delete; unknown threads are a no-op.
+        """
         self._run(operations.delete_thread(self._ctx, thread_id))
 
     def get_delta_channel_history(

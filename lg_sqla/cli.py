@@ -76,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     rotate.add_argument(
         "--compress", action="store_true", help="also compress large values (zstd/zlib)"
     )
+    prune = commands.add_parser(
+        "prune", parents=[common], help="prune threads (keep their newest checkpoints)"
+    )
+    prune.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
+    prune.add_argument("--strategy", choices=["keep_latest", "delete"], default="keep_latest")
+    prune.add_argument("--keep-last", type=int, default=1)
     sweep = commands.add_parser(
         "sweep", parents=[common], help="retention: delete what is older than N days"
     )
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.url:
         print("error: no database URL: pass --url or set LG_SQLA_DATABASE_URL", file=sys.stderr)
         return 2
-    if args.command in ("reencrypt", "sweep"):
+    if args.command in ("reencrypt", "sweep", "prune"):
         return _maintain(args)
     if args.command == "upgrade":
         _with_connection(args.url, lambda c: migrate.upgrade_connection(c, args.revision))
@@ -148,6 +154,11 @@ def _maintain(args: argparse.Namespace) -> int:
                 ),
             )
         print(f"done: {report.rewritten} row(s) rewritten in {report.batches} batch(es)")
+        return 0
+    if args.command == "prune":
+        with SQLAlchemySaver.from_conn_string(args.url) as saver:
+            saver.prune(args.thread_ids, strategy=args.strategy, keep_last=args.keep_last)
+        print(f"pruned {len(args.thread_ids)} thread(s) ({args.strategy})")
         return 0
     with SQLAlchemySaver.from_conn_string(args.url) as saver:
         swept = saver.sweep(

@@ -357,3 +357,39 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
     # A whole sweep leaves the revived (no longer stale) thread alone.
     sync_saver.sweep(dt.timedelta(days=30))
     assert table_counts(engine, thread_id)["checkpoints"] == 1
+
+
+def test_prune_and_sweep_commands(tmp_path: object) -> None:
+    """`python -m lg_sqla prune|sweep` drive the same API (one run proves the wiring)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = f"sqlite:///{Path(str(tmp_path)) / 'cli.sqlite'}"
+    engine = sa.create_engine(url)
+    try:
+        saver = SQLAlchemySaver(engine)
+        saver.setup()
+        thread_id = new_thread()
+        parent = config(thread_id)
+        for i in range(5):
+            parent = saver.put(
+                parent, checkpoint({"v": [i]}, {"v": i + 1}), {"step": i}, {"v": i + 1}
+            )
+        env = {**os.environ, "LG_SQLA_DATABASE_URL": url}
+        cli = [sys.executable, "-m", "lg_sqla"]
+        done = subprocess.run(
+            [*cli, "prune", thread_id, "--keep-last", "2"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert [t.metadata["step"] for t in saver.list(config(thread_id))] == [4, 3]
+        _age(engine, thread_id, 40)
+        done = subprocess.run(
+            [*cli, "sweep", "--older-than-days", "30"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "removed 1 thread(s), 2 checkpoint(s)" in done.stdout
+        assert saver.get_tuple(config(thread_id)) is None
+    finally:
+        engine.dispose()

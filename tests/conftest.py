@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # tests/ is not a package; make tests/servers.py importable from any test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,3 +37,13 @@ def postgres_admin_url() -> Iterator[str]:
 def mysql_admin_url() -> Iterator[str]:
     with mysql_server() as url:
         yield url
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis: CI machines are small and shared (2 cores, database servers on
+# them too), so generation speed is not a failure; examples stay bounded per test.
+# ---------------------------------------------------------------------------
+settings.register_profile(
+    "lg_sqla", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("lg_sqla")

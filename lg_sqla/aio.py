@@ -6,7 +6,6 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -21,7 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
-from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, check_list_args
+from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.operations import Outcome, Plan, Step, T
@@ -151,19 +150,14 @@ class AsyncSQLAlchemySaver(SaverBase):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
-        check_list_args(limit, self.list_page_size)
-        q = operations.list_query(config, filter=filter, before=before)
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = self.list_page_size if remaining is None else min(remaining, self.list_page_size)
-            page = await self._run(operations.load_page(self._ctx, replace(q, limit=size)))
+        pages = operations.list_pages(
+            config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
+        )
+        while (query := pages.next_query()) is not None:
+            page = await self._run(operations.load_page(self._ctx, query))
+            pages.advance(page)
             for item in page:
                 yield item
-            if len(page) < size:
-                return
-            if remaining is not None:
-                remaining -= len(page)
-            q = replace(q, after=operations.next_page(page))
 
     async def aput(
         self,

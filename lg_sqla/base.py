@@ -29,11 +29,9 @@ def next_version(current: str | int | float | None) -> str:
     return f"{number + 1:032}.{random.random():016}"
 
 
-def check_list_args(limit: int | None, page_size: int) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
-    if page_size < 1:
-        raise InvalidInputError(f"list_page_size must be >= 1, got {page_size!r}")
+def check_page_size(page_size: int) -> None:
+    if not isinstance(page_size, int) or page_size < 1:
+        raise InvalidInputError(f"list_page_size must be an int >= 1, got {page_size!r}")
 
 
 class SaverBase(BaseCheckpointSaver[str]):
@@ -50,7 +48,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         check_schema: bool,
     ) -> None:
         BaseCheckpointSaver.__init__(self, serde=serde)
-        check_list_args(None, list_page_size)
+        check_page_size(list_page_size)
         self.ops = ops_for(dialect)
         self.list_page_size = list_page_size
         self._schema_checked = not check_schema

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -422,10 +422,50 @@ def list_query(
     )
 
 
-def next_page(page: Sequence[CheckpointTuple]) -> PageKey:
-    """Keyset cursor after the last tuple of a page."""
-    last = page[-1].config["configurable"]
-    return (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))
+@dataclass
+class Pages:
+    """The pages of one ``list`` call: keyset-paginated queries, until the limit or the end.
+
+    Each page is loaded in its own short transaction by the shell, so no
+    connection is held while the caller consumes the iterator.
+    """
+
+    query: PageQuery
+    remaining: int | None
+    page_size: int
+    done: bool = False
+
+    def next_query(self) -> PageQuery | None:
+        if self.done or (self.remaining is not None and self.remaining <= 0):
+            return None
+        size = self.page_size if self.remaining is None else min(self.remaining, self.page_size)
+        return replace(self.query, limit=size)
+
+    def advance(self, page: Sequence[CheckpointTuple]) -> None:
+        """Record a loaded page: a short page is the last one."""
+        requested = self.next_query()
+        if requested is None or requested.limit is None or len(page) < requested.limit:
+            self.done = True
+            return
+        if self.remaining is not None:
+            self.remaining -= len(page)
+        last = page[-1].config["configurable"]
+        cursor = (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))
+        self.query = replace(self.query, after=cursor)
+
+
+def list_pages(
+    config: RunnableConfig | None,
+    *,
+    filter: Mapping[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+    page_size: int,
+) -> Pages:
+    """Validate ``list``'s arguments and plan its pages."""
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
+    return Pages(list_query(config, filter=filter, before=before), limit, page_size)
 
 
 def delta_history(

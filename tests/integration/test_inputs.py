@@ -167,6 +167,8 @@ def test_bad_input_errors_name_the_problem(saver: SQLAlchemySaver) -> None:
         saver.put_writes(config(new_thread()), [("a", 1)], task_id="t")
     with pytest.raises(InvalidInputError, match="limit"):
         list(saver.list(None, limit=-1))
+    with pytest.raises(InvalidInputError, match="list_page_size must be an int >= 1"):
+        SQLAlchemySaver(saver.engine, list_page_size=0)
     with pytest.raises(InvalidInputError, match=r"filter\['when'\] is a datetime"):
         import datetime as dt
 

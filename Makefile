@@ -1,16 +1,21 @@
 # Developer entry points. `make test` is the project's test command (also run by .ci/run).
 #   make test PYTEST_ARGS="-k mysql -x"   extra pytest arguments
+#   make lint                             ruff check, ruff format --check, mypy --strict
 #   make demo                             run examples/demo.py (no database servers needed)
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test demo bootstrap
+.PHONY: test lint demo bootstrap
 
 # Installs the PostgreSQL/MariaDB packages if missing and syncs .venv; the servers
 # themselves are started (and stopped) by the pytest fixtures in tests/conftest.py.
 test:
 	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+# ruff (lint + format) and mypy --strict on the package; .ci/run runs it after the tests.
+lint:
+	bash tests/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
 
 demo:
 	LG_SQLA_BOOTSTRAP_SERVERS=0 bash tests/bootstrap.sh && $(PYTHON) examples/demo.py

@@ -17,30 +17,14 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.operations import Outcome, Plan, Step, T
+from lg_sqla.plans import Plan, T, adrive
 from lg_sqla.rotation import RotationReport
-
-
-async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
-    """Async twin of ``saver.drive``: the plan is the same, only the await differs."""
-    step = first
-    try:
-        while True:
-            if step.statement is None:
-                await connection.commit()
-                step = plan.send(Outcome((), 0))
-                continue
-            result = await connection.execute(step.statement, step.params)
-            rows = result.all() if step.fetch else []
-            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 class AsyncSQLAlchemySaver(SaverBase):

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Dialect
 
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.operations import Context
+from lg_sqla.plans import Context
 from lg_sqla.serde import with_msgpack_allowlist
 
 DEFAULT_LIST_PAGE_SIZE = 100

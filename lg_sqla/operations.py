@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -26,18 +26,18 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
-from sqlalchemy.engine import Row
 from sqlalchemy.sql import Executable
 
 from lg_sqla import codec, limits
 from lg_sqla.codec import Record
-from lg_sqla.dialects import DialectOps, bulk_params
+from lg_sqla.dialects import bulk_params
 from lg_sqla.errors import InvalidInputError
+from lg_sqla.history import delta_channel_history
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Context, Plan, Step
 from lg_sqla.statements import (
     KIND_BLOB,
     KIND_CHECKPOINT,
@@ -52,52 +52,6 @@ from lg_sqla.statements import (
     select_page,
     select_writes_for,
 )
-
-T = TypeVar("T")
-Rows = Sequence[Row[Any]]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One statement to execute; ``fetch`` says whether the plan wants its rows.
-
-    A step without a statement (``COMMIT``) commits the work so far; the next
-    statement starts a new transaction. Plans that touch many threads use it
-    so no single transaction grows with the data.
-
-    ``whole_plan`` marks a first step that is the plan's only statement: one
-    statement is atomic by itself, so where the dialect gains from it
-    (``DialectOps.autocommit_single_statements``) the shell runs it without an
-    explicit BEGIN/COMMIT, one round trip instead of three.
-    """
-
-    statement: Executable | None
-    params: Sequence[Record] | Record | None = None
-    fetch: bool = False
-    whole_plan: bool = False
-
-
-COMMIT = Step(None)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a step sends back to its plan: the rows (if fetched) and the rowcount."""
-
-    rows: Rows
-    rowcount: int
-
-
-Plan = Generator[Step, Outcome, T]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every plan needs from its saver."""
-
-    ops: DialectOps
-    serde: SerializerProtocol
-    next_version: Any = None  # the saver's get_next_version(None, None)
 
 
 def _utcnow() -> dt.datetime:
@@ -472,8 +426,6 @@ def delta_history(
     ctx: Context, config: RunnableConfig, channels: Sequence[str]
 ) -> Plan[dict[str, DeltaChannelHistory]]:
     """See ``history.delta_channel_history``."""
-    from lg_sqla.history import delta_channel_history
-
     checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id") or None
     return (
         yield from delta_channel_history(

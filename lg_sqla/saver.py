@@ -18,30 +18,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.operations import Outcome, Plan, Step, T
+from lg_sqla.plans import Plan, T, drive
 from lg_sqla.rotation import RotationReport
-
-
-def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
-    """Run a plan's statements on ``connection``, feeding each one's rows back."""
-    step = first
-    try:
-        while True:
-            if step.statement is None:
-                connection.commit()
-                step = plan.send(Outcome((), 0))
-                continue
-            result = connection.execute(step.statement, step.params)
-            rows = result.all() if step.fetch else []
-            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 class SQLAlchemySaver(SaverBase):

@@ -1,0 +1,101 @@
+"""Plans: how lg_sqla's I/O-free operations talk to the sync and async shells.
+
+An operation (``operations``, ``maintenance``, ``history``, ``rotation``) is a
+*plan*: a generator that yields :class:`Step` s (a statement and its
+parameters) and receives each step's :class:`Outcome` back. It does no I/O.
+:func:`drive` runs a plan on a sync ``Connection`` and :func:`adrive` on an
+``AsyncConnection``; they differ only by ``await``, so every operation's logic
+exists once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.engine import Connection, Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Executable
+
+from lg_sqla.codec import Record
+from lg_sqla.dialects import DialectOps
+
+T = TypeVar("T")
+Rows = Sequence[Row[Any]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement to execute; ``fetch`` says whether the plan wants its rows.
+
+    A step without a statement (``COMMIT``) commits the work so far; the next
+    statement starts a new transaction. Plans that touch many threads use it
+    so no single transaction grows with the data.
+
+    ``whole_plan`` marks a first step that is the plan's only statement: one
+    statement is atomic by itself, so where the dialect gains from it
+    (``DialectOps.autocommit_single_statements``) the shell runs it without an
+    explicit BEGIN/COMMIT, one round trip instead of three.
+    """
+
+    statement: Executable | None
+    params: Sequence[Record] | Record | None = None
+    fetch: bool = False
+    whole_plan: bool = False
+
+
+COMMIT = Step(None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step sends back to its plan: the rows (if fetched) and the rowcount."""
+
+    rows: Rows
+    rowcount: int
+
+
+Plan = Generator[Step, Outcome, T]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every plan needs from its saver."""
+
+    ops: DialectOps
+    serde: SerializerProtocol
+    next_version: Any = None  # the saver's get_next_version(None, None)
+
+
+def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
+    """Run a plan's statements on ``connection``, feeding each one's rows back."""
+    step = first
+    try:
+        while True:
+            if step.statement is None:
+                connection.commit()
+                step = plan.send(Outcome((), 0))
+                continue
+            result = connection.execute(step.statement, step.params)
+            rows = result.all() if step.fetch else []
+            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
+    """Async twin of :func:`drive`: the plan is the same, only the await differs."""
+    step = first
+    try:
+        while True:
+            if step.statement is None:
+                await connection.commit()
+                step = plan.send(Outcome((), 0))
+                continue
+            result = await connection.execute(step.statement, step.params)
+            rows = result.all() if step.fetch else []
+            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]

@@ -13,11 +13,27 @@ import os
 import sys
 from collections.abc import Sequence
 
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, exc, pool
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import migrate
+from lg_sqla.errors import LgSqlaError
+
+# The extra that installs each driver module lg_sqla is tested with.
+DRIVER_EXTRAS = {
+    "psycopg": "postgres",
+    "psycopg2": "postgres",
+    "pymysql": "mysql",
+    "aiosqlite": "async",
+    "asyncmy": "async",
+}
+ALL_DRIVERS = 'psycopg: "lg_sqla[postgres]", pymysql: "lg_sqla[mysql]"'
+SQLITE_FIX = "check the file's path, that its directory exists, and its permissions"
+CONNECT_FIX = (
+    "check that the server is running and that the URL's host, port, user, password "
+    "and database name are right"
+)
 
 
 def _with_connection(url: str, work: object) -> object:
@@ -92,11 +108,83 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class CommandError(Exception):
+    """A failure the CLI reports as one ``error:`` line, with its exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def explain(error: BaseException, url: str | None) -> CommandError:
+    """Turn an exception into one line that says what went wrong and how to fix it."""
+    if isinstance(error, CommandError):
+        return error
+    if isinstance(error, LgSqlaError):
+        return CommandError(str(error))
+    if isinstance(error, exc.NoSuchModuleError):
+        return CommandError(
+            f"unknown database dialect or driver in the URL ({error}); lg_sqla is tested with "
+            "sqlite://, postgresql+psycopg://, mysql+pymysql:// (and +aiosqlite, +asyncmy)",
+            2,
+        )
+    if isinstance(error, exc.ArgumentError):
+        return CommandError(
+            f"invalid database URL: {error}; write it like "
+            "postgresql+psycopg://user:password@host:5432/dbname",
+            2,
+        )
+    if isinstance(error, ImportError):
+        module = (error.name or "").split(".")[0]
+        extra = DRIVER_EXTRAS.get(module.lower())
+        fix = (
+            f'pip install "lg_sqla[{extra}]"'
+            if extra
+            else f"install it, or use a driver lg_sqla ships an extra for ({ALL_DRIVERS})"
+        )
+        return CommandError(f"the database driver {module!r} is not installed: {fix}", 2)
+    if isinstance(error, exc.DBAPIError):
+        where, fix = "", CONNECT_FIX
+        if url is not None:
+            parsed = make_url(url)
+            where = f" ({parsed.render_as_string(hide_password=True)})"
+            if parsed.get_backend_name() == "sqlite":
+                fix = SQLITE_FIX
+        if error.connection_invalidated or isinstance(
+            error, (exc.OperationalError, exc.InterfaceError)
+        ):
+            return CommandError(f"cannot use the database{where}: {_first_line(error)}; {fix}")
+        return CommandError(f"the database refused a statement{where}: {_first_line(error)}")
+    if isinstance(error, KeyboardInterrupt):
+        return CommandError("interrupted", 130)
+    return CommandError(
+        f"unexpected {type(error).__name__}: {_first_line(error)} "
+        "(set LG_SQLA_DEBUG=1 for the traceback, and please report it)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``lg-sqla`` / ``python -m lg_sqla``: errors end as one ``error:`` line."""
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (Exception, KeyboardInterrupt) as error:
+        if os.environ.get("LG_SQLA_DEBUG"):
+            raise
+        failure = explain(error, getattr(args, "url", None))
+        print(f"error: {failure}", file=sys.stderr)
+        return failure.code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if not args.url:
-        print("error: no database URL: pass --url or set LG_SQLA_DATABASE_URL", file=sys.stderr)
-        return 2
+        raise CommandError("no database URL: pass --url or set LG_SQLA_DATABASE_URL", 2)
+    _refuse_missing_sqlite_file(args.url, creating=args.command == "upgrade")
     if args.command in ("reencrypt", "sweep", "prune"):
         return _maintain(args)
     if args.command == "upgrade":
@@ -113,13 +201,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         def check(connection: Connection) -> None:
             migrate.check_schema(connection)
 
-        try:
-            _with_connection(args.url, check)
-        except migrate.SchemaError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        _with_connection(args.url, check)
         print(f"lg_sqla schema is up to date ({migrate.head_revision()})")
     return 0
+
+
+def _refuse_missing_sqlite_file(url: str, *, creating: bool) -> None:
+    """SQLite creates a missing file on connect: a mistyped path would silently make a
+    new, empty database. Only ``upgrade`` (which creates the tables) may do that."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or creating:
+        return
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    if not os.path.exists(database):
+        raise CommandError(
+            f"no SQLite database at {database!r}: check the path, or create it with "
+            "`python -m lg_sqla upgrade`"
+        )
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -133,14 +233,16 @@ def _maintain(args: argparse.Namespace) -> int:
 
     url = make_url(args.url)
     if url.get_dialect().is_async:
-        print("error: use a sync driver URL for maintenance commands", file=sys.stderr)
-        return 2
+        raise CommandError(
+            f"use a sync driver URL for {args.command} (e.g. sqlite://, postgresql+psycopg://, "
+            "mysql+pymysql://), not +" + str(url.get_driver_name()),
+            2,
+        )
     if args.command == "reencrypt":
         try:
             serde = EncryptedSerializer.from_env(CompressedSerializer() if args.compress else None)
         except SerdeError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+            raise CommandError(str(error), 2) from error
         with SQLAlchemySaver.from_conn_string(args.url, serde=serde) as saver:
             report = saver.reencrypt(
                 batch_size=args.batch_size,

@@ -144,6 +144,14 @@ class DialectOps:
         """Several INSERTs as one statement (``writes_in_one_statement`` dialects)."""
         raise NotImplementedError
 
+    def byte_length(self, binary: ColumnElement[Any]) -> ColumnElement[int]:
+        """Size in bytes of a binary value (``length`` counts bytes of a BLOB/bytea everywhere)."""
+        return sa.func.length(binary, type_=sa.BigInteger)
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        """Size in bytes of a JSON document as the database stores it, about."""
+        return sa.func.length(sa.cast(document, sa.Text), type_=sa.BigInteger)
+
     def delete_unreferenced(
         self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
     ) -> sa.Executable:
@@ -262,6 +270,10 @@ class PostgresOps(_OnConflictOps):
             return sa.or_(match, element.is_(None))
         return match
 
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # JSONB is binary; its text form is what a client would transfer.
+        return sa.func.octet_length(sa.cast(document, sa.Text), type_=sa.BigInteger)
+
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         # PostgreSQL types UNION columns pairwise from the left: an untyped NULL
         # becomes text and then clashes with integer columns of later branches.
@@ -286,6 +298,10 @@ class SQLiteOps(_OnConflictOps):
             "key", "value"
         )
         return pairs, pairs.c.key, pairs.c.value
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # JSON is TEXT in SQLite, and length(text) counts characters: count bytes.
+        return sa.func.length(sa.cast(document, sa.LargeBinary), type_=sa.BigInteger)
 
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
@@ -448,6 +464,10 @@ class MySQLOps(DialectOps):
         path = sa.func.concat("$.channel_versions.", sa.func.json_quote(keys.c.channel_key))
         version = sa.func.json_unquote(sa.func.json_extract(doc, path))
         return keys, self.as_key(keys.c.channel_key), self.as_key(version)
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # LENGTH() counts bytes (MariaDB's JSON is LONGTEXT; MySQL's its utf8mb4 text).
+        return sa.func.length(document, type_=sa.BigInteger)
 
     def as_key(self, expression: ColumnElement[Any]) -> ColumnElement[Any]:
         # Strings from JSON functions are utf8mb4_bin; compared with a key column

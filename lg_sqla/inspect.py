@@ -1,0 +1,804 @@
+"""Looking inside: threads, histories, checkpoints, writes, statistics, storage.
+
+What operators otherwise do by hand in SQL on the three tables (listing
+threads, walking a history, the writes of one checkpoint in execution order,
+write volume per node over a time window, the latest value of one channel for
+a batch of threads, writes versus values volume), each as **one statement** on
+SQLite, PostgreSQL and MySQL/MariaDB, bounded by a page size. Nothing is
+deserialized unless the call's purpose is to show values (``show``, ``diff``,
+``latest``, ``writes(values=True)``).
+
+Every query is a sans-IO plan (see ``lg_sqla.plans``), so the sync and async
+front ends differ only by ``await``::
+
+    from lg_sqla.inspect import Inspector, AsyncInspector
+
+    page = Inspector(saver).threads(limit=20)           # SQLAlchemySaver
+    page = await AsyncInspector(async_saver).threads()  # AsyncSQLAlchemySaver
+
+``python -m lg_sqla threads | history | show | diff | writes | stats | latest |
+storage`` print the same results as tables or JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import reprlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.base import writes_sort_key
+from langgraph.checkpoint.serde.types import TASKS
+from sqlalchemy.sql.elements import ColumnElement
+
+from lg_sqla import codec, limits
+from lg_sqla.dialects import ordered_join
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Context, Plan, Step
+
+if TYPE_CHECKING:
+    from lg_sqla.aio import AsyncSQLAlchemySaver
+    from lg_sqla.saver import SQLAlchemySaver
+
+MAX_PAGE = 1000
+THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
+STAT_GROUPS = ("node", "channel", "thread")
+EMPTY_TYPE = "empty"
+SEND_TASK = "<send>"  # stats group of Send (push) tasks: their node is inside the packet
+
+
+def _check_page(limit: int, offset: int = 0) -> None:
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInputError(f"limit must be an int from 1 to {MAX_PAGE}, got {limit!r}")
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError(f"offset must be an int >= 0, got {offset!r}")
+
+
+def _thread(thread_id: Any, field_name: str = "thread_id") -> str:
+    if not isinstance(thread_id, str):
+        raise InvalidInputError(f"{field_name} must be a string, got {thread_id!r}")
+    return codec.check_length(field_name, thread_id, limits.THREAD_ID_MAX)
+
+
+def _checkpoint_id(checkpoint_id: Any, field_name: str = "checkpoint_id") -> str:
+    if not isinstance(checkpoint_id, str) or not checkpoint_id:
+        raise InvalidInputError(f"{field_name} must be a non-empty string, got {checkpoint_id!r}")
+    return codec.check_length(field_name, checkpoint_id, limits.CHECKPOINT_ID_MAX)
+
+
+def _window(
+    column: ColumnElement[Any], since: dt.datetime | None, until: dt.datetime | None
+) -> list[ColumnElement[bool]]:
+    out = []
+    for name, value in (("since", since), ("until", until)):
+        if value is None:
+            continue
+        if not isinstance(value, dt.datetime) or value.tzinfo is None:
+            raise InvalidInputError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        out.append(column >= value if name == "since" else column < value)
+    return out
+
+
+def _int(value: Any) -> int:
+    return int(value or 0)  # SUM over no rows is NULL; PostgreSQL sums bigints as numeric
+
+
+# --- results ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One thread: how many checkpoints, namespaces, when written, how large."""
+
+    thread_id: str
+    checkpoints: int
+    namespaces: int
+    first_write: dt.datetime
+    last_write: dt.datetime
+    value_bytes: int  # serialized channel values (checkpoint_blobs)
+    write_bytes: int  # serialized pending writes (checkpoint_writes)
+
+    @property
+    def bytes(self) -> int:
+        return self.value_bytes + self.write_bytes
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    threads: list[ThreadInfo]
+    next_offset: int | None  # pass as ``offset`` for the next page; None on the last one
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One checkpoint of a thread's history, as ``get_state_history`` would list it."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    step: int | None
+    source: str | None
+    created_at: dt.datetime
+    next: tuple[str, ...]  # nodes whose trigger channels changed since they last ran
+    sends: int  # Send packets queued for the next step (their node is in the packet)
+    pending_writes: int
+
+
+@dataclass(frozen=True)
+class ValueView:
+    """A channel value shown for humans: its type and a bounded preview."""
+
+    type: str
+    preview: str
+    size: int | None = None  # len() of strings, bytes and collections
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    metadata: dict[str, Any]
+    channel_versions: dict[str, str]
+    values: dict[str, ValueView]
+    pending_writes: list[tuple[str, str, ValueView]]  # (task_id, channel, value)
+
+
+@dataclass(frozen=True)
+class ChannelChange:
+    channel: str
+    old_version: str | None
+    new_version: str | None
+    old: ValueView | None
+    new: ValueView | None
+
+
+@dataclass(frozen=True)
+class WriteInfo:
+    """One pending write, without its value unless asked for."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    bytes: int
+    created_at: dt.datetime
+    value: ValueView | None = None
+
+
+@dataclass(frozen=True)
+class WriteStats:
+    key: str  # the node, channel or thread, per ``by``
+    writes: int
+    bytes: int
+    threads: int
+    first_write: dt.datetime | None
+    last_write: dt.datetime | None
+
+    @property
+    def avg_bytes(self) -> float:
+        return self.bytes / self.writes if self.writes else 0.0
+
+
+@dataclass(frozen=True)
+class LatestValue:
+    thread_id: str
+    checkpoint_id: str
+    version: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class TableUsage:
+    rows: int
+    bytes: int  # payload bytes: JSON documents of checkpoints, serialized values/writes
+
+
+@dataclass
+class StorageReport:
+    tables: dict[str, TableUsage] = field(default_factory=dict)
+
+    @property
+    def writes_to_values(self) -> float | None:
+        """Writes volume over values volume (above 1: several tasks wrote the same channel)."""
+        values = self.tables["checkpoint_blobs"].bytes
+        return self.tables["checkpoint_writes"].bytes / values if values else None
+
+
+# --- summaries -------------------------------------------------------------------
+
+_repr = reprlib.Repr()
+_repr.maxstring = 120
+_repr.maxother = 120
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 6
+_repr.maxlevel = 3
+
+
+def summarize(value: Any, width: int = 120) -> ValueView:
+    """A bounded view of a value: its type, length and a preview of at most ``width`` chars."""
+    size = len(value) if isinstance(value, (str, bytes, list, tuple, dict, set)) else None
+    text = _repr.repr(value)
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return ValueView(type(value).__name__, text, size)
+
+
+def _version_key(version: Any) -> tuple[float, str]:
+    text = str(version)
+    try:
+        return (float(text.split(".")[0]), text)
+    except ValueError:
+        return (float("-inf"), text)
+
+
+def next_nodes(document: Mapping[str, Any]) -> tuple[str, ...]:
+    """Nodes a checkpoint would run next, from its versions only (no value decoded).
+
+    LangGraph runs a node when one of its trigger channels (``branch:to:<node>``,
+    or ``__start__`` for the input node) holds a value newer than the node last
+    saw. A trigger is consumed by the step that follows its write, so it holds
+    a value exactly when the step that made this checkpoint updated it
+    (``updated_channels``, format v4); older checkpoints fall back to versions.
+    """
+    versions: Mapping[str, Any] = document.get("channel_versions") or {}
+    seen: Mapping[str, Mapping[str, Any]] = document.get("versions_seen") or {}
+    updated = document.get("updated_channels")
+    out = []
+    for channel, version in versions.items():
+        if channel.startswith("branch:to:"):
+            node = channel[len("branch:to:") :]
+        elif channel == "__start__":
+            node = "__start__"
+        else:
+            continue
+        if updated is not None and channel not in updated:
+            continue
+        last = (seen.get(node) or {}).get(channel)
+        if last is None or _version_key(last) < _version_key(version):
+            out.append(node)
+    return tuple(sorted(out))
+
+
+def node_of(task_path: str) -> str:
+    """The node of a task from its path: ``"~__pregel_pull, agent"`` -> ``agent``."""
+    parts = [p.strip() for p in (task_path or "").split(",")]
+    if len(parts) >= 2 and parts[0] == "~__pregel_pull":
+        return parts[1]
+    if parts and parts[0] == "~__pregel_push":
+        return SEND_TASK
+    return task_path or "?"
+
+
+# --- plans -------------------------------------------------------------------------
+
+
+def _bytes_of(table: sa.Table, ctx: Context, thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    return (
+        sa.select(sa.func.coalesce(sa.func.sum(ctx.ops.byte_length(table.c.blob)), 0))
+        .where(table.c.thread_id == thread)
+        .scalar_subquery()
+    )
+
+
+def threads(
+    ctx: Context,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    order: str = "last_write",
+    limit: int = 50,
+    offset: int = 0,
+) -> Plan[ThreadPage]:
+    """A page of threads; one statement (the sizes are computed for the page only)."""
+    _check_page(limit, offset)
+    if order not in THREAD_ORDERS:
+        raise InvalidInputError(f"order must be one of {', '.join(THREAD_ORDERS)}, got {order!r}")
+    last = sa.func.max(C.c.updated_at)
+    first = sa.func.min(C.c.created_at)
+    count = sa.func.count()
+    grouped = sa.select(
+        C.c.thread_id,
+        count.label("checkpoints"),
+        sa.func.count(sa.distinct(C.c.checkpoint_ns_hash)).label("namespaces"),
+        first.label("first_write"),
+        last.label("last_write"),
+    ).group_by(C.c.thread_id)
+    if filter:
+        codec.check_json("filter", dict(filter))
+        matching = sa.select(C.c.thread_id)
+        for key, value in filter.items():
+            matching = matching.where(ctx.ops.metadata_equals(C.c.metadata, key, value))
+        grouped = grouped.where(C.c.thread_id.in_(matching))
+    for condition in _window(last, written_after, written_before):
+        grouped = grouped.having(condition)
+    sort = {
+        "last_write": (last.desc(), C.c.thread_id),
+        "first_write": (first.desc(), C.c.thread_id),
+        "checkpoints": (count.desc(), C.c.thread_id),
+        "thread_id": (C.c.thread_id,),
+    }[order]
+    page = grouped.order_by(*sort).limit(limit + 1).offset(offset).subquery("page")
+    outer_sort = {
+        "last_write": (page.c.last_write.desc(), page.c.thread_id),
+        "first_write": (page.c.first_write.desc(), page.c.thread_id),
+        "checkpoints": (page.c.checkpoints.desc(), page.c.thread_id),
+        "thread_id": (page.c.thread_id,),
+    }[order]
+    stmt = sa.select(
+        page,
+        _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
+        _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
+    ).order_by(*outer_sort)
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    items = [
+        ThreadInfo(
+            r.thread_id,
+            r.checkpoints,
+            r.namespaces,
+            r.first_write,
+            r.last_write,
+            _int(r.value_bytes),
+            _int(r.write_bytes),
+        )
+        for r in rows[:limit]
+    ]
+    return ThreadPage(items, offset + limit if len(rows) > limit else None)
+
+
+def _pending_count(checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
+    return (
+        sa.select(sa.func.count())
+        .where(
+            W.c.thread_id == C.c.thread_id,
+            W.c.checkpoint_ns_hash == C.c.checkpoint_ns_hash,
+            W.c.checkpoint_id == checkpoint_id,
+            *extra,
+        )
+        .scalar_subquery()
+    )
+
+
+def history(
+    ctx: Context,
+    thread_id: str,
+    *,
+    checkpoint_ns: str = "",
+    before: str | None = None,
+    limit: int = 50,
+) -> Plan[list[HistoryEntry]]:
+    """A thread's checkpoints in one namespace, newest first; one statement per page."""
+    thread_id = _thread(thread_id)
+    _check_page(limit)
+    stmt = (
+        sa.select(
+            C.c.checkpoint_id,
+            C.c.parent_checkpoint_id,
+            C.c.checkpoint,
+            C.c.metadata,
+            C.c.created_at,
+            _pending_count(C.c.checkpoint_id).label("pending"),
+            _pending_count(C.c.parent_checkpoint_id, W.c.channel == TASKS).label("sends"),
+        )
+        .where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+        .order_by(C.c.checkpoint_id.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        stmt = stmt.where(C.c.checkpoint_id < _checkpoint_id(before, "before"))
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    out = []
+    for r in rows:
+        metadata = codec.json_object(r.metadata)
+        step = metadata.get("step")
+        out.append(
+            HistoryEntry(
+                r.checkpoint_id,
+                r.parent_checkpoint_id,
+                step if isinstance(step, int) else None,
+                metadata.get("source"),
+                r.created_at,
+                next_nodes(codec.json_object(r.checkpoint)),
+                r.sends,
+                r.pending,
+            )
+        )
+    return out
+
+
+def _checkpoint_values(
+    ctx: Context, thread_id: str, ns_hash: str, checkpoint_ids: Sequence[str]
+) -> sa.Select[Any]:
+    """The checkpoints' documents, metadata and (channel, version, type, blob) rows."""
+    if not ctx.ops.joins_channel_versions:
+        raise InvalidInputError(
+            f"this inspection needs JSON functions of the database ({ctx.ops.name} has none "
+            "lg_sqla knows); use SQLite, PostgreSQL or MySQL/MariaDB"
+        )
+    page = (
+        sa.select(C)
+        .where(
+            C.c.thread_id == thread_id,
+            C.c.checkpoint_ns_hash == ns_hash,
+            C.c.checkpoint_id.in_(list(checkpoint_ids)),
+        )
+        .cte("page")
+    )
+    pairs, channel, version = ctx.ops.channel_versions(page.c.checkpoint)
+    values = (
+        sa.select(
+            page.c.checkpoint_id,
+            channel.label("channel"),
+            version.label("version"),
+            B.c.type,
+            B.c.blob,
+        )
+        .select_from(
+            ordered_join(
+                ordered_join(page, pairs, sa.true()),
+                B,
+                sa.and_(
+                    B.c.thread_id == page.c.thread_id,
+                    B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                    B.c.channel == channel,
+                    B.c.version == version,
+                ),
+            )
+        )
+        .subquery("vals")
+    )
+    return sa.select(
+        page, values.c.channel, values.c.version, values.c.type, values.c.blob
+    ).select_from(page.outerjoin(values, values.c.checkpoint_id == page.c.checkpoint_id))
+
+
+def diff(
+    ctx: Context,
+    thread_id: str,
+    old_id: str,
+    new_id: str,
+    *,
+    checkpoint_ns: str = "",
+    width: int = 120,
+) -> Plan[list[ChannelChange]]:
+    """Channels whose version differs between two checkpoints, with both values; one statement."""
+    thread_id = _thread(thread_id)
+    old_id, new_id = (
+        _checkpoint_id(old_id, "old checkpoint_id"),
+        _checkpoint_id(new_id, "new checkpoint_id"),
+    )
+    stmt = _checkpoint_values(ctx, thread_id, codec.ns_hash(checkpoint_ns), [old_id, new_id])
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    documents: dict[str, dict[str, Any]] = {}
+    blobs: dict[tuple[str, str], tuple[str, bytes | None]] = {}
+    for r in rows:
+        documents[r.checkpoint_id] = codec.json_object(r.checkpoint)
+        if r.channel is not None:
+            blobs[(r.checkpoint_id, r.channel)] = (r.type, r.blob)
+    for name, cid in (("old checkpoint_id", old_id), ("new checkpoint_id", new_id)):
+        if cid not in documents:
+            raise InvalidInputError(f"{name} {cid!r} is not a checkpoint of thread {thread_id!r}")
+    old_versions = documents[old_id].get("channel_versions") or {}
+    new_versions = documents[new_id].get("channel_versions") or {}
+
+    def view(cid: str, channel: str) -> ValueView | None:
+        found = blobs.get((cid, channel))
+        if found is None or found[0] == EMPTY_TYPE:
+            return None
+        return summarize(codec.load_value(ctx.serde, *found), width)
+
+    changes = []
+    for channel in sorted(set(old_versions) | set(new_versions)):
+        before, after = old_versions.get(channel), new_versions.get(channel)
+        if before == after:
+            continue
+        changes.append(
+            ChannelChange(
+                channel,
+                None if before is None else str(before),
+                None if after is None else str(after),
+                view(old_id, channel) if before is not None else None,
+                view(new_id, channel) if after is not None else None,
+            )
+        )
+    return changes
+
+
+def show(
+    ctx: Context,
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    checkpoint_ns: str = "",
+    width: int = 120,
+) -> Plan[CheckpointView | None]:
+    """One checkpoint (the latest without ``checkpoint_id``) with its values summarized,
+    its metadata and its pending writes; one statement (``get_tuple``'s)."""
+    from lg_sqla import operations
+
+    configurable: dict[str, Any] = {"thread_id": _thread(thread_id), "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = _checkpoint_id(checkpoint_id)
+    found = yield from operations.get_tuple(ctx, {"configurable": configurable})
+    if found is None:
+        return None
+    cfg = found.config["configurable"]
+    parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return CheckpointView(
+        cfg["thread_id"],
+        cfg.get("checkpoint_ns", ""),
+        cfg["checkpoint_id"],
+        parent,
+        dict(found.metadata),
+        {k: str(v) for k, v in found.checkpoint["channel_versions"].items()},
+        {k: summarize(v, width) for k, v in sorted(found.checkpoint["channel_values"].items())},
+        [
+            (task, channel, summarize(value, width))
+            for task, channel, value in found.pending_writes or ()
+        ],
+    )
+
+
+def writes(
+    ctx: Context,
+    thread_id: str,
+    checkpoint_id: str,
+    *,
+    checkpoint_ns: str = "",
+    values: bool = False,
+    width: int = 120,
+) -> Plan[list[WriteInfo]]:
+    """The writes of one checkpoint in execution order (``writes_sort_key``); one statement.
+
+    Values are deserialized only with ``values=True``.
+    """
+    columns = [
+        W.c.task_id,
+        W.c.task_path,
+        W.c.idx,
+        W.c.channel,
+        W.c.type,
+        ctx.ops.byte_length(W.c.blob).label("bytes"),
+        W.c.created_at,
+    ]
+    if values:
+        columns.append(W.c.blob)
+    stmt = sa.select(*columns).where(
+        W.c.thread_id == _thread(thread_id),
+        W.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns),
+        W.c.checkpoint_id == _checkpoint_id(checkpoint_id),
+    )
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    ordered = sorted(rows, key=lambda r: writes_sort_key(r.task_path or "", r.task_id, r.idx))
+    return [
+        WriteInfo(
+            r.task_id,
+            r.task_path,
+            r.idx,
+            r.channel,
+            r.type,
+            _int(r.bytes),
+            r.created_at,
+            summarize(codec.load_value(ctx.serde, r.type, r.blob), width) if values else None,
+        )
+        for r in ordered
+    ]
+
+
+def write_stats(
+    ctx: Context,
+    *,
+    by: str = "node",
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    thread_id: str | None = None,
+    checkpoint_ns: str | None = None,
+    limit: int = 100,
+) -> Plan[list[WriteStats]]:
+    """Write count and volume per node, channel or thread over a time window; one statement.
+
+    Nodes come from the task path (``~__pregel_pull, <node>``); writes of Send
+    tasks are grouped as ``<send>`` (their node is inside the packet).
+    """
+    if by not in STAT_GROUPS:
+        raise InvalidInputError(f"by must be one of {', '.join(STAT_GROUPS)}, got {by!r}")
+    _check_page(limit)
+    key = {"node": W.c.task_path, "channel": W.c.channel, "thread": W.c.thread_id}[by]
+    size = ctx.ops.byte_length(W.c.blob)
+    stmt = sa.select(
+        key.label("key"),
+        sa.func.count().label("writes"),
+        sa.func.coalesce(sa.func.sum(size), 0).label("bytes"),
+        sa.func.count(sa.distinct(W.c.thread_id)).label("threads"),
+        sa.func.min(W.c.created_at).label("first_write"),
+        sa.func.max(W.c.created_at).label("last_write"),
+    ).where(*_window(W.c.created_at, since, until))
+    if thread_id is not None:
+        stmt = stmt.where(W.c.thread_id == _thread(thread_id))
+    if checkpoint_ns is not None:
+        stmt = stmt.where(W.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+    stmt = stmt.group_by(key)
+    if by != "node":
+        # Task paths are merged into nodes in Python; other groups are final in SQL.
+        stmt = stmt.order_by(sa.func.count().desc(), key).limit(limit)
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    merged: dict[str, list[Any]] = {}
+    for r in rows:
+        name = node_of(r.key) if by == "node" else r.key
+        acc = merged.setdefault(name, [0, 0, 0, None, None])
+        acc[0] += r.writes
+        acc[1] += _int(r.bytes)
+        acc[2] += r.threads  # an upper bound when several task paths merge into one node
+        acc[3] = r.first_write if acc[3] is None else min(acc[3], r.first_write)
+        acc[4] = r.last_write if acc[4] is None else max(acc[4], r.last_write)
+    out = [WriteStats(k, *v) for k, v in merged.items()]
+    out.sort(key=lambda s: (-s.writes, s.key))
+    return out[:limit]
+
+
+def latest(
+    ctx: Context,
+    channel: str,
+    thread_ids: Sequence[str],
+    *,
+    checkpoint_ns: str = "",
+) -> Plan[dict[str, LatestValue]]:
+    """The value of ``channel`` in the latest checkpoint of each thread; one statement.
+
+    Threads without checkpoints, or whose latest checkpoint has no value for
+    the channel, are absent from the result.
+    """
+    if not isinstance(channel, str) or not channel:
+        raise InvalidInputError(f"channel must be a non-empty string, got {channel!r}")
+    ids = list(dict.fromkeys(_thread(t) for t in thread_ids))
+    if not ids:
+        return {}
+    if len(ids) > MAX_PAGE:
+        raise InvalidInputError(f"thread_ids: at most {MAX_PAGE} per call, got {len(ids)}")
+    if not ctx.ops.joins_channel_versions:
+        raise InvalidInputError(
+            f"latest needs JSON functions of the database ({ctx.ops.name} has none lg_sqla "
+            "knows); use SQLite, PostgreSQL or MySQL/MariaDB"
+        )
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=C.c.thread_id, order_by=C.c.checkpoint_id.desc())
+        .label("rank")
+    )
+    ranked = (
+        sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint_id, C.c.checkpoint, rank)
+        .where(C.c.thread_id.in_(ids), C.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+        .subquery("ranked")
+    )
+    heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")
+    pairs, pair_channel, version = ctx.ops.channel_versions(heads.c.checkpoint)
+    stmt = (
+        sa.select(heads.c.thread_id, heads.c.checkpoint_id, B.c.version, B.c.type, B.c.blob)
+        .select_from(
+            ordered_join(
+                ordered_join(heads, pairs, sa.true()),
+                B,
+                sa.and_(
+                    B.c.thread_id == heads.c.thread_id,
+                    B.c.checkpoint_ns_hash == heads.c.checkpoint_ns_hash,
+                    B.c.channel == pair_channel,
+                    B.c.version == version,
+                ),
+            )
+        )
+        .where(pair_channel == ctx.ops.as_key(sa.literal(channel, B.c.channel.type)))
+    )
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    return {
+        r.thread_id: LatestValue(
+            r.thread_id, r.checkpoint_id, r.version, codec.load_value(ctx.serde, r.type, r.blob)
+        )
+        for r in rows
+        if r.type != EMPTY_TYPE
+    }
+
+
+def storage(ctx: Context, *, thread_id: str | None = None) -> Plan[StorageReport]:
+    """Rows and payload bytes of each table (all threads, or one); one statement."""
+    ops = ctx.ops
+
+    def usage(table: sa.Table, size: ColumnElement[Any]) -> sa.Select[Any]:
+        stmt = sa.select(
+            sa.literal(table.name).label("name"),
+            sa.func.count().label("rows"),
+            sa.func.coalesce(sa.func.sum(size), 0).label("bytes"),
+        )
+        if thread_id is not None:
+            stmt = stmt.where(table.c.thread_id == _thread(thread_id))
+        return stmt
+
+    stmt = sa.union_all(
+        usage(C, ops.json_byte_length(C.c.checkpoint) + ops.json_byte_length(C.c.metadata)),
+        usage(W, ops.byte_length(W.c.blob)),
+        usage(B, sa.func.coalesce(ops.byte_length(B.c.blob), 0)),
+    )
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    return StorageReport({r.name: TableUsage(r.rows, _int(r.bytes)) for r in rows})
+
+
+# --- front ends ----------------------------------------------------------------------
+
+
+class Inspector:
+    """The inspection queries on a :class:`~lg_sqla.SQLAlchemySaver` (sync)."""
+
+    def __init__(self, saver: SQLAlchemySaver) -> None:
+        self.saver = saver
+
+    def threads(self, **options: Any) -> ThreadPage:
+        """Threads, sorted (``order=``) and paginated (``limit=``, ``offset=``); filter by
+        ``filter=`` (metadata of any checkpoint), ``written_after=`` / ``written_before=``."""
+        return self.saver._run(threads(self.saver._ctx, **options))
+
+    def history(self, thread_id: str, **options: Any) -> list[HistoryEntry]:
+        return self.saver._run(history(self.saver._ctx, thread_id, **options))
+
+    def show(
+        self, thread_id: str, checkpoint_id: str | None = None, **options: Any
+    ) -> CheckpointView | None:
+        return self.saver._run(show(self.saver._ctx, thread_id, checkpoint_id, **options))
+
+    def diff(self, thread_id: str, old_id: str, new_id: str, **options: Any) -> list[ChannelChange]:
+        return self.saver._run(diff(self.saver._ctx, thread_id, old_id, new_id, **options))
+
+    def writes(self, thread_id: str, checkpoint_id: str, **options: Any) -> list[WriteInfo]:
+        return self.saver._run(writes(self.saver._ctx, thread_id, checkpoint_id, **options))
+
+    def write_stats(self, **options: Any) -> list[WriteStats]:
+        return self.saver._run(write_stats(self.saver._ctx, **options))
+
+    def latest(
+        self, channel: str, thread_ids: Sequence[str], **options: Any
+    ) -> dict[str, LatestValue]:
+        return self.saver._run(latest(self.saver._ctx, channel, thread_ids, **options))
+
+    def storage(self, **options: Any) -> StorageReport:
+        return self.saver._run(storage(self.saver._ctx, **options))
+
+
+class AsyncInspector:
+    """The same queries on an :class:`~lg_sqla.AsyncSQLAlchemySaver`."""
+
+    def __init__(self, saver: AsyncSQLAlchemySaver) -> None:
+        self.saver = saver
+
+    async def threads(self, **options: Any) -> ThreadPage:
+        return await self.saver._run(threads(self.saver._ctx, **options))
+
+    async def history(self, thread_id: str, **options: Any) -> list[HistoryEntry]:
+        return await self.saver._run(history(self.saver._ctx, thread_id, **options))
+
+    async def show(
+        self, thread_id: str, checkpoint_id: str | None = None, **options: Any
+    ) -> CheckpointView | None:
+        return await self.saver._run(show(self.saver._ctx, thread_id, checkpoint_id, **options))
+
+    async def diff(
+        self, thread_id: str, old_id: str, new_id: str, **options: Any
+    ) -> list[ChannelChange]:
+        return await self.saver._run(diff(self.saver._ctx, thread_id, old_id, new_id, **options))
+
+    async def writes(self, thread_id: str, checkpoint_id: str, **options: Any) -> list[WriteInfo]:
+        return await self.saver._run(writes(self.saver._ctx, thread_id, checkpoint_id, **options))
+
+    async def write_stats(self, **options: Any) -> list[WriteStats]:
+        return await self.saver._run(write_stats(self.saver._ctx, **options))
+
+    async def latest(
+        self, channel: str, thread_ids: Sequence[str], **options: Any
+    ) -> dict[str, LatestValue]:
+        return await self.saver._run(latest(self.saver._ctx, channel, thread_ids, **options))
+
+    async def storage(self, **options: Any) -> StorageReport:
+        return await self.saver._run(storage(self.saver._ctx, **options))

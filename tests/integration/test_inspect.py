@@ -1,0 +1,323 @@
+"""lg_sqla.inspect on every dialect, sync and async: results checked against what
+the savers' own API (get_state_history, get_tuple, list) and the raw tables say,
+and every query counted: one statement each."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect as pyinspect
+import operator
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Annotated, Any
+
+import pytest
+import sqlalchemy as sa
+from backends import Backend, fresh_async_saver, fresh_saver
+from helpers import StatementCounter
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from lg_sqla import InvalidInputError
+from lg_sqla.inspect import AsyncInspector, Inspector, node_of, summarize
+from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
+
+TABLES = {t.name: t for t in (checkpoints, checkpoint_writes, checkpoint_blobs)}
+
+
+class FanState(TypedDict):
+    items: Annotated[list[Any], operator.add]
+    note: str
+
+
+def build_fan_graph() -> StateGraph[Any]:
+    """START -> plan -> Send x2 -> work -> END: pull tasks, push tasks, several writes."""
+
+    def plan(state: FanState) -> dict[str, Any]:
+        return {"items": ["planned"], "note": "x" * 5000}
+
+    def fan(state: FanState) -> list[Send]:
+        return [Send("work", {"items": [n], "note": ""}) for n in range(2)]
+
+    def work(state: FanState) -> dict[str, Any]:
+        return {"items": [f"done-{state['items'][-1]}"]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("plan", plan)
+    builder.add_node("work", work)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan, ["work"])
+    builder.add_edge("work", END)
+    return builder
+
+
+async def maybe(value: Any) -> Any:
+    return await value if pyinspect.isawaitable(value) else value
+
+
+class Harness:
+    """One test body for both savers: ``await h.call(...)`` works on either."""
+
+    raw_engine: sa.Engine
+
+    def __init__(self, mode: str, saver: Any, engine: sa.Engine) -> None:
+        self.mode, self.saver, self.engine = mode, saver, engine
+        self.inspector: Any = Inspector(saver) if mode == "sync" else AsyncInspector(saver)
+        self.graph = build_fan_graph().compile(checkpointer=saver)
+
+    async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run one inspection and assert it cost exactly one statement."""
+        counter = StatementCounter()
+        sa.event.listen(self.engine, "before_cursor_execute", counter)
+        try:
+            result = await maybe(getattr(self.inspector, name)(*args, **kwargs))
+        finally:
+            sa.event.remove(self.engine, "before_cursor_execute", counter)
+        assert counter.count == 1, (name, counter.statements)
+        return result
+
+    async def run_graph(self, thread_id: str, tag: str) -> None:
+        cfg = {"configurable": {"thread_id": thread_id}, "metadata": {"suite": tag}}
+        if self.mode == "sync":
+            self.graph.invoke({"items": [], "note": ""}, cfg)
+        else:
+            await self.graph.ainvoke({"items": [], "note": ""}, cfg)
+
+    async def history(self, thread_id: str) -> list[Any]:
+        cfg = {"configurable": {"thread_id": thread_id}}
+        if self.mode == "sync":
+            return list(self.graph.get_state_history(cfg))
+        return [s async for s in self.graph.aget_state_history(cfg)]
+
+    async def tuples(self, thread_id: str) -> list[Any]:
+        cfg = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        if self.mode == "sync":
+            return list(self.saver.list(cfg))
+        return [t async for t in self.saver.alist(cfg)]
+
+
+@contextmanager
+def _sync(backend: Backend) -> Iterator[Harness]:
+    with fresh_saver(backend) as saver:
+        yield Harness("sync", saver, saver.engine)
+
+
+@asynccontextmanager
+async def harness(backend: Backend, mode: str) -> AsyncIterator[Harness]:
+    raw_engine = backend.engine()
+    try:
+        if mode == "sync":
+            with _sync(backend) as h:
+                h.saver.get_tuple({"configurable": {"thread_id": "warm-up"}})  # schema check
+                h.raw_engine = raw_engine
+                yield h
+            return
+        async with fresh_async_saver(backend) as saver:
+            await saver.aget_tuple({"configurable": {"thread_id": "warm-up"}})
+            h = Harness("async", saver, saver.engine.sync_engine)
+            h.raw_engine = raw_engine
+            yield h
+    finally:
+        raw_engine.dispose()
+
+
+def raw(h: Harness, table: sa.Table, *columns: str, **where: Any) -> list[Any]:
+    """Read a table directly, on a sync engine of its own."""
+    stmt = sa.select(*(table.c[c] for c in columns)).where(
+        *(table.c[k] == v for k, v in where.items())
+    )
+    with h.raw_engine.connect() as conn:
+        return list(conn.execute(stmt))
+
+
+MODES = ["sync", "async"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_threads_history_show_diff_writes(backend: Backend, mode: str) -> None:
+    async with harness(backend, mode) as h:
+        tag = uuid.uuid4().hex
+        threads = [f"insp-{tag}-{n}" for n in range(3)]
+        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+        for n, thread_id in enumerate(threads):
+            for _ in range(n + 1):  # 1, 2 and 3 runs: 4, 8 and 12 checkpoints
+                await h.run_graph(thread_id, tag)
+
+        # threads: counts, sizes and times agree with the tables; filter, sort, pages.
+        page = await h.call("threads", filter={"suite": tag}, order="checkpoints")
+        assert [t.thread_id for t in page.threads] == threads[::-1]
+        assert page.next_offset is None
+        for info in page.threads:
+            assert info.checkpoints == len(await h.tuples(info.thread_id))
+            assert info.namespaces == 1
+            blobs = raw(h, checkpoint_blobs, "blob", thread_id=info.thread_id)
+            writes = raw(h, checkpoint_writes, "blob", thread_id=info.thread_id)
+            assert info.value_bytes == sum(len(r.blob or b"") for r in blobs) > 5000
+            assert info.write_bytes == sum(len(r.blob) for r in writes) > 0
+            assert started <= info.first_write <= info.last_write
+        first = await h.call("threads", filter={"suite": tag}, order="thread_id", limit=2)
+        assert [t.thread_id for t in first.threads] == threads[:2] and first.next_offset == 2
+        rest = await h.call("threads", filter={"suite": tag}, order="thread_id", limit=2, offset=2)
+        assert [t.thread_id for t in rest.threads] == threads[2:] and rest.next_offset is None
+        future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+        assert (await h.call("threads", filter={"suite": tag}, written_after=future)).threads == []
+        assert (
+            len((await h.call("threads", filter={"suite": tag}, written_before=future)).threads)
+            == 3
+        )
+        assert (await h.call("threads", filter={"suite": "no-such-tag"})).threads == []
+
+        # history: the same checkpoints, parents, steps, sources and next nodes as LangGraph.
+        thread_id = threads[1]
+        entries = await h.call("history", thread_id)
+        snapshots = await h.history(thread_id)
+        tuples = await h.tuples(thread_id)
+        assert [e.checkpoint_id for e in entries] == [
+            s.config["configurable"]["checkpoint_id"] for s in snapshots
+        ]
+        for entry, snap, tup in zip(entries, snapshots, tuples, strict=True):
+            parent = (
+                snap.parent_config["configurable"]["checkpoint_id"] if snap.parent_config else None
+            )
+            assert entry.parent_id == parent
+            assert (entry.step, entry.source) == (snap.metadata["step"], snap.metadata["source"])
+            # Pull tasks are named; Send tasks are counted (their node is in the packet).
+            assert sorted(entry.next) + ["work"] * entry.sends == sorted(snap.next)
+            assert entry.pending_writes == len(tup.pending_writes)
+        assert any(e.sends == 2 for e in entries) and any(e.next == ("plan",) for e in entries)
+        older = await h.call("history", thread_id, before=entries[2].checkpoint_id, limit=3)
+        assert [e.checkpoint_id for e in older] == [e.checkpoint_id for e in entries[3:6]]
+
+        # show: the latest checkpoint, values summarized, metadata and pending writes.
+        view = await h.call("show", thread_id)
+        latest = tuples[0]
+        assert view.checkpoint_id == latest.checkpoint["id"]
+        assert view.metadata == latest.metadata
+        assert set(view.values) == set(latest.checkpoint["channel_values"])
+        assert view.values["note"].size == 5000 and len(view.values["note"].preview) <= 120
+        assert view.values["items"].size == len(latest.checkpoint["channel_values"]["items"])
+        pending_id = next(e.checkpoint_id for e in entries if e.pending_writes)
+        pending_view = await h.call("show", thread_id, pending_id)
+        pending_tuple = next(t for t in tuples if t.checkpoint["id"] == pending_id)
+        assert [(t, c) for t, c, _ in pending_view.pending_writes] == [
+            (t, c) for t, c, _ in pending_tuple.pending_writes
+        ]
+        assert await h.call("show", thread_id, "no-such-checkpoint") is None
+
+        # diff: exactly the channels whose version changed, with both values.
+        old, new = tuples[-1], tuples[0]
+        changes = await h.call("diff", thread_id, old.checkpoint["id"], new.checkpoint["id"])
+        old_v, new_v = old.checkpoint["channel_versions"], new.checkpoint["channel_versions"]
+        assert {c.channel for c in changes} == {
+            ch for ch in set(old_v) | set(new_v) if old_v.get(ch) != new_v.get(ch)
+        }
+        items = next(c for c in changes if c.channel == "items")
+        assert items.old is None or items.old.size == len(
+            old.checkpoint["channel_values"].get("items", [])
+        )
+        assert items.new is not None and items.new.size == len(
+            new.checkpoint["channel_values"]["items"]
+        )
+        with pytest.raises(InvalidInputError, match="old checkpoint_id"):
+            await maybe(h.inspector.diff(thread_id, "nope", new.checkpoint["id"]))
+
+        # writes: execution order with task ids, paths, channels, sizes; values only if asked.
+        for tup in tuples:
+            listed = await h.call("writes", thread_id, tup.checkpoint["id"])
+            assert [(w.task_id, w.channel) for w in listed] == [
+                (t, c) for t, c, _ in tup.pending_writes
+            ]
+            assert all(w.value is None for w in listed)
+            stored = {
+                (r.task_id, r.idx): len(r.blob)
+                for r in raw(
+                    h,
+                    checkpoint_writes,
+                    "task_id",
+                    "idx",
+                    "blob",
+                    thread_id=thread_id,
+                    checkpoint_id=tup.checkpoint["id"],
+                )
+            }
+            assert {(w.task_id, w.idx): w.bytes for w in listed} == stored
+        with_values = await h.call("writes", thread_id, pending_id, values=True)
+        assert [w.value for w in with_values] == [
+            summarize(v) for _, _, v in pending_tuple.pending_writes
+        ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_stats_latest_and_storage(backend: Backend, mode: str) -> None:
+    async with harness(backend, mode) as h:
+        tag = uuid.uuid4().hex
+        threads = [f"stats-{tag}-{n}" for n in range(2)]
+        for thread_id in threads:
+            await h.run_graph(thread_id, tag)
+        await h.run_graph(threads[1], tag)
+
+        # Write statistics per node for one thread agree with the raw rows.
+        rows = raw(h, checkpoint_writes, "task_path", "channel", "blob", thread_id=threads[1])
+        expected: dict[str, list[int]] = {}
+        for r in rows:
+            acc = expected.setdefault(node_of(r.task_path), [0, 0])
+            acc[0] += 1
+            acc[1] += len(r.blob)
+        stats = await h.call("write_stats", thread_id=threads[1])
+        assert {s.key: [s.writes, s.bytes] for s in stats} == expected
+        assert {"plan", "<send>", "__start__"} <= set(expected)
+        assert [s.writes for s in stats] == sorted((s.writes for s in stats), reverse=True)
+        by_channel = await h.call("write_stats", by="channel", thread_id=threads[1])
+        assert sum(s.writes for s in by_channel) == len(rows)
+        # A time window: nothing was written in the future; everything since a minute ago.
+        future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+        assert await h.call("write_stats", thread_id=threads[1], since=future) == []
+        recent = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+        windowed = await h.call("write_stats", thread_id=threads[1], since=recent, until=future)
+        assert sum(s.writes for s in windowed) == len(rows)
+        with pytest.raises(InvalidInputError, match="since"):
+            await maybe(h.inspector.write_stats(since=dt.datetime(2020, 1, 1)))
+
+        # The latest value of one channel for a batch of threads, in one statement.
+        values = await h.call("latest", "items", [*threads, "no-such-thread"])
+        assert set(values) == set(threads)
+        for thread_id in threads:
+            state = (await h.history(thread_id))[0]
+            assert values[thread_id].value == state.values["items"]
+            assert values[thread_id].checkpoint_id == state.config["configurable"]["checkpoint_id"]
+        assert await h.call("latest", "no-such-channel", threads) == {}
+
+        # Storage: rows and payload bytes per table, for one thread.
+        report = await h.call("storage", thread_id=threads[0])
+        for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+            count = len(raw(h, TABLES[table], "thread_id", thread_id=threads[0]))
+            assert report.tables[table].rows == count > 0
+        blobs = raw(h, checkpoint_blobs, "blob", thread_id=threads[0])
+        assert report.tables["checkpoint_blobs"].bytes == sum(len(r.blob or b"") for r in blobs)
+        writes = raw(h, checkpoint_writes, "blob", thread_id=threads[0])
+        assert report.tables["checkpoint_writes"].bytes == sum(len(r.blob) for r in writes)
+        assert report.tables["checkpoints"].bytes > 0
+        assert report.writes_to_values == pytest.approx(
+            report.tables["checkpoint_writes"].bytes / report.tables["checkpoint_blobs"].bytes
+        )
+        everything = await h.call("storage")
+        assert everything.tables["checkpoints"].rows >= report.tables["checkpoints"].rows
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_inspection_input_errors_name_the_field(backend: Backend, mode: str) -> None:
+    async with harness(backend, mode) as h:
+        cases = [
+            ("threads", (), {"limit": 0}, "limit"),
+            ("threads", (), {"order": "size"}, "order"),
+            ("threads", (), {"offset": -1}, "offset"),
+            ("history", (None,), {}, "thread_id"),
+            ("writes", ("t", ""), {}, "checkpoint_id"),
+            ("write_stats", (), {"by": "task"}, "by"),
+            ("latest", ("", ["t"]), {}, "channel"),
+        ]
+        for name, args, kwargs, field in cases:
+            with pytest.raises(InvalidInputError, match=field):
+                await maybe(getattr(h.inspector, name)(*args, **kwargs))

@@ -704,9 +704,14 @@ def latest(
     }
 
 
-def storage(ctx: Context, *, thread_id: str | None = None) -> Plan[StorageReport]:
-    """Rows and payload bytes of each table (all threads, or one); one statement."""
+def storage(
+    ctx: Context, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
+) -> Plan[StorageReport]:
+    """Rows and payload bytes of each table (all threads, one, or a few); one statement."""
     ops = ctx.ops
+    ids = None if thread_ids is None else [_thread(t) for t in thread_ids]
+    if ids is not None and len(ids) > MAX_PAGE:
+        raise InvalidInputError(f"thread_ids: at most {MAX_PAGE} per call, got {len(ids)}")
 
     def usage(table: sa.Table, size: ColumnElement[Any]) -> sa.Select[Any]:
         stmt = sa.select(
@@ -716,6 +721,8 @@ def storage(ctx: Context, *, thread_id: str | None = None) -> Plan[StorageReport
         )
         if thread_id is not None:
             stmt = stmt.where(table.c.thread_id == _thread(thread_id))
+        if ids is not None:
+            stmt = stmt.where(table.c.thread_id.in_(ids))
         return stmt
 
     stmt = sa.union_all(

@@ -131,10 +131,12 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
 
 def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
     """Every row of one thread, all namespaces."""
-    out = RowCounts(threads=1)
+    out = RowCounts()
     out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id == thread_id))).rowcount
     out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
     out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
+    # Counted only if it existed: reports say what was really removed.
+    out.threads = int(bool(out.checkpoints or out.writes or out.blobs))
     return out
 
 
@@ -373,6 +375,21 @@ def stale_threads(
         stmt = stmt.where(C.c.thread_id > after)
     stmt = stmt.order_by(C.c.thread_id).limit(batch_size)
     return [row.thread_id for row in (yield Step(stmt, fetch=True)).rows]
+
+
+def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
+    """How many threads a sweep with this cut-off would visit (for progress totals)."""
+    check_strategy(strategy, 1)
+    if strategy == "delete":
+        stale = (
+            sa.select(C.c.thread_id)
+            .group_by(C.c.thread_id)
+            .having(sa.func.max(C.c.updated_at) < cutoff)
+        )
+    else:
+        stale = sa.select(C.c.thread_id).where(C.c.updated_at < cutoff).distinct()
+    stmt = sa.select(sa.func.count()).select_from(stale.subquery())
+    return int((yield Step(stmt, fetch=True)).rows[0][0])
 
 
 def sweep_thread(

@@ -99,3 +99,16 @@ async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def in_one_transaction(plan: Plan[T]) -> Plan[T]:
+    """The same plan with its ``COMMIT`` steps dropped, so all of it is one transaction
+    (a dry run executes a plan this way and rolls the transaction back)."""
+    try:
+        step = next(plan)
+        while True:
+            # A COMMIT step is answered here and never reaches the database.
+            outcome = Outcome((), 0) if step.statement is None else (yield step)
+            step = plan.send(outcome)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]

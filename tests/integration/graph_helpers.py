@@ -270,3 +270,32 @@ def build_fan_out_graph(calls: Counter[str], fail_once: set[str] | None = None) 
     builder.add_edge("worker", "summary")
     builder.add_edge("summary", END)
     return builder
+
+
+# --- operators' toolkit: pull tasks, Send tasks and a large value -----------------
+
+
+class FanState(TypedDict):
+    items: Annotated[list[Any], operator.add]
+    note: str
+
+
+def build_fan_graph() -> StateGraph[Any]:
+    """START -> plan -> Send x2 -> work -> END: pull tasks, push tasks, several writes."""
+
+    def plan(state: FanState) -> dict[str, Any]:
+        return {"items": ["planned"], "note": "x" * 5000}
+
+    def fan(state: FanState) -> list[Send]:
+        return [Send("work", {"items": [n], "note": ""}) for n in range(2)]
+
+    def work(state: FanState) -> dict[str, Any]:
+        return {"items": [f"done-{state['items'][-1]}"]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("plan", plan)
+    builder.add_node("work", work)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan, ["work"])
+    builder.add_edge("work", END)
+    return builder

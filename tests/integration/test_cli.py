@@ -6,16 +6,26 @@ an operator would run it.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from backends import Backend
+import sqlalchemy as sa
+from backends import Backend, fresh_saver
+from graph_helpers import build_fan_graph
+from helpers import table_counts
 from sqlalchemy.engine import make_url
+
+from lg_sqla.models import checkpoint_writes, checkpoints
 
 MODULE = [sys.executable, "-m", "lg_sqla"]
 SCRIPT = [str(Path(sys.executable).with_name("lg-sqla"))]
@@ -145,3 +155,302 @@ def test_async_url_for_maintenance_names_the_sync_driver(backend: Backend) -> No
         return
     line = assert_one_error_line(done)
     assert "use a sync driver URL" in line
+
+
+# --- the operators' toolkit: read commands --------------------------------------------
+
+
+def populate(backend: Backend, tag: str, runs: dict[str, int]) -> dict[str, list[Any]]:
+    """Run the fan-out graph (pull tasks, Sends, a 5 KB value) on a few threads;
+    return each thread's checkpoint tuples, newest first, read through the saver."""
+    out: dict[str, list[Any]] = {}
+    with fresh_saver(backend) as saver:
+        graph = build_fan_graph().compile(checkpointer=saver)
+        for thread_id, n in runs.items():
+            for _ in range(n):
+                graph.invoke(
+                    {"items": [], "note": ""},
+                    {"configurable": {"thread_id": thread_id}, "metadata": {"suite": tag}},
+                )
+            out[thread_id] = list(saver.list({"configurable": {"thread_id": thread_id}}))
+    return out
+
+
+def read_json(args: Sequence[str], url: str) -> Any:
+    done = run_cli([*args, "--json"], url)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return json.loads(done.stdout)
+
+
+def test_read_commands_json_and_tables(backend: Backend) -> None:
+    tag = uuid.uuid4().hex[:12]
+    a, b = f"cli-{tag}-a", f"cli-{tag}-b"
+    tuples = populate(backend, tag, {a: 1, b: 2})
+    url = backend.sync_url
+
+    threads = read_json(["threads", "--filter", f"suite={tag}", "--order", "thread_id"], url)
+    assert [t["thread_id"] for t in threads["threads"]] == [a, b]
+    assert [t["checkpoints"] for t in threads["threads"]] == [len(tuples[a]), len(tuples[b])]
+    assert all(t["bytes"] == t["value_bytes"] + t["write_bytes"] > 5000 for t in threads["threads"])
+    page = read_json(
+        ["threads", "--filter", f"suite={tag}", "--order", "thread_id", "--limit", "1"], url
+    )
+    assert [t["thread_id"] for t in page["threads"]] == [a] and page["next_offset"] == 1
+    recent = read_json(["threads", "--filter", f"suite={tag}", "--written-after", "1h"], url)
+    assert len(recent["threads"]) == 2  # both were written in the last hour
+    assert read_json(["threads", "--filter", f"suite={tag}", "--written-before", "1h"], url) == {
+        "threads": [],
+        "next_offset": None,
+    }
+
+    history = read_json(["history", b], url)
+    assert [h["checkpoint_id"] for h in history] == [t.checkpoint["id"] for t in tuples[b]]
+    assert [h["pending_writes"] for h in history] == [len(t.pending_writes) for t in tuples[b]]
+    assert {h["step"] for h in history} == {t.metadata["step"] for t in tuples[b]}
+
+    newest, oldest = tuples[b][0], tuples[b][-1]
+    shown = read_json(["show", b], url)
+    assert shown["checkpoint_id"] == newest.checkpoint["id"]
+    assert shown["metadata"] == json.loads(json.dumps(newest.metadata))
+    assert shown["values"]["note"]["size"] == 5000
+    assert len(shown["values"]["note"]["preview"]) <= 120
+
+    changed = read_json(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)
+    old_v, new_v = oldest.checkpoint["channel_versions"], newest.checkpoint["channel_versions"]
+    assert {c["channel"] for c in changed} == {
+        ch for ch in {*old_v, *new_v} if old_v.get(ch) != new_v.get(ch)
+    }
+
+    with_writes = next(t for t in tuples[b] if len(t.pending_writes) > 1)
+    writes = read_json(["writes", b, with_writes.checkpoint["id"], "--values"], url)
+    assert [(w["task_id"], w["channel"]) for w in writes] == [
+        (t, c) for t, c, _ in with_writes.pending_writes
+    ]
+    assert all(w["bytes"] > 0 and w["value"]["preview"] for w in writes)
+
+    stats = read_json(["stats", "--thread", b], url)
+    assert {"plan", "<send>", "__start__"} <= {s["key"] for s in stats}
+    assert sum(s["writes"] for s in stats) == sum(
+        h["pending_writes"] for h in history
+    )  # every write of the thread belongs to one of its checkpoints
+
+    latest = read_json(["latest", "items", a, b, "nope"], url)
+    assert set(latest) == {a, b}
+    assert latest[b]["value"] == tuples[b][0].checkpoint["channel_values"]["items"]
+
+    storage = read_json(["storage", "--thread", a], url)
+    assert storage["tables"]["checkpoints"]["rows"] == len(tuples[a])
+    assert storage["writes_to_values"] > 0
+
+    # The same commands as tables for humans (plain text: stdout is not a terminal).
+    done = run_cli(["threads", "--filter", f"suite={tag}"], url)
+    assert done.returncode == 0 and a in done.stdout and "CHECKPOINTS" in done.stdout
+    done = run_cli(["history", b, "--limit", "2"], url)
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines()[2:] if line.strip()]
+    assert listed[:2] == [t.checkpoint["id"] for t in tuples[b][:2]]
+    assert f"more: --before {tuples[b][1].checkpoint['id']}" in done.stdout
+    assert "2 send(s)" in run_cli(["history", b], url).stdout  # the Send fan-out step
+    done = run_cli(["stats", "--thread", b], url)
+    assert "plan" in done.stdout and "AVG BYTES" in done.stdout
+    done = run_cli(["show", b, "no-such-checkpoint"], url)
+    assert_one_error_line(done, "has no no-such-checkpoint")
+
+
+def test_version_and_help_for_every_option() -> None:
+    import argparse
+
+    from lg_sqla.cli import _parser
+
+    done = run_cli(["--version"], None)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("lg-sqla ") and "schema head" in done.stdout
+    parser = _parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = subparsers.choices
+    assert {"threads", "history", "show", "diff", "writes", "stats", "latest", "storage"} <= set(
+        commands
+    )
+    assert {"prune", "sweep", "delete-thread", "downgrade", "stamp", "revisions", "vacuum"} <= set(
+        commands
+    )
+    for name, command in commands.items():
+        assert command.description, name
+        for action in command._actions:
+            if action.option_strings:  # every option says what it does
+                assert action.help, (name, action.option_strings)
+        options = {o for a in command._actions for o in a.option_strings}
+        if name in ("threads", "history", "show", "diff", "writes", "stats", "latest", "storage"):
+            assert "--json" in options, name
+        if name in ("prune", "sweep", "delete-thread", "downgrade"):
+            assert {"--dry-run", "--yes"} <= options, name
+    shown = run_cli(["threads", "--help"], None)
+    assert shown.returncode == 0 and "--written-after WHEN" in shown.stdout
+
+
+# --- destructive commands --------------------------------------------------------------
+
+
+def _rows(backend: Backend, thread_ids: Sequence[str]) -> dict[str, int]:
+    engine = backend.engine()
+    try:
+        totals = {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
+        for thread_id in thread_ids:
+            for table, n in table_counts(engine, thread_id).items():
+                totals[table] += n
+        return totals
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("command", ["prune", "delete-thread"])
+def test_dry_run_reports_exactly_what_the_real_run_removes(backend: Backend, command: str) -> None:
+    tag = uuid.uuid4().hex[:12]
+    threads = [f"dry-{tag}-{n}" for n in range(2)]
+    populate(backend, tag, {t: 2 for t in threads})
+    url = backend.sync_url
+    args = [command, *threads, "no-such-thread"]
+    if command == "prune":
+        args += ["--keep-last", "2"]
+    before = _rows(backend, threads)
+    dry = read_json([*args, "--dry-run"], url)
+    assert _rows(backend, threads) == before  # nothing removed by a dry run
+    assert dry["dry_run"] is True and dry["threads"] == 2  # the unknown thread is not counted
+    assert dry["bytes"] > 0
+    real = read_json([*args, "--yes"], url)
+    after = _rows(backend, threads)
+    removed = {
+        "checkpoints": before["checkpoints"] - after["checkpoints"],
+        "writes": before["checkpoint_writes"] - after["checkpoint_writes"],
+        "values": before["checkpoint_blobs"] - after["checkpoint_blobs"],
+    }
+    for key, n in removed.items():
+        assert dry[key] == real[key] == n > 0, key
+    assert real["threads"] == 2
+    if command == "delete-thread":
+        assert after == {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
+    else:
+        assert after["checkpoints"] == 4  # two per thread kept
+
+
+def test_prune_of_unknown_threads_removes_nothing_and_says_so(backend: Backend) -> None:
+    done = run_cli(["prune", "no-such-thread", "--strategy", "delete"], backend.sync_url)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "done: deleted 0 thread(s); removed 0 checkpoint(s), 0 write(s), 0 value(s)" in done.stdout
+    )
+
+
+def test_sweep_reports_pruned_not_removed_threads(backend: Backend) -> None:
+    tag = uuid.uuid4().hex[:12]
+    threads = [f"sweep-{tag}-{n}" for n in range(2)]
+    populate(backend, tag, {t: 1 for t in threads})
+    engine = backend.engine()
+    try:
+        with engine.begin() as conn:  # make them 40 days old
+            old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)
+            conn.execute(
+                sa.update(checkpoints)
+                .where(checkpoints.c.thread_id.in_(threads))
+                .values(updated_at=old, created_at=old)
+            )
+            conn.execute(
+                sa.update(checkpoint_writes)
+                .where(checkpoint_writes.c.thread_id.in_(threads))
+                .values(created_at=old)
+            )
+    finally:
+        engine.dispose()
+    url = backend.sync_url
+    sweep = ["sweep", "--older-than-days", "30", "--strategy", "keep_latest", "--keep-last", "1"]
+    dry = read_json([*sweep, "--dry-run"], url)
+    done = run_cli(sweep, url)
+    assert done.returncode == 0, done.stderr
+    # Plain progress lines (not a terminal), then the report.
+    assert re.search(r"^sweep: \d+/\d+, ", done.stdout, flags=re.M), done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert "none deleted" in last and "removed 0 thread" not in last
+    assert f"removed {dry['checkpoints']} checkpoint(s)" in last
+    assert _rows(backend, threads)["checkpoints"] == 2  # each thread kept its newest
+    again = read_json(["sweep", "--older-than-days", "30", "--dry-run"], url)
+    assert again["threads"] >= 2  # the delete strategy would now remove them...
+    assert _rows(backend, threads)["checkpoints"] == 2  # ...but a dry run did not
+
+
+def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backend) -> None:
+    url = fresh_database.sync_url
+    assert run_cli(["upgrade"], url).returncode == 0
+    populate(fresh_database, "x", {"only-thread": 1})
+    dry = run_cli(["downgrade", "base", "--dry-run"], url)
+    assert dry.returncode == 0, dry.stderr
+    assert (
+        "would undo 1 migration(s) (0001_initial) and DROP lg_sqla's tables with 4 checkpoint(s)"
+        in dry.stdout
+    )
+    assert run_cli(["check"], url).returncode == 0  # still there
+
+    # On a terminal the command asks; "n" leaves everything in place, "y" goes ahead.
+    assert "cancelled" in on_terminal(["downgrade", "base"], url, answer="n")
+    assert run_cli(["check"], url).returncode == 0
+    assert "downgraded to base" in on_terminal(["downgrade", "base"], url, answer="y")
+    assert "not set up" in run_cli(["check"], url).stderr
+
+
+def on_terminal(args: Sequence[str], url: str, *, answer: str) -> str:
+    """Run the CLI on a pseudo-terminal (as a person would), answering its question."""
+    import pty
+
+    env = {**os.environ, "LG_SQLA_DATABASE_URL": url, "COLUMNS": "200"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI, attached to the terminal
+        os.execve(MODULE[0], [*MODULE, *args], env)
+    output = b""
+    answered = False
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not answered and b"[y/N]" in output:
+            os.write(fd, answer.encode() + b"\n")
+            answered = True
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return output.decode(errors="replace")
+
+
+def test_tables_and_progress_bar_on_a_terminal(backend: Backend) -> None:
+    tag = uuid.uuid4().hex[:12]
+    thread_id = f"tty-{tag}"
+    populate(backend, tag, {thread_id: 2})
+    screen = on_terminal(["threads", "--filter", f"suite={tag}"], backend.sync_url, answer="n")
+    assert thread_id in screen and "┃" in screen  # a rich table, with box drawing
+    screen = on_terminal(["prune", thread_id], backend.sync_url, answer="y")
+    assert (
+        "Prune 1 thread(s)" in screen and "1/1" in screen and "done: pruned 1 thread(s)" in screen
+    )
+
+
+def test_upgrade_sql_stamp_revisions_and_vacuum(fresh_database: Backend) -> None:
+    url = fresh_database.sync_url
+    sql = run_cli(["upgrade", "--sql"], url)
+    assert sql.returncode == 0, sql.stderr
+    assert "CREATE TABLE checkpoints" in sql.stdout and "lg_sqla_alembic_version" in sql.stdout
+    if fresh_database.name == "sqlite":
+        Path(make_url(url).database or "").touch()
+    assert "not set up" in run_cli(["check"], url).stderr  # --sql ran nothing
+    stamped = run_cli(["stamp", "head"], url)
+    assert stamped.returncode == 0, stamped.stderr
+    assert read_json(["current"], url)["current"] == read_json(["revisions"], url)[0]["revision"]
+    assert read_json(["revisions"], url)[0]["current"] is True
+    assert run_cli(["stamp", "base"], url).returncode == 0
+    assert run_cli(["upgrade"], url).returncode == 0
+    vacuum = run_cli(["vacuum"], url)
+    if fresh_database.name == "sqlite":
+        assert vacuum.returncode == 0 and "vacuumed" in vacuum.stdout
+    else:
+        assert_one_error_line(vacuum, "vacuum is for SQLite")

@@ -6,51 +6,22 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect as pyinspect
-import operator
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend, fresh_async_saver, fresh_saver
+from graph_helpers import build_fan_graph
 from helpers import StatementCounter
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Send
-from typing_extensions import TypedDict
 
 from lg_sqla import InvalidInputError
 from lg_sqla.inspect import AsyncInspector, Inspector, node_of, summarize
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 TABLES = {t.name: t for t in (checkpoints, checkpoint_writes, checkpoint_blobs)}
-
-
-class FanState(TypedDict):
-    items: Annotated[list[Any], operator.add]
-    note: str
-
-
-def build_fan_graph() -> StateGraph[Any]:
-    """START -> plan -> Send x2 -> work -> END: pull tasks, push tasks, several writes."""
-
-    def plan(state: FanState) -> dict[str, Any]:
-        return {"items": ["planned"], "note": "x" * 5000}
-
-    def fan(state: FanState) -> list[Send]:
-        return [Send("work", {"items": [n], "note": ""}) for n in range(2)]
-
-    def work(state: FanState) -> dict[str, Any]:
-        return {"items": [f"done-{state['items'][-1]}"]}
-
-    builder = StateGraph(FanState)
-    builder.add_node("plan", plan)
-    builder.add_node("work", work)
-    builder.add_edge(START, "plan")
-    builder.add_conditional_edges("plan", fan, ["work"])
-    builder.add_edge("work", END)
-    return builder
 
 
 async def maybe(value: Any) -> Any:

@@ -1,0 +1,90 @@
+"""Command line: ``python -m benchmarks MODE [options]`` (``--help`` lists them).
+
+report    graph + api levels on every database, sync and async; writes
+          docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
+graph     the graph level only, tables printed
+api       the saver-API level only, tables printed
+ops | concurrent | async | prune | storage   the older single-purpose modes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .databases import DIALECTS, ROOT
+from .workload import QUICK, Shape
+
+LEGACY = ("ops", "concurrent", "async", "prune", "storage")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in LEGACY:
+        from . import legacy
+
+        legacy.main(argv)
+        return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    parser.add_argument("mode", choices=["report", "graph", "api", *LEGACY])
+    parser.add_argument("--dialects", default=",".join(DIALECTS), help="default: all three")
+    parser.add_argument("--modes", default="sync,async", help="sync, async or both (default)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny workload, 1 repeat: smoke test"
+    )
+    parser.add_argument("--threads", type=int, help="graph threads (default 4)")
+    parser.add_argument("--turns", type=int, help="turns per thread (default 8)")
+    parser.add_argument("--workers", type=int, help="the N of 1 vs N workers (default 8)")
+    parser.add_argument("--json", type=Path, help="also save the raw results here")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="report: where to write")
+    parser.add_argument("--from", dest="source", type=Path, help="report: re-render saved results")
+    parser.add_argument(
+        "--note", default="", help="report: a paragraph about this run's conditions"
+    )
+    args = parser.parse_args(argv)
+
+    if args.source:
+        results = json.loads(args.source.read_text(encoding="utf-8"))
+    else:
+        from .runner import run
+
+        shape = QUICK if args.quick else Shape()
+        overrides = {k: getattr(args, k) for k in ("threads", "turns", "workers")}
+        shape = Shape(**{**shape.__dict__, **{k: v for k, v in overrides.items() if v}})
+        dialects = [d for d in args.dialects.split(",") if d]
+        unknown = set(dialects) - set(DIALECTS)
+        if unknown:
+            parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {DIALECTS}")
+        levels = ["graph", "api"] if args.mode == "report" else [args.mode]
+        modes = [m for m in args.modes.split(",") if m]
+        repeats = 1 if args.quick and args.repeats == 3 else args.repeats
+        results = run(dialects, levels, modes, repeats, shape, log=_log)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+    from .report import text_tables, write_docs
+
+    print(text_tables(results))
+    if args.mode == "report":
+        args.docs.mkdir(parents=True, exist_ok=True)
+        if not args.source:
+            raw = args.docs / "img" / "bench-results.json"
+            raw.parent.mkdir(parents=True, exist_ok=True)
+            raw.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {write_docs(results, args.docs, args.note)}")
+    return 1 if any("error" in r for r in results["runs"]) else 0
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Interleaved repeats of every (database, level, mode), lg_sqla against the official saver.
+
+For each database, level (graph, api) and mode (sync, async), repeat r runs both
+contenders, lg_sqla first on even r and the official saver first on odd r, each on a
+fresh database of its own on the same server. The clock never covers opening the
+saver, ``setup()``, building arguments, or a garbage collection left over from the
+previous contender: the heap is collected and frozen just before each measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import platform
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+from . import api_level, graph_level
+from .contenders import Contender, contenders
+from .databases import Servers, servers
+from .workload import Recording, Shape, record
+
+LEVELS = ("graph", "api")
+MODES = ("sync", "async")
+PACKAGES = (
+    "lg_sqla",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "langgraph-checkpoint-mysql",
+    "sqlalchemy",
+    "psycopg",
+    "psycopg-binary",
+    "pymysql",
+    "asyncmy",
+    "aiomysql",
+    "aiosqlite",
+    "ormsgpack",
+)
+
+
+@contextlib.contextmanager
+def settled() -> Iterator[None]:
+    """Start from a collected heap whose survivors the collector no longer scans."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _measure(
+    srv: Servers, dialect: str, level: str, contender: Contender, rec: Recording, shape: Shape
+) -> dict[str, float]:
+    with srv.fresh(dialect) as db:
+        if contender.is_async:
+
+            async def go() -> dict[str, float]:
+                async with contender.open(db) as saver:
+                    with settled():
+                        if level == "graph":
+                            return await graph_level.run_async(saver, shape)
+                        return await api_level.run_async(saver, rec, shape)
+
+            return asyncio.run(go())
+        with contender.open(db) as saver, settled():
+            if level == "graph":
+                return graph_level.run_sync(saver, shape)
+            return api_level.run_sync(saver, rec, shape)
+
+
+def machine(srv: Servers, dialects: list[str]) -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError), open("/proc/meminfo", encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.0f} GiB"
+    versions = {}
+    for name in PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "packages": versions,
+        "servers": {d: srv.server_version(d) for d in dialects},
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def run(
+    dialects: list[str],
+    levels: list[str],
+    modes: list[str],
+    repeats: int,
+    shape: Shape,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure everything asked for; the result is plain JSON-able data."""
+    started = time.time()
+    recording = record(shape)
+    runs: list[dict[str, Any]] = []
+    with servers(dialects) as srv:
+        info = machine(srv, dialects)
+        for dialect in dialects:
+            for level in levels:
+                for mode in modes:
+                    pair = contenders(dialect, mode == "async")
+                    for r in range(repeats):
+                        for contender in pair if r % 2 == 0 else pair[::-1]:
+                            entry: dict[str, Any] = {
+                                "dialect": dialect,
+                                "level": level,
+                                "mode": mode,
+                                "repeat": r,
+                                "saver": contender.name,
+                                "ours": contender.ours,
+                            }
+                            try:
+                                entry["metrics"] = _measure(
+                                    srv, dialect, level, contender, recording, shape
+                                )
+                            except Exception as exc:  # one broken saver must not end a run
+                                entry["error"] = f"{type(exc).__name__}: {exc}"
+                                log(traceback.format_exc())
+                            runs.append(entry)
+                            shown = entry.get("metrics") or entry.get("error")
+                            log(f"{dialect} {level} {mode} r{r} {contender.name}: {shown}")
+    info["loadavg_end"] = os.getloadavg()
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "seconds": round(time.time() - started),
+        "machine": info,
+        "shape": asdict(shape),
+        "repeats": repeats,
+        "dialects": dialects,
+        "levels": levels,
+        "modes": modes,
+        "runs": runs,
+    }

@@ -506,6 +506,26 @@ def _parser() -> argparse.ArgumentParser:
     rotate.add_argument(
         "--compress", action="store_true", help="also compress large values (zstd/zlib)"
     )
+    adopt = add(
+        "import",
+        "copy every thread from a database written by LangGraph's PostgresSaver or "
+        "SqliteSaver, or the community MySQL saver (needs the [import] extra); "
+        "resumable: run it again to finish an interrupted import",
+    )
+    adopt.add_argument(
+        "source",
+        metavar="SOURCE_URL",
+        help="the official saver's database, e.g. sqlite:///old.sqlite, "
+        "postgresql://user:pw@host/db, mysql://user:pw@host/db",
+    )
+    adopt.add_argument(
+        "--thread",
+        action="append",
+        dest="threads",
+        metavar="THREAD_ID",
+        help="import only this thread (repeatable; default: every thread)",
+    )
+    adopt.add_argument("--json", action="store_true", help="print the report as JSON")
     vacuum = add(
         "vacuum", "SQLite only: VACUUM the file, giving freed pages back to the file system"
     )
@@ -543,6 +563,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     _refuse_missing_sqlite_file(args.url, creating=args.command == "upgrade")
     if args.command in READ_COMMANDS:
         return _read(args)
+    if args.command == "import":
+        return _import(args)
     if args.command in ("prune", "delete-thread", "sweep", "reencrypt", "vacuum"):
         return _maintain(args)
     return _schema(args)
@@ -1145,6 +1167,99 @@ def _reencrypt(args: argparse.Namespace) -> int:
                 ),
             )
     print(f"done: {report.rewritten} row(s) rewritten in {report.batches} batch(es)")
+    return 0
+
+
+@contextmanager
+def official_saver(url: str) -> Iterator[Any]:
+    """LangGraph's saver class for a database written by it (the ``[import]`` extra)."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    try:
+        if backend == "sqlite":
+            import sqlite3
+
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            connection = sqlite3.connect(parsed.database or "", check_same_thread=False)
+            try:
+                yield SqliteSaver(connection)
+            finally:
+                connection.close()
+        elif backend == "postgresql":
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            conninfo = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+            with PostgresSaver.from_conn_string(conninfo) as saver:
+                yield saver
+        elif backend in ("mysql", "mariadb"):
+            from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver
+
+            plain = parsed.set(drivername="mysql", query={})
+            with PyMySQLSaver.from_conn_string(
+                plain.render_as_string(hide_password=False)
+            ) as saver:
+                yield saver
+        else:
+            raise CommandError(
+                f"no official LangGraph saver for {backend!r} databases; import from Python "
+                "with lg_sqla.importer.import_threads(any_saver, target)",
+                2,
+            )
+    except ImportError as error:
+        if not (error.name or "").startswith("langgraph"):
+            raise
+        raise CommandError(
+            f"reading {backend} checkpoints needs the official saver: "
+            'pip install "lg_sqla[import]"',
+            2,
+        ) from error
+
+
+def _source_engine_url(url: str) -> str:
+    """A sync SQLAlchemy URL for the source database (the drivers lg_sqla's extras install)."""
+    parsed = make_url(url)
+    drivers = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
+    backend = "mysql" if parsed.get_backend_name() == "mariadb" else parsed.get_backend_name()
+    if backend in drivers and "+" not in parsed.drivername:
+        parsed = parsed.set(drivername=drivers[backend])
+    return parsed.render_as_string(hide_password=False)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from lg_sqla.importer import import_threads, official_task_paths, official_thread_ids
+
+    _refuse_missing_sqlite_file(args.source, creating=False)
+    source_engine = create_engine(_source_engine_url(args.source), poolclass=pool.NullPool)
+    try:
+        with official_saver(args.source) as source, _sync_saver(args) as target:
+            threads = args.threads
+            if not threads:
+                with source_engine.connect() as connection:
+                    threads = official_thread_ids(connection)
+            with Progress("import", len(threads), args) as progress:
+                report = import_threads(
+                    source,
+                    target,
+                    thread_ids=threads,
+                    task_paths=official_task_paths(source_engine),
+                    progress=lambda r: progress.update(
+                        r.threads_done,
+                        f"{r.checkpoints_imported} checkpoint(s) imported, "
+                        f"{r.checkpoints_skipped} already there",
+                    ),
+                )
+    finally:
+        source_engine.dispose()
+    data = dataclasses.asdict(report)
+    data.pop("threads")
+    _say(
+        args,
+        data,
+        f"done: {report.threads_done} thread(s); imported {report.checkpoints_imported} "
+        f"checkpoint(s) and {report.writes_imported} write(s); "
+        f"{report.checkpoints_skipped} checkpoint(s) were already there",
+    )
     return 0
 
 

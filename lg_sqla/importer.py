@@ -1,0 +1,251 @@
+"""Adopting lg_sqla: copy threads from any other checkpointer, ids and all.
+
+``import_threads(source, target)`` reads every thread of ``source`` (any
+``BaseCheckpointSaver``: LangGraph's ``PostgresSaver``, ``SqliteSaver``, the
+community MySQL saver, ``InMemorySaver``...) through its public API and writes
+it into an lg_sqla saver: same thread ids, checkpoint ids, parents, metadata,
+channel values and pending writes. ``aimport_threads`` does the same with
+async savers.
+
+Resumable and idempotent: checkpoints the target already holds are skipped,
+and a checkpoint's writes are stored *before* the checkpoint itself, so a
+checkpoint present in the target always has its writes; running the import
+again after an interruption finishes the job, and running it once more copies
+nothing.
+
+``BaseCheckpointSaver`` does not expose a write's ``task_path``: pass
+``task_paths=`` (``lg-sqla import`` reads them from the official savers'
+tables) to keep LangGraph's write order exactly; without it, writes are stored
+with an empty path and come back ordered by task id.
+
+From a shell: ``lg-sqla --url <lg_sqla database> import <source database URL>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from lg_sqla import codec
+from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Plan, Step
+
+if TYPE_CHECKING:
+    from lg_sqla.aio import AsyncSQLAlchemySaver
+    from lg_sqla.saver import SQLAlchemySaver
+
+# (checkpoint_ns, checkpoint_id, task_id) -> task_path, for one thread.
+TaskPaths = Mapping[tuple[str, str, str], str]
+
+
+@dataclass
+class ImportReport:
+    """What an import did; ``progress`` receives it after every thread."""
+
+    threads_total: int = 0
+    threads_done: int = 0
+    checkpoints_imported: int = 0
+    checkpoints_skipped: int = 0  # already in the target (a resumed or repeated import)
+    writes_imported: int = 0
+    current_thread: str | None = None
+    threads: list[str] = field(default_factory=list)
+
+
+def existing_checkpoints(thread_id: str) -> Plan[set[tuple[str, str]]]:
+    """(namespace hash, checkpoint id) of every checkpoint the target holds for a thread."""
+    stmt = sa.select(C.c.checkpoint_ns_hash, C.c.checkpoint_id).where(C.c.thread_id == thread_id)
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    return {(r.checkpoint_ns_hash, r.checkpoint_id) for r in rows}
+
+
+def discover_threads(source: BaseCheckpointSaver[Any]) -> list[str]:
+    """Thread ids of a saver, through ``list(None)`` (any saver; reads every checkpoint)."""
+    return sorted({t.config["configurable"]["thread_id"] for t in source.list(None)})
+
+
+async def adiscover_threads(source: BaseCheckpointSaver[Any]) -> list[str]:
+    return sorted({t.config["configurable"]["thread_id"] async for t in source.alist(None)})
+
+
+def _thread_config(thread_id: str) -> RunnableConfig:
+    # No checkpoint_ns: the official savers then list every namespace of the thread.
+    return {"configurable": {"thread_id": thread_id}}
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The target calls that recreate one source checkpoint (writes first)."""
+
+    key: tuple[str, str]
+    writes: list[tuple[RunnableConfig, list[tuple[str, Any]], str, str]]
+    put: tuple[RunnableConfig, Any, Any, Any]
+
+
+def _copies(
+    tuples: Iterable[CheckpointTuple], paths: TaskPaths, existing: set[tuple[str, str]]
+) -> tuple[list[_Copy], int]:
+    """The copies still to make, oldest first, and how many checkpoints are already there."""
+    todo, skipped = [], 0
+    ordered = sorted(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"])
+    for t in ordered:
+        cfg = t.config["configurable"]
+        ns, checkpoint_id = cfg.get("checkpoint_ns", ""), cfg["checkpoint_id"]
+        key = (codec.ns_hash(ns), checkpoint_id)
+        if key in existing:
+            skipped += 1
+            continue
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        own: RunnableConfig = {
+            "configurable": {
+                "thread_id": cfg["thread_id"],
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        writes = [
+            (own, w, task_id, paths.get((ns, checkpoint_id, task_id), ""))
+            for task_id, w in by_task.items()
+        ]
+        parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        put_config: RunnableConfig = {
+            "configurable": {
+                "thread_id": cfg["thread_id"],
+                "checkpoint_ns": ns,
+                **({"checkpoint_id": parent} if parent else {}),
+            }
+        }
+        checkpoint = t.checkpoint
+        # Every versioned channel: values are stored once per version (insert-or-ignore),
+        # and a channel without a value is recorded as empty, as LangGraph left it.
+        new_versions = dict(checkpoint["channel_versions"])
+        todo.append(_Copy(key, writes, (put_config, checkpoint, t.metadata, new_versions)))
+    return todo, skipped
+
+
+def import_threads(
+    source: BaseCheckpointSaver[Any],
+    target: SQLAlchemySaver,
+    *,
+    thread_ids: Sequence[str] | None = None,
+    task_paths: Callable[[str], TaskPaths] | None = None,
+    progress: Callable[[ImportReport], None] | None = None,
+) -> ImportReport:
+    """Copy threads from ``source`` into ``target``, one thread at a time.
+
+    Args:
+        source: Any checkpointer to read from (its sync ``list`` is used).
+        target: The lg_sqla saver to write into (``setup()`` already run).
+        thread_ids: The threads to copy (default: every thread of ``source``).
+        task_paths: Optional lookup of each write's ``task_path`` per thread.
+        progress: Called after each thread with the running report.
+
+    Returns:
+        The report: threads, checkpoints imported and skipped, writes imported.
+    """
+    threads = list(thread_ids) if thread_ids is not None else discover_threads(source)
+    report = ImportReport(threads_total=len(threads))
+    for thread_id in threads:
+        report.current_thread = thread_id
+        existing = target._run(existing_checkpoints(thread_id))
+        tuples = list(source.list(_thread_config(thread_id)))
+        paths = task_paths(thread_id) if task_paths is not None else {}
+        todo, skipped = _copies(tuples, paths, existing)
+        report.checkpoints_skipped += skipped
+        for copy in todo:
+            for config, writes, task_id, task_path in copy.writes:
+                target.put_writes(config, writes, task_id, task_path)
+                report.writes_imported += len(writes)
+            target.put(*copy.put)
+            report.checkpoints_imported += 1
+        report.threads_done += 1
+        report.threads.append(thread_id)
+        if progress is not None:
+            progress(report)
+    report.current_thread = None
+    return report
+
+
+async def aimport_threads(
+    source: BaseCheckpointSaver[Any],
+    target: AsyncSQLAlchemySaver,
+    *,
+    thread_ids: Sequence[str] | None = None,
+    task_paths: Callable[[str], TaskPaths] | None = None,
+    progress: Callable[[ImportReport], None] | None = None,
+) -> ImportReport:
+    """:func:`import_threads` with async savers (the source's ``alist`` is used)."""
+    threads = list(thread_ids) if thread_ids is not None else await adiscover_threads(source)
+    report = ImportReport(threads_total=len(threads))
+    for thread_id in threads:
+        report.current_thread = thread_id
+        existing = await target._run(existing_checkpoints(thread_id))
+        tuples = [t async for t in _alist(source, thread_id)]
+        paths = task_paths(thread_id) if task_paths is not None else {}
+        todo, skipped = _copies(tuples, paths, existing)
+        report.checkpoints_skipped += skipped
+        for copy in todo:
+            for config, writes, task_id, task_path in copy.writes:
+                await target.aput_writes(config, writes, task_id, task_path)
+                report.writes_imported += len(writes)
+            await target.aput(*copy.put)
+            report.checkpoints_imported += 1
+        report.threads_done += 1
+        report.threads.append(thread_id)
+        if progress is not None:
+            progress(report)
+    report.current_thread = None
+    return report
+
+
+def _alist(source: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[CheckpointTuple]:
+    return source.alist(_thread_config(thread_id))
+
+
+# --- the official savers' databases ------------------------------------------------------
+
+# The writes table of each official saver (the checkpoints table is "checkpoints" in all).
+OFFICIAL_WRITES_TABLES = {
+    "sqlite": "writes",
+    "postgresql": "checkpoint_writes",
+    "mysql": "checkpoint_writes",
+}
+
+
+def official_thread_ids(connection: sa.Connection) -> list[str]:
+    """Thread ids in an official saver's ``checkpoints`` table, in one query."""
+    table = sa.table("checkpoints", sa.column("thread_id"))
+    stmt = sa.select(table.c.thread_id).distinct().order_by(table.c.thread_id)
+    return [str(r[0]) for r in connection.execute(stmt)]
+
+
+def official_task_paths(engine: sa.Engine) -> Callable[[str], TaskPaths]:
+    """A ``task_paths`` lookup reading an official saver's writes table."""
+    backend = "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name
+    name = OFFICIAL_WRITES_TABLES.get(backend, "checkpoint_writes")
+    table = sa.table(
+        name,
+        sa.column("thread_id"),
+        sa.column("checkpoint_ns"),
+        sa.column("checkpoint_id"),
+        sa.column("task_id"),
+        sa.column("task_path"),
+    )
+
+    def lookup(thread_id: str) -> TaskPaths:
+        stmt = sa.select(
+            table.c.checkpoint_ns, table.c.checkpoint_id, table.c.task_id, table.c.task_path
+        ).where(table.c.thread_id == thread_id)
+        with engine.connect() as connection:
+            return {
+                (str(r[0] or ""), str(r[1]), str(r[2])): str(r[3] or "")
+                for r in connection.execute(stmt)
+            }
+
+    return lookup

@@ -1,0 +1,204 @@
+"""Adopting lg_sqla: threads written by LangGraph's official savers (SqliteSaver,
+PostgresSaver, the community PyMySQLSaver on MariaDB) are imported through
+`lg-sqla import` and read back through both savers and a real graph."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from backends import Backend, fresh_async_saver, fresh_saver
+from graph_helpers import build_approval_graph, build_article_graph, build_fan_graph
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from sqlalchemy.engine import make_url
+from test_cli import read_json, run_cli
+
+from lg_sqla import SQLAlchemySaver
+from lg_sqla.importer import aimport_threads, import_threads, official_task_paths
+
+
+@contextmanager
+def official_saver(db: Backend) -> Iterator[BaseCheckpointSaver[Any]]:
+    """The official saver of the dialect, on an empty database of its own."""
+    url = make_url(db.sync_url)
+    if db.name == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(url.database or "", check_same_thread=False)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+    elif db.name == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with PostgresSaver.from_conn_string(conninfo) as saver:
+            saver.setup()
+            yield saver
+    else:
+        from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver
+
+        plain = url.set(drivername="mysql", query={}).render_as_string(hide_password=False)
+        with PyMySQLSaver.from_conn_string(plain) as saver:
+            saver.setup()
+            yield saver
+
+
+def run_graphs(saver: BaseCheckpointSaver[Any], tag: str) -> dict[str, Any]:
+    """Real graphs on the official saver: Sends, an interrupt resumed, a subgraph left
+    waiting at an interrupt (pending writes and a nested namespace)."""
+    graphs: dict[str, Any] = {}
+    fan = build_fan_graph().compile(checkpointer=saver)
+    for n in range(2):
+        thread_id = f"fan-{tag}-{n}"
+        for _ in range(n + 1):
+            fan.invoke({"items": [], "note": ""}, {"configurable": {"thread_id": thread_id}})
+        graphs[thread_id] = fan
+    approval = build_approval_graph(Counter()).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": f"approval-{tag}"}}
+    approval.invoke({"request": "refund"}, cfg)
+    approval.invoke(Command(resume="yes"), cfg)
+    graphs[f"approval-{tag}"] = approval
+    article = build_article_graph(Counter()).compile(checkpointer=saver)
+    article.invoke({"topic": "tides"}, {"configurable": {"thread_id": f"article-{tag}"}})
+    graphs[f"article-{tag}"] = article
+    return graphs
+
+
+def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
+    """What a user sees of a StateSnapshot, comparable across savers."""
+    return (
+        snapshot.values,
+        snapshot.next,
+        snapshot.config["configurable"],
+        snapshot.metadata,
+        snapshot.parent_config["configurable"] if snapshot.parent_config else None,
+        [(t.id, t.name, t.path, [i.value for i in t.interrupts], t.result) for t in snapshot.tasks],
+        [i.value for i in snapshot.interrupts],
+    )
+
+
+def tuple_view(t: Any, writes_in_any_order: bool = False) -> tuple[Any, ...]:
+    writes = list(t.pending_writes)
+    if writes_in_any_order:
+        writes.sort(key=lambda w: (w[0], w[1]))
+    return (
+        t.config["configurable"],
+        t.checkpoint["channel_values"],
+        t.checkpoint["channel_versions"],
+        t.metadata,
+        t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
+        writes,
+    )
+
+
+def assert_same_threads(
+    source: BaseCheckpointSaver[Any], target: SQLAlchemySaver, graphs: dict[str, Any]
+) -> None:
+    for thread_id, graph in graphs.items():
+        thread = {"configurable": {"thread_id": thread_id}}
+        # The community MySQL saver returns a checkpoint's writes by task id, not in
+        # LangGraph's writes_sort_key order (task path first) that lg_sqla keeps: compare
+        # its writes as a set; the official savers' lists must match exactly.
+        any_order = type(source).__module__.startswith("langgraph.checkpoint.mysql")
+        theirs = [tuple_view(t, any_order) for t in source.list(thread)]
+        ours = [tuple_view(t, any_order) for t in target.list(thread)]
+        assert ours == theirs and ours, thread_id
+        history = [snapshot_view(s) for s in graph.get_state_history(thread)]
+        imported = graph.copy(update={"checkpointer": target})
+        assert [snapshot_view(s) for s in imported.get_state_history(thread)] == history
+        if thread_id.startswith("article-"):
+            sub = imported.get_state(thread, subgraphs=True).tasks[0].state
+            assert sub is not None and sub.next == ("review",)  # the subgraph's own namespace
+
+
+def test_import_from_the_official_saver_through_the_cli(
+    backend: Backend, fresh_database: Backend
+) -> None:
+    """Every thread, same ids, parents, metadata, values and pending writes; idempotent."""
+    tag = uuid.uuid4().hex[:8]
+    with official_saver(fresh_database) as source:
+        graphs = run_graphs(source, tag)
+        source_url = fresh_database.sync_url
+        first = run_cli(["import", source_url], backend.sync_url)
+        assert first.returncode == 0, first.stderr
+        assert f"import: {len(graphs)}/{len(graphs)}, " in first.stdout  # plain progress lines
+        assert f"done: {len(graphs)} thread(s); imported " in first.stdout
+        with fresh_saver(backend) as target:
+            assert_same_threads(source, target, graphs)
+            # Run again: nothing new is copied, nothing is duplicated.
+            again = read_json(["import", source_url], backend.sync_url)
+            assert again["checkpoints_imported"] == 0 and again["writes_imported"] == 0
+            assert again["checkpoints_skipped"] > 0
+            assert_same_threads(source, target, graphs)
+            # The imported threads go on running on lg_sqla.
+            thread = {"configurable": {"thread_id": f"article-{tag}"}}
+            resumed = graphs[f"article-{tag}"].copy(update={"checkpointer": target})
+            final = resumed.invoke(Command(resume="ok"), thread)
+            assert final["article"] == "tides (ok)"
+
+
+def test_interrupted_import_resumes_where_it_stopped(
+    backend: Backend, fresh_database: Backend
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    with official_saver(fresh_database) as source, fresh_saver(backend) as target:
+        graphs = run_graphs(source, tag)
+        threads = sorted(graphs)
+
+        class Stop(Exception):
+            pass
+
+        def stop_after_two(report: Any) -> None:
+            if report.threads_done == 2:
+                raise Stop
+
+        engine = fresh_database.engine()
+        paths = official_task_paths(engine)  # keeps LangGraph's write order exactly
+        try:
+            with pytest.raises(Stop):
+                import_threads(
+                    source, target, thread_ids=threads, task_paths=paths, progress=stop_after_two
+                )
+            report = import_threads(source, target, thread_ids=threads, task_paths=paths)
+        finally:
+            engine.dispose()
+        total = sum(len(list(source.list({"configurable": {"thread_id": t}}))) for t in threads)
+        assert report.checkpoints_skipped + report.checkpoints_imported == total
+        assert report.checkpoints_skipped > 0 and report.checkpoints_imported > 0
+        assert_same_threads(source, target, graphs)
+
+
+async def test_async_import_from_any_saver_instance(backend: Backend) -> None:
+    """aimport_threads copies from any BaseCheckpointSaver (here InMemorySaver)."""
+    tag = uuid.uuid4().hex[:8]
+    source = InMemorySaver()
+    graphs = run_graphs(source, tag)
+    async with fresh_async_saver(backend) as target:
+        report = await aimport_threads(source, target)  # threads discovered via list(None)
+        assert set(report.threads) >= set(graphs)
+        for thread_id, graph in graphs.items():
+            thread = {"configurable": {"thread_id": thread_id}}
+            theirs = [snapshot_view(s) async for s in graph.aget_state_history(thread)]
+            imported = graph.copy(update={"checkpointer": target})
+            ours = [snapshot_view(s) async for s in imported.aget_state_history(thread)]
+            assert ours == theirs and ours
+        again = await aimport_threads(source, target, thread_ids=sorted(graphs))
+        assert again.checkpoints_imported == 0
+
+
+def test_import_errors_are_one_line(backend: Backend, tmp_path: Any) -> None:
+    done = run_cli(["import", f"sqlite:///{tmp_path / 'missing.sqlite'}"], backend.sync_url)
+    assert done.returncode != 0 and done.stderr.startswith("error: no SQLite database at")
+    done = run_cli(["import", "oracle://u:p@h/db"], backend.sync_url)
+    assert done.returncode != 0 and "error:" in done.stderr and "Traceback" not in done.stderr

@@ -7,6 +7,7 @@
    of every checkpoint of one thread by id, and the whole of one thread's ``list``.
 3. Per-call overhead: ``put`` and ``get_tuple`` of a tiny checkpoint (one short
    message), where the saver's own cost is all there is to measure.
+   Then the bytes the database spends on all its tables, per checkpoint replayed.
 4. Workers sharing one saver (threads for sync, asyncio tasks for async): each replays
    one thread's calls under its own thread id, reading the latest checkpoint after
    every ``put``; calls/s with 1 worker and with ``shape.workers``, and their ratio.
@@ -20,6 +21,7 @@ import asyncio
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -36,6 +38,7 @@ METRICS = {
     "list_ms": ("list (whole thread)", "ms", False),
     "tiny_put_us": ("put, tiny state", "µs", False),
     "tiny_get_us": ("get_tuple, tiny state", "µs", False),
+    "storage_per_checkpoint": ("storage / checkpoint", "bytes", False),
     "calls_1_per_s": ("1 worker", "calls/s", True),
     "calls_n_per_s": ("N workers", "calls/s", True),
     "scaling": ("scaling 1 → N workers", "×", True),
@@ -73,8 +76,10 @@ def _summary(
     tiny_get: list[float],
     rate_1: float,
     rate_n: float,
+    storage: int,
 ) -> dict[str, float]:
     return {
+        "storage_per_checkpoint": storage / len(put),
         "put_per_s": len(put) / sum(put),
         "put_writes_per_s": len(writes) / sum(writes),
         "get_latest_ms": statistics.median(latest) * 1000,
@@ -97,7 +102,9 @@ def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def run_sync(saver: Any, recording: Recording, shape: Shape) -> dict[str, float]:
+def run_sync(
+    saver: Any, recording: Recording, shape: Shape, storage: Callable[[], int]
+) -> dict[str, float]:
     saver.get_tuple(config("warm-up"))  # first call: connection, schema check
     put: list[float] = []
     writes: list[float] = []
@@ -121,6 +128,8 @@ def run_sync(saver: Any, recording: Recording, shape: Shape) -> dict[str, float]
         lists.append(seconds)
     assert len(listed) == len(mine), (len(listed), len(mine))  # the replay stored it all
 
+    table_bytes = storage()  # the replayed data only (before the tiny and workers' threads)
+
     tiny_put, tiny_get = [], []
     parent = config("tiny")
     for checkpoint, versions in _tiny_checkpoints(shape.tiny_calls):
@@ -130,7 +139,9 @@ def run_sync(saver: Any, recording: Recording, shape: Shape) -> dict[str, float]
 
     rate_1 = _workers_sync(saver, recording, 1, "one")
     rate_n = _workers_sync(saver, recording, shape.workers, "many")
-    return _summary(put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n)
+    return _summary(
+        put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
+    )
 
 
 def _workers_sync(saver: Any, recording: Recording, n: int, tag: str) -> float:
@@ -168,7 +179,9 @@ async def _atimed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-async def run_async(saver: Any, recording: Recording, shape: Shape) -> dict[str, float]:
+async def run_async(
+    saver: Any, recording: Recording, shape: Shape, storage: Callable[[], int]
+) -> dict[str, float]:
     await saver.aget_tuple(config("warm-up"))
     put: list[float] = []
     writes: list[float] = []
@@ -198,6 +211,8 @@ async def run_async(saver: Any, recording: Recording, shape: Shape) -> dict[str,
         lists.append(seconds)
     assert len(listed) == len(mine), (len(listed), len(mine))  # the replay stored it all
 
+    table_bytes = storage()  # the replayed data only (before the tiny and workers' threads)
+
     tiny_put, tiny_get = [], []
     parent = config("tiny")
     for checkpoint, versions in _tiny_checkpoints(shape.tiny_calls):
@@ -207,7 +222,9 @@ async def run_async(saver: Any, recording: Recording, shape: Shape) -> dict[str,
 
     rate_1 = await _workers_async(saver, recording, 1, "one")
     rate_n = await _workers_async(saver, recording, shape.workers, "many")
-    return _summary(put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n)
+    return _summary(
+        put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
+    )
 
 
 async def _workers_async(saver: Any, recording: Recording, n: int, tag: str) -> float:

@@ -34,6 +34,15 @@ from servers import (  # noqa: E402
 )
 
 DIALECTS = ("sqlite", "postgres", "mysql")
+PG_TABLE_BYTES = (
+    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+)
+MYSQL_TABLE_BYTES = (
+    "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
+    "WHERE table_schema = DATABASE()"
+)
 LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
 
 
@@ -90,6 +99,31 @@ class Servers:
                 )
         finally:
             drop_database(admin, name)
+
+    def storage_bytes(self, db: Database) -> int:
+        """Bytes the database spends on all its tables (data, indexes, TOAST / LOBs)."""
+        if db.dialect == "sqlite":
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(db.native)) as conn:
+                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+                free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+                size = conn.execute("PRAGMA page_size").fetchone()[0]
+                return int((pages - free) * size)
+        engine = sa.create_engine(db.sync_url)
+        try:
+            with engine.connect() as conn:
+                if db.dialect == "postgres":
+                    return int(conn.exec_driver_sql(PG_TABLE_BYTES).scalar_one())
+                tables = conn.exec_driver_sql(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE()"
+                ).scalars()
+                for table in list(tables):
+                    conn.exec_driver_sql(f"ANALYZE TABLE `{table}`").all()  # fresh statistics
+                return int(conn.exec_driver_sql(MYSQL_TABLE_BYTES).scalar_one())
+        finally:
+            engine.dispose()
 
     def server_version(self, dialect: str) -> str:
         if dialect == "sqlite":

@@ -17,6 +17,7 @@ from .contenders import OFFICIAL
 from .databases import LABELS
 
 METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS}
+SHORT = {"sqlite": "SQLite", "postgres": "PG", "mysql": "Maria"}
 
 # Issue 8, item 2: (level, metric, dialects) -> bound; ">=" for throughputs, "<=" else.
 TARGETS: list[tuple[str, str, dict[str, float]]] = [
@@ -143,7 +144,14 @@ def detail_table(results: dict[str, Any], level: str, metrics: list[str]) -> str
 
 
 GRAPH_COLUMNS = list(graph_level.METRICS)
-API_COLUMNS = ["put_per_s", "put_writes_per_s", "get_latest_ms", "get_by_id_ms", "list_ms"]
+API_COLUMNS = [
+    "put_per_s",
+    "put_writes_per_s",
+    "get_latest_ms",
+    "get_by_id_ms",
+    "list_ms",
+    "storage_per_checkpoint",
+]
 TINY_COLUMNS = ["tiny_put_us", "tiny_get_us"]
 WORKER_COLUMNS = ["calls_1_per_s", "calls_n_per_s", "scaling"]
 
@@ -184,24 +192,33 @@ def plot(results: dict[str, Any], level: str, metrics: list[str], path: Path) ->
     rows = (len(metrics) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), squeeze=False)
     combos = [(d, m) for d in results["dialects"] for m in results["modes"]]
-    names = [f"{LABELS[d][:6]}\n{m}" for d, m in combos]
+    names = [f"{SHORT[d]}\n{m}" for d, m in combos]
+    bounds = {(lv, m): b for lv, m, b in TARGETS}
     for ax, metric in zip(axes.flat, metrics, strict=False):
         label, _unit, higher = METRICS[level][metric]
-        values = []
-        for dialect, mode in combos:
+        for x, (dialect, mode) in enumerate(combos):
             cell = table.get((level, dialect, mode, metric))
-            values.append(cell.ratio if cell is not None and cell.ratio is not None else 0.0)
-        good = [(v >= 1.0) if higher else (v <= 1.0) for v in values]
-        colors = ["#3a7d44" if g else "#c0504d" for g in good]
-        ax.bar(range(len(values)), values, color=colors)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(values)))
+            value = cell.ratio if cell is not None and cell.ratio is not None else 0.0
+            bound = bounds.get((level, metric), {}).get(dialect)
+            line = 1.0 if bound is None else bound
+            good = value >= line if higher else value <= line
+            ax.bar(x, value, color="#3a7d44" if good else "#c0504d")
+            ax.text(x, value, f"{value:.2f}", ha="center", va="bottom", fontsize=6)
+            if bound is not None:  # the issue-8 target, where there is one
+                ax.hlines(bound, x - 0.4, x + 0.4, colors="black", linestyles="dashed", lw=0.8)
+        ax.axhline(1.0, color="grey", linewidth=0.6)
+        ax.set_xticks(range(len(combos)))
         ax.set_xticklabels(names, fontsize=6)
         ax.tick_params(axis="y", labelsize=7)
+        ax.margins(y=0.15)
         ax.set_title(f"{label}\n({'higher' if higher else 'lower'} is better)", fontsize=8)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    fig.suptitle("lg_sqla / official saver (median of per-repeat ratios)", fontsize=9)
+    fig.suptitle(
+        "lg_sqla / official saver, median of per-repeat ratios; dashed: issue-8 target; "
+        "green: target met (or better than 1.0 where none)",
+        fontsize=8,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=72)

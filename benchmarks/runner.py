@@ -62,6 +62,10 @@ def _measure(
     srv: Servers, dialect: str, level: str, contender: Contender, rec: Recording, shape: Shape
 ) -> dict[str, float]:
     with srv.fresh(dialect) as db:
+
+        def storage() -> int:
+            return srv.storage_bytes(db)
+
         if contender.is_async:
 
             async def go() -> dict[str, float]:
@@ -69,13 +73,13 @@ def _measure(
                     with settled():
                         if level == "graph":
                             return await graph_level.run_async(saver, shape)
-                        return await api_level.run_async(saver, rec, shape)
+                        return await api_level.run_async(saver, rec, shape, storage)
 
             return asyncio.run(go())
         with contender.open(db) as saver, settled():
             if level == "graph":
                 return graph_level.run_sync(saver, shape)
-            return api_level.run_sync(saver, rec, shape)
+            return api_level.run_sync(saver, rec, shape, storage)
 
 
 def machine(srv: Servers, dialects: list[str]) -> dict[str, Any]:

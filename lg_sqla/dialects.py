@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -65,9 +66,41 @@ def mysql_key_collation(dialect: Dialect) -> str:
     return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
 
 
-def _json_path(key: str) -> str:
-    """A JSON path to one top-level key, bound as a parameter (never spliced into SQL)."""
-    return "$." + json.dumps(key)
+# A JSON string token in json.dumps output.
+_MYSQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# Inside a JSON string: an escape sequence (kept as it is), a quote's escape, or
+# a "-" right after the opening quote. Used by `mysql_json_text`.
+_MYSQL_UNSAFE_IN_STRING = re.compile(r'\\\\|\\"|(?<=")-|\\.')
+_MYSQL_SAFE_ESCAPES = {'\\"': "\\u0022", "-": "\\u002d"}
+
+
+def _mysql_safe_escape(match: re.Match[str]) -> str:
+    return _MYSQL_SAFE_ESCAPES.get(match.group(), match.group())
+
+
+def mysql_json_text(value: Any) -> str:
+    """JSON text that MariaDB's JSON functions read the same way MySQL 8 does.
+
+    MariaDB keeps JSON as text and compares a path's member names and the
+    document's keys byte for byte, escapes included: ``$."ñ"`` misses a key
+    stored as ``"\\u00f1"``. Its path parser refuses a quoted name that starts
+    with "-", and JSON_KEYS loses keys after one holding an escaped quote (its
+    duplicate check stops at the first ``"``). So documents and paths are both
+    written in one canonical form: ASCII only (``\\uXXXX`` escapes), a quote as
+    ``\\u0022``, a leading "-" as ``\\u002d``. Any JSON parser (MySQL 8, Python)
+    reads the same values back.
+    """
+    text = json.dumps(value, ensure_ascii=True)
+    if '\\"' not in text and '"-' not in text:
+        return text
+    return _MYSQL_STRING.sub(
+        lambda s: _MYSQL_UNSAFE_IN_STRING.sub(_mysql_safe_escape, s.group()), text
+    )
+
+
+def mysql_member_path(*keys: str) -> str:
+    """``$."k1"."k2"`` in the canonical form of `mysql_json_text` (bound, never spliced)."""
+    return "$" + "".join("." + mysql_json_text(key) for key in keys)
 
 
 class DialectOps:
@@ -106,6 +139,10 @@ class DialectOps:
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
         raise NotImplementedError
+
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
+        return self.as_key(doc[("channel_versions", channel)].as_string())
 
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
@@ -303,22 +340,33 @@ class SQLiteOps(_OnConflictOps):
         # JSON is TEXT in SQLite, and length(text) counts characters: count bytes.
         return sa.func.length(sa.cast(document, sa.LargeBinary), type_=sa.BigInteger)
 
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        pairs = sa.func.json_each(doc, "$.channel_versions").table_valued("key", "value")
+        return sa.select(pairs.c.value).where(pairs.c.key == channel).scalar_subquery()
+
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
-        path = _json_path(key)
-        json_type = sa.func.json_type(column, path)
-        extracted = sa.func.json_extract(column, path)
+        # json_each and key equality, not a path: SQLite's quoted path labels have
+        # no escapes, so `$."say \"hi\""` cannot name the key `say "hi"`.
+        member = sa.func.json_each(column).table_valued("key", "type", "atom", "value")
+
+        def member_where(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+            return sa.exists().where(member.c.key == key, *conditions)
+
         if value is None:
-            return sa.or_(json_type.is_(None), json_type == "null")
+            return sa.or_(~member_where(), member_where(member.c.type == "null"))
         if isinstance(value, bool):
-            return json_type == ("true" if value else "false")
+            return member_where(member.c.type == ("true" if value else "false"))
         if isinstance(value, (int, float)):
-            return sa.and_(json_type.in_(("integer", "real")), extracted == value)
+            return member_where(member.c.type.in_(("integer", "real")), member.c.atom == value)
         if isinstance(value, str):
-            return sa.and_(json_type == "text", extracted == value)
+            return member_where(member.c.type == "text", member.c.atom == value)
         # Objects and arrays: compared as minified JSON text (key order matters).
-        return extracted == sa.func.json(json.dumps(value, separators=(",", ":")))
+        return member_where(
+            member.c.type.in_(("object", "array")),
+            member.c.value == sa.func.json(json.dumps(value, separators=(",", ":"))),
+        )
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:
@@ -391,10 +439,13 @@ class _MySQLChannelKeys(FunctionElement[Any]):
 def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw: Any) -> str:
     (doc,) = list(element.clauses)
     # Only the syntax both servers document (`name type PATH path`); the collation
-    # the join needs is applied in the comparison (MySQLOps.as_key).
+    # the join needs is applied in the comparison (MySQLOps.as_key). The column's
+    # charset is explicit: it would otherwise be the database's default (latin1
+    # on a MariaDB database created with the server's defaults), losing names.
     return (
         f"JSON_TABLE(JSON_KEYS({compiler.process(doc, **kw)}, '$.channel_versions'), '$[*]' "
-        f"COLUMNS (channel_key VARCHAR({limits.CHANNEL_MAX}) PATH '$'))"
+        f"COLUMNS (channel_n FOR ORDINALITY, "
+        f"channel_key VARCHAR({limits.CHANNEL_MAX}) CHARACTER SET utf8mb4 PATH '$'))"
     )
 
 
@@ -459,11 +510,24 @@ class MySQLOps(DialectOps):
         return stmt.on_duplicate_key_update({name: stmt.inserted[name] for name in update})
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
-        keys = _MySQLChannelKeys(doc).table_valued(sa.column("channel_key", sa.String))
-        # JSON_QUOTE makes any channel name a valid quoted path member.
-        path = sa.func.concat("$.channel_versions.", sa.func.json_quote(keys.c.channel_key))
+        keys = _MySQLChannelKeys(doc).table_valued(
+            sa.column("channel_n", sa.Integer), sa.column("channel_key", sa.String)
+        )
+        # The path to a channel's version names the key exactly as the document
+        # spells it: the n-th element of JSON_KEYS (which MariaDB copies from the
+        # document byte for byte), not the decoded name re-quoted, which MariaDB
+        # would compare with the stored escapes and miss (see mysql_json_text).
+        spelled = sa.func.json_extract(
+            sa.func.json_keys(doc, "$.channel_versions"),
+            sa.func.concat("$[", keys.c.channel_n - 1, "]"),
+        )
+        path = sa.func.concat("$.channel_versions.", spelled)
         version = sa.func.json_unquote(sa.func.json_extract(doc, path))
         return keys, self.as_key(keys.c.channel_key), self.as_key(version)
+
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        path = sa.bindparam(None, mysql_member_path("channel_versions", channel), sa.String)
+        return self.as_key(sa.func.json_unquote(sa.func.json_extract(doc, path)))
 
     def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
         # LENGTH() counts bytes (MariaDB's JSON is LONGTEXT; MySQL's its utf8mb4 text).
@@ -496,7 +560,7 @@ class MySQLOps(DialectOps):
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
-        extracted = sa.func.json_extract(column, _json_path(key))
+        extracted = sa.func.json_extract(column, mysql_member_path(key))
         json_type = sa.func.json_type(extracted)
         if value is None:
             return sa.or_(extracted.is_(None), json_type == "NULL")
@@ -516,7 +580,7 @@ class MySQLOps(DialectOps):
                 == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
             )
         # Objects and arrays: mutual containment (arrays compare as sets: [1, 2] == [2, 1, 1]).
-        candidate = json.dumps(value)
+        candidate = mysql_json_text(value)
         return sa.and_(
             json_type.in_(("OBJECT", "ARRAY")),
             sa.func.json_contains(extracted, candidate),

@@ -98,7 +98,7 @@ def _select_chain(
     )
     parts: list[Any] = [ancestors]
     for channel in channels:
-        version = ops.as_key(C.c.checkpoint[("channel_versions", channel)].as_string())
+        version = ops.channel_version(C.c.checkpoint, channel)
         parts.append(
             sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version).select_from(
                 ordered_join(

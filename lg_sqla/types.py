@@ -13,7 +13,7 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from lg_sqla.dialects import is_mysql_family, mysql_key_collation
+from lg_sqla.dialects import is_mysql_family, mysql_json_text, mysql_key_collation
 
 
 class KeyString(TypeDecorator[str]):
@@ -52,9 +52,27 @@ def big_binary() -> TypeEngine[bytes]:
     return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 
 
+class MySQLJSON(TypeDecorator[Any]):
+    """MySQL/MariaDB JSON, written in the canonical form of ``dialects.mysql_json_text``
+    (whatever serializer the engine was given), so keys of any name can be found."""
+
+    impl = JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        def process(value: Any) -> str | None:
+            return None if value is None else mysql_json_text(value)
+
+        return process
+
+
 def json_document() -> TypeEngine[Any]:
     """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
-    return JSON().with_variant(postgresql.JSONB(), "postgresql")
+    return (
+        JSON()
+        .with_variant(postgresql.JSONB(), "postgresql")
+        .with_variant(MySQLJSON(), "mysql", "mariadb")
+    )
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):

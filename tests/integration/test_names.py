@@ -1,0 +1,280 @@
+"""Any name is a name: channel names (state keys), thread ids, namespaces and
+metadata keys that are not plain ASCII identifiers round-trip on every dialect.
+
+MariaDB compares JSON path member names with the stored document byte for byte
+and its path parser refuses some names, SQLite's path labels have no escapes:
+names built into JSON paths used to come back without their channels (silent
+state loss) or never matched a filter. Every result here is compared with
+LangGraph's own InMemorySaver, sync and async.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from backends import Backend, fresh_async_saver, fresh_saver
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+
+HOSTILE = [
+    "ñandú",
+    "日本語",
+    "😀",
+    "🦜🔗",
+    "u\u0308",  # a combining diaeresis
+    "-k",
+    "-",
+    "k-",
+    "a\x01b",
+    "\x1f",
+    "\t",
+    "\x7f",
+    "\u2028",
+    'say "hi"',
+    '"',
+    'a"',
+    "back\\slash",
+    "\\",
+    '\\"',
+    "a.b",
+    ".",
+    "$",
+    "$.x",
+    "a*b",
+    "*",
+    "[0]",
+    "a[0]",
+    " lead",
+    "trail ",
+    "a'b",
+    "') OR 1=1 --",
+    "",
+    "A",
+    "a",
+]
+
+
+class Api:
+    """One test body for both savers: the sync saver's methods behind ``await``."""
+
+    def __init__(self, saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
+        self.saver = saver
+
+    async def put(self, cfg: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        if isinstance(self.saver, AsyncSQLAlchemySaver):
+            return await self.saver.aput(cfg, checkpoint, metadata, versions)
+        return self.saver.put(cfg, checkpoint, metadata, versions)
+
+    async def put_writes(self, cfg: Any, writes: Any, task_id: str, task_path: str) -> None:
+        if isinstance(self.saver, AsyncSQLAlchemySaver):
+            await self.saver.aput_writes(cfg, writes, task_id, task_path)
+        else:
+            self.saver.put_writes(cfg, writes, task_id, task_path)
+
+    async def get_tuple(self, cfg: Any) -> CheckpointTuple | None:
+        if isinstance(self.saver, AsyncSQLAlchemySaver):
+            return await self.saver.aget_tuple(cfg)
+        return self.saver.get_tuple(cfg)
+
+    async def list(self, cfg: Any, **kwargs: Any) -> list[CheckpointTuple]:
+        if isinstance(self.saver, AsyncSQLAlchemySaver):
+            return [t async for t in self.saver.alist(cfg, **kwargs)]
+        return list(self.saver.list(cfg, **kwargs))
+
+
+# Names as hypothesis draws them: any code point but NUL (stripped from documents
+# by design, like LangGraph's own savers) and lone surrogates (not UTF-8).
+names = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+)
+
+
+@pytest.fixture(params=["sync", "async"])
+async def api(request: pytest.FixtureRequest, backend: Backend) -> AsyncIterator[Api]:
+    if request.param == "sync":
+        with fresh_saver(backend) as saver:
+            yield Api(saver)
+    else:
+        async with fresh_async_saver(backend) as async_saver:
+            yield Api(async_saver)
+
+
+def _config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _checkpoint(n: int, values: dict[str, Any], versions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "v": 4,
+        "id": f"1ef{n:05d}-0000-6000-8000-000000000000",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": dict(values),
+        "channel_versions": dict(versions),
+        "versions_seen": {"node": dict(versions)},
+        "updated_channels": list(versions),
+    }
+
+
+def _view(found: CheckpointTuple | None) -> Any:
+    """What a user reads from a tuple (saver-independent parts)."""
+    if found is None:
+        return None
+    checkpoint = found.checkpoint
+    return (
+        found.config,
+        found.parent_config,
+        dict(found.metadata),
+        checkpoint["id"],
+        checkpoint["channel_values"],
+        {k: str(v) for k, v in checkpoint["channel_versions"].items()},
+        checkpoint["versions_seen"],
+        found.pending_writes,
+    )
+
+
+async def _store_both(
+    api: Api, ref: InMemorySaver, thread_id: str, ns: str, channels: list[str], meta_key: str
+) -> list[RunnableConfig]:
+    """Two checkpoints (the second changes half the channels) and writes, in both savers."""
+    configs: list[RunnableConfig] = []
+    parent = _config(thread_id, ns)
+    versions = {ch: "1" for ch in channels}
+    values: dict[str, Any] = {ch: f"value of {ch!r}" for ch in channels}
+    for n in (1, 2):
+        if n == 2:
+            changed = channels[::2]
+            versions.update({ch: "2" for ch in changed})
+            values.update({ch: [n, ch] for ch in changed})
+            new_versions = {ch: "2" for ch in changed}
+        else:
+            new_versions = dict(versions)
+        checkpoint: Any = _checkpoint(n, values, versions)
+        metadata: Any = {"step": n, meta_key: f"m{n}", "source": "loop"}
+        stored = await api.put(parent, checkpoint, metadata, new_versions)
+        ref.put(parent, checkpoint, metadata, new_versions)
+        configs.append(stored)
+        parent = stored
+    writes = [(ch, f"write to {ch!r}") for ch in channels]
+    await api.put_writes(configs[-1], writes, "task-1", "path")
+    ref.put_writes(configs[-1], writes, "task-1", "path")
+    return configs
+
+
+async def _assert_same(
+    api: Api, ref: InMemorySaver, thread_id: str, ns: str, configs: list[RunnableConfig], key: str
+) -> None:
+    for cfg in [_config(thread_id, ns), *configs]:
+        assert _view(await api.get_tuple(cfg)) == _view(ref.get_tuple(cfg))
+    listed = [_view(t) for t in await api.list(_config(thread_id, ns))]
+    assert listed == [_view(t) for t in ref.list(_config(thread_id, ns))]
+    assert len(listed) == 2
+    for query in ({key: "m1"}, {key: "m2"}, {key: "nope"}, {key: None}, {"source": "loop"}):
+        ours = [t.checkpoint["id"] for t in await api.list(_config(thread_id, ns), filter=query)]
+        theirs = [t.checkpoint["id"] for t in ref.list(_config(thread_id, ns), filter=query)]
+        assert ours == theirs, query
+
+
+async def test_hostile_names_round_trip_like_in_memory_saver(api: Api) -> None:
+    """Every name at once: channels, metadata keys, thread ids and namespaces."""
+    ref = InMemorySaver()
+    for name in HOSTILE:
+        thread_id = f"t-{uuid.uuid4().hex[:8]}-{name}"
+        configs = await _store_both(api, ref, thread_id, name, HOSTILE, name)
+        await _assert_same(api, ref, thread_id, name, configs, name)
+
+
+async def test_each_hostile_channel_name_alone_is_kept(api: Api) -> None:
+    """One hostile channel beside a plain one: neither is dropped from get_tuple or list."""
+    for name in HOSTILE:
+        thread_id = f"t-{uuid.uuid4().hex[:8]}"
+        channels = ["plain", name] if name != "plain" else [name]
+        stored = await api.put(
+            _config(thread_id),
+            _checkpoint(1, {ch: ch for ch in channels}, {ch: "1" for ch in channels}),  # type: ignore[arg-type]
+            {name: 1},  # type: ignore[typeddict-item]
+            {ch: "1" for ch in channels},
+        )
+        found = await api.get_tuple(stored)
+        assert found is not None
+        assert found.checkpoint["channel_values"] == {ch: ch for ch in channels}, repr(name)
+        [listed] = await api.list(_config(thread_id), filter={name: 1})
+        assert listed.checkpoint["channel_values"] == {ch: ch for ch in channels}, repr(name)
+
+
+@settings(
+    max_examples=12,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    channels=st.lists(names, min_size=1, max_size=6, unique=True),
+    thread=names,
+    ns=names,
+    meta_key=names,
+)
+async def test_any_names_match_in_memory_saver(
+    api: Api, channels: list[str], thread: str, ns: str, meta_key: str
+) -> None:
+    ref = InMemorySaver()
+    thread_id = f"{uuid.uuid4().hex[:8]}{thread}"
+    configs = await _store_both(api, ref, thread_id, ns, channels, meta_key)
+    await _assert_same(api, ref, thread_id, ns, configs, meta_key)
+
+
+# --- a real graph whose state keys are hostile ------------------------------------
+
+GRAPH_KEYS = ["ñandú", "日本語", "😀", "-k", 'say "hi"', "back\\slash", "a.b", "$", "[0]", "\x01"]
+HostileState = TypedDict("HostileState", {key: int for key in GRAPH_KEYS})  # type: ignore[misc]
+
+
+def _hostile_graph() -> StateGraph[Any]:
+    def bump(state: Any) -> dict[str, int]:
+        return {key: state.get(key, 0) + i + 1 for i, key in enumerate(GRAPH_KEYS)}
+
+    builder = StateGraph(HostileState)
+    builder.add_node("bump", bump)
+    builder.add_edge(START, "bump")
+    builder.add_edge("bump", END)
+    return builder
+
+
+def _graph_start() -> dict[str, int]:
+    return dict.fromkeys(GRAPH_KEYS, 0)
+
+
+def _graph_expected(turns: int) -> dict[str, int]:
+    return {key: turns * (i + 1) for i, key in enumerate(GRAPH_KEYS)}
+
+
+def test_graph_state_keeps_hostile_keys(sync_saver: SQLAlchemySaver) -> None:
+    graph = _hostile_graph().compile(checkpointer=sync_saver)
+    cfg: RunnableConfig = {"configurable": {"thread_id": f"g-{uuid.uuid4()}"}}
+    graph.invoke(_graph_start(), cfg)
+    assert graph.get_state(cfg).values == _graph_expected(1)
+    graph.invoke({}, cfg)
+    assert graph.get_state(cfg).values == _graph_expected(2)
+    history = list(graph.get_state_history(cfg))
+    assert all(set(s.values) == set(GRAPH_KEYS) for s in history if s.values)
+
+
+async def test_graph_state_keeps_hostile_keys_async(async_saver: AsyncSQLAlchemySaver) -> None:
+    graph = _hostile_graph().compile(checkpointer=async_saver)
+    cfg: RunnableConfig = {"configurable": {"thread_id": f"g-{uuid.uuid4()}"}}
+    await graph.ainvoke(_graph_start(), cfg)
+    assert (await graph.aget_state(cfg)).values == _graph_expected(1)
+    await graph.ainvoke({}, cfg)
+    assert (await graph.aget_state(cfg)).values == _graph_expected(2)
+    history = [s async for s in graph.aget_state_history(cfg)]
+    assert all(set(s.values) == set(GRAPH_KEYS) for s in history if s.values)

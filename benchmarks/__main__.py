@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=["report", "graph", "api", *LEGACY])
     parser.add_argument("--dialects", default=",".join(DIALECTS), help="default: all three")
     parser.add_argument("--modes", default="sync,async", help="sync, async or both (default)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    parser.add_argument("--repeats", type=int, help="interleaved repeats (default 5; --quick: 1)")
     parser.add_argument(
         "--quick", action="store_true", help="a tiny workload, 1 repeat: smoke test"
     )
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {DIALECTS}")
         levels = ["graph", "api"] if args.mode == "report" else [args.mode]
         modes = [m for m in args.modes.split(",") if m]
-        repeats = 1 if args.quick and args.repeats == 3 else args.repeats
+        repeats = args.repeats or (1 if args.quick else 5)
         results = run(dialects, levels, modes, repeats, shape, log=_log)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")

@@ -85,12 +85,13 @@ def _ratio(cell: Cell | None) -> str:
 
 
 def _errors(results: dict[str, Any]) -> list[str]:
-    return [
-        f"{LABELS[r['dialect']]} {r['level']} {r['mode']} repeat {r['repeat']} {r['saver']}: "
-        f"{r['error']}"
-        for r in results["runs"]
-        if "error" in r
-    ]
+    out = []
+    for r in results["runs"]:
+        where = f"{LABELS[r['dialect']]} {r['level']} {r['mode']} repeat {r['repeat']} {r['saver']}"
+        for error in r.get("failed_attempts", []):
+            outcome = "failed again, no figure" if "error" in r else "retried, measured"
+            out.append(f"{where}: {error} ({outcome})")
+    return out
 
 
 def targets_table(results: dict[str, Any]) -> str:
@@ -230,15 +231,23 @@ def plot(results: dict[str, Any], level: str, metrics: list[str], path: Path) ->
 
 def machine_text(results: dict[str, Any]) -> str:
     m = results["machine"]
-    servers = "; ".join(f"{LABELS[d]}: {v}" for d, v in m["servers"].items())
+    # "PostgreSQL 15.18 (Debian ...) on x86_64-pc-linux-gnu, compiled by ...": keep the start.
+    servers = "; ".join(f"{LABELS[d]}: {v.split(' on ')[0]}" for d, v in m["servers"].items())
+    s = results["shape"]
+    shape = (
+        f"{s['threads']} threads × {s['turns']} turns, a long thread of {s['long_turns']} "
+        f"turns, {s['reads']} samples per read, {s['tiny_calls']} tiny calls, 1 vs "
+        f"{s['workers']} workers"
+    )
     packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
     load = (
         f"load average (1/5/15 min) {tuple(round(x, 2) for x in m['loadavg_start'])} at the "
         f"start, {tuple(round(x, 2) for x in m['loadavg_end'])} at the end"
     )
     return (
-        f"* run: {results['date']}, {results['seconds']} s, {results['repeats']} interleaved "
-        f"repeats; shape {results['shape']}\n"
+        f"* run: {results['date']}, lg_sqla at commit {m.get('commit', 'unknown')}, "
+        f"{results['seconds']} s, {results['repeats']} interleaved "
+        f"repeats; {shape}\n"
         f"* machine: {m['cores']} cores ({m['cpu']}), {m['memory']}, {m['os']}, "
         f"Python {m['python']}; {load}\n"
         f"* servers (same machine, loopback): {servers}\n"
@@ -268,7 +277,7 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
         parts.append(note)
     errors = _errors(results)
     if errors:
-        parts.append("Errors in this run:\n\n" + "\n".join(f"* {e}" for e in errors))
+        parts.append("Failed attempts in this run:\n\n" + "\n".join(f"* {e}" for e in errors))
     parts += [
         "## Targets (issue 8)",
         "Ratio lg_sqla / official saver on the same database in this run: the median of "
@@ -355,6 +364,8 @@ lg_sqla draws connections from SQLAlchemy's pool (default size 5, overflow 10)."
 METHOD = """\
 ## Method
 
+* A measurement that raises is retried once on a fresh database; failed attempts
+  are listed under "This run".
 * Interleaved repeats: for each database, level and mode, repeat *r* runs both
   savers back to back, lg_sqla first on even *r*, the official saver first on odd
   *r*; every saver gets a fresh database (SQLite: a fresh file) on the same server.

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import os
 import platform
+import subprocess
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -24,10 +25,13 @@ from typing import Any
 
 from . import api_level, graph_level
 from .contenders import Contender, contenders
-from .databases import Servers, servers
+from .databases import ROOT, Servers, servers
 from .workload import Recording, Shape, record
 
 LEVELS = ("graph", "api")
+# A measurement that raises is retried once on a fresh database (a shared machine can
+# have a transient server error); both failures are kept in the results and reported.
+ATTEMPTS = 2
 MODES = ("sync", "async")
 PACKAGES = (
     "lg_sqla",
@@ -99,6 +103,7 @@ def machine(srv: Servers, dialects: list[str]) -> dict[str, Any]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
     return {
+        "commit": _commit(),
         "cores": os.cpu_count(),
         "cpu": cpu,
         "memory": mem,
@@ -108,6 +113,26 @@ def machine(srv: Servers, dialects: list[str]) -> dict[str, Any]:
         "servers": {d: srv.server_version(d) for d in dialects},
         "loadavg_start": os.getloadavg(),
     }
+
+
+def _commit() -> str:
+    """The lg_sqla checkout measured: its commit, "+dirty" with uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "lg_sqla"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def run(
@@ -138,13 +163,18 @@ def run(
                                 "saver": contender.name,
                                 "ours": contender.ours,
                             }
-                            try:
-                                entry["metrics"] = _measure(
-                                    srv, dialect, level, contender, recording, shape
-                                )
-                            except Exception as exc:  # one broken saver must not end a run
-                                entry["error"] = f"{type(exc).__name__}: {exc}"
-                                log(traceback.format_exc())
+                            for attempt in range(ATTEMPTS):
+                                try:
+                                    entry["metrics"] = _measure(
+                                        srv, dialect, level, contender, recording, shape
+                                    )
+                                    entry.pop("error", None)
+                                    break
+                                except Exception as exc:  # one broken saver must not end a run
+                                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                                    entry.setdefault("failed_attempts", []).append(entry["error"])
+                                    log(traceback.format_exc())
+                                    log(f"attempt {attempt + 1} of {ATTEMPTS} failed")
                             runs.append(entry)
                             shown = entry.get("metrics") or entry.get("error")
                             log(f"{dialect} {level} {mode} r{r} {contender.name}: {shown}")

@@ -189,11 +189,6 @@ def dump_writes(
     return rows
 
 
-def all_special(writes: Sequence[tuple[str, Any]]) -> bool:
-    """Special-channel writes (errors, interrupts, ...) replace earlier ones; others never do."""
-    return all(channel in WRITES_IDX_MAP for channel, _ in writes)
-
-
 def parent_id_of(config: RunnableConfig) -> str | None:
     parent = get_checkpoint_id(config)
     if parent is None:

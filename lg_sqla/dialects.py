@@ -136,6 +136,14 @@ class DialectOps:
         """INSERT that overwrites ``update`` columns of an existing row with the same key."""
         raise NotImplementedError
 
+    def upsert_where(
+        self, table: sa.Table, update: Sequence[str], replace: ColumnElement[bool]
+    ) -> sa.Insert:
+        """INSERT that overwrites ``update`` columns of an existing row with the same key
+        only where ``replace`` (a condition on the existing row's key columns) holds,
+        and otherwise leaves it untouched: insert-or-ignore and upsert decided per row."""
+        raise NotImplementedError
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
         raise NotImplementedError
@@ -173,8 +181,13 @@ class DialectOps:
         shared: Sequence[str],
         varying: Sequence[str],
         update: Sequence[str] | None = None,
+        replace: ColumnElement[bool] | None = None,
     ) -> sa.Insert:
-        """Many rows in one cacheable statement (``writes_in_one_statement`` dialects)."""
+        """Many rows in one cacheable statement (``writes_in_one_statement`` dialects).
+
+        Existing keys are left alone, unless ``update`` names columns to overwrite;
+        ``replace`` then limits the overwrite to existing rows where it holds.
+        """
         raise NotImplementedError
 
     def one_statement(self, inserts: Sequence[sa.Insert]) -> sa.Insert:
@@ -217,6 +230,18 @@ class _OnConflictOps(DialectOps):
             set_={name: stmt.excluded[name] for name in update},
         )
 
+    def upsert_where(
+        self, table: sa.Table, update: Sequence[str], replace: ColumnElement[bool]
+    ) -> sa.Insert:
+        # ON CONFLICT ... DO UPDATE ... WHERE: a conflicting row failing the
+        # condition is left as it is, like DO NOTHING (PostgreSQL 9.5+, SQLite 3.24+).
+        stmt = self._insert(table)
+        return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+            index_elements=list(table.primary_key.columns),
+            set_={name: stmt.excluded[name] for name in update},
+            where=replace,
+        )
+
 
 def _array_item(table: sa.Table, column: str) -> sa.types.TypeEngine[Any]:
     """The plain type of a column, for a PostgreSQL array of it."""
@@ -252,6 +277,7 @@ class PostgresOps(_OnConflictOps):
         shared: Sequence[str],
         varying: Sequence[str],
         update: Sequence[str] | None = None,
+        replace: ColumnElement[bool] | None = None,
     ) -> sa.Insert:
         """INSERT of many rows as ONE cacheable statement: columns equal in every row
         are single parameters, the others arrays expanded by ``unnest``.
@@ -281,6 +307,7 @@ class PostgresOps(_OnConflictOps):
         return stmt.on_conflict_do_update(
             index_elements=list(table.primary_key.columns),
             set_={name: stmt.excluded[name] for name in update},
+            where=replace,
         )
 
     def one_statement(self, inserts: Sequence[sa.Insert]) -> sa.Insert:
@@ -509,6 +536,18 @@ class MySQLOps(DialectOps):
         stmt = mysql_dialect.insert(table)
         return stmt.on_duplicate_key_update({name: stmt.inserted[name] for name in update})
 
+    def upsert_where(
+        self, table: sa.Table, update: Sequence[str], replace: ColumnElement[bool]
+    ) -> sa.Insert:
+        # ON DUPLICATE KEY UPDATE has no WHERE: each column keeps its value unless
+        # the condition holds. The condition must read key columns only (never in
+        # `update`): MySQL applies the assignments left to right, so a later one
+        # would see an earlier one's new value.
+        stmt = mysql_dialect.insert(table)
+        return stmt.on_duplicate_key_update(
+            {name: sa.case((replace, stmt.inserted[name]), else_=table.c[name]) for name in update}
+        )
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         keys = _MySQLChannelKeys(doc).table_valued(
             sa.column("channel_n", sa.Integer), sa.column("channel_key", sa.String)
@@ -615,6 +654,11 @@ class GenericOps(DialectOps):
         return sa.insert(table)
 
     def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        raise NotImplementedError("GenericOps upserts by delete + insert in operations")
+
+    def upsert_where(
+        self, table: sa.Table, update: Sequence[str], replace: ColumnElement[bool]
+    ) -> sa.Insert:
         raise NotImplementedError("GenericOps upserts by delete + insert in operations")
 
     def metadata_equals(

@@ -116,6 +116,12 @@ _WRITE_SHARED = (
     "created_at",
 )
 _WRITE_VARYING = ("idx", "channel", "type", "blob")
+_WRITE_UPDATE = ("channel", "type", "blob", "task_path")
+# Special channels (WRITES_IDX_MAP) have negative idx; idx is a key column, so
+# the stored row's idx tells whether a conflicting write may replace it. The 0
+# is SQL text, not a parameter: executemany drivers (asyncmy) rewrite the VALUES
+# list per row and cannot bind a parameter in ON DUPLICATE KEY UPDATE.
+_SPECIAL_WRITE = W.c.idx < sa.literal_column("0")
 
 
 def _one_statement_put(ctx: Context, update: Sequence[str], with_blobs: bool) -> Executable:
@@ -210,25 +216,37 @@ def put_writes(
         }
         for row in codec.dump_writes(ctx.serde, writes, task_id, task_path)
     ]
-    special = codec.all_special(writes)
-    update = ("channel", "type", "blob", "task_path")
-    # One call may repeat a key (two writes to one special channel): keep what an
-    # upsert would (the last) or an insert-or-ignore would (the first).
-    rows = list({(r["task_id"], r["idx"]): r for r in (rows if special else rows[::-1])}.values())
-    if not special:
-        rows.reverse()
-    if ctx.ops.writes_in_one_statement and rows:
+    # Decided per write, as LangGraph's InMemorySaver does: a write to a special
+    # channel (error, interrupt, scheduled, resume: negative idx) replaces the
+    # stored one; a regular write never does, so a retried task is idempotent.
+    # (Deciding per call, as the official SQL savers do, keeps a stale resume
+    # value when a call mixes both, e.g. Command(resume=..., update=...).)
+    # Within one call, a repeated special key keeps the last write.
+    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["task_id"], row["idx"])
+        if row["idx"] < 0 or key not in by_key:
+            by_key[key] = row
+    rows = list(by_key.values())
+    if not rows:
+        return
+    if ctx.ops.writes_in_one_statement:
         statement = ctx.ops.cached(
-            ("put_writes", special),
+            "put_writes",
             lambda: ctx.ops.bulk_insert(
-                W, _WRITE_SHARED, _WRITE_VARYING, update if special else None
+                W, _WRITE_SHARED, _WRITE_VARYING, _WRITE_UPDATE, replace=_SPECIAL_WRITE
             ),
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
-    elif special:
-        yield from _upsert(ctx, W, rows, update)
+    elif ctx.ops.native_upsert:
+        statement = ctx.ops.cached(
+            "put_writes",
+            lambda: ctx.ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
+        )
+        yield Step(statement, rows)
     else:
-        yield from _insert_ignore(ctx, W, rows)
+        yield from _upsert(ctx, W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
+        yield from _insert_ignore(ctx, W, [r for r in rows if r["idx"] >= 0])
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:

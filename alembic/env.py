@@ -4,6 +4,11 @@ Used by `alembic upgrade head` from a checkout and, shipped in the wheel, by
 `saver.setup()` / `python -m lg_sqla upgrade`. The URL comes from
 `-x url=...`, else $LG_SQLA_DATABASE_URL, else `sqlalchemy.url`; an already
 open connection may be passed in `config.attributes["connection"]`.
+
+The tables (and the version table) go into the connection's default schema,
+or into the schema named by the connection's ``schema_translate_map`` (the
+savers' ``schema=``), `-x schema=...` or $LG_SQLA_SCHEMA: a PostgreSQL schema,
+a MySQL/MariaDB database, created if missing.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from logging.config import fileConfig
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.schema import CreateSchema
 
 from alembic import context
 from lg_sqla.dialects import ops_for
-from lg_sqla.migrate import VERSION_TABLE
+from lg_sqla.migrate import VERSION_TABLE, schema_of
 from lg_sqla.models import metadata
 
 config = context.config
@@ -37,17 +43,35 @@ def _url() -> str:
     return url
 
 
+def _schema(connection: Connection | None = None) -> str | None:
+    named = schema_of(connection) if connection is not None else None
+    return (
+        named
+        or context.get_x_argument(as_dictionary=True).get("schema")
+        or os.environ.get("LG_SQLA_SCHEMA")
+        or None
+    )
+
+
 def _migrate(connection: Connection) -> None:
+    schema = _schema(connection)
+    if schema is not None:
+        # Our revisions name no schema: the translate map puts every table in this one.
+        connection.execution_options(schema_translate_map={None: schema})
     context.configure(
         connection=connection,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
+        version_table_schema=schema,
         # SQLite cannot ALTER most things: batch mode recreates tables instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )
     # One migrator at a time across processes; the others then see it done.
     with ops_for(connection.dialect).migration_lock(connection), context.begin_transaction():
+        # Under the lock: two processes creating the same schema would collide.
+        if schema is not None and not connection.dialect.has_schema(connection, schema):
+            connection.execute(CreateSchema(schema, if_not_exists=True))
         context.run_migrations()
 
 

@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
-from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, T, adrive
@@ -43,6 +43,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         serde: Serializer of channel values and writes.
         list_page_size: ``alist`` fetches this many checkpoints per statement.
         check_schema: Verify on first use that the schema is at the latest migration.
+        schema: Keep the tables in this PostgreSQL schema or MySQL/MariaDB database.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -61,9 +62,11 @@ class AsyncSQLAlchemySaver(SaverBase):
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
+        schema: str | None = None,
     ) -> None:
         self._init_common(engine.dialect, serde, list_page_size, check_schema)
-        self.engine = engine
+        self.schema = schema
+        self.engine = in_schema(engine, schema)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -77,6 +80,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         *,
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        schema: str | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -88,7 +92,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         """
         engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
         try:
-            yield cls(engine, serde=serde, list_page_size=list_page_size)
+            yield cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
         finally:
             await engine.dispose()
 

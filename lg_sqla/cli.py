@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import migrate
+from lg_sqla.dialects import ops_for
 from lg_sqla.errors import LgSqlaError
 
 if TYPE_CHECKING:
@@ -321,11 +322,20 @@ def _parser() -> argparse.ArgumentParser:
         help="database URL, e.g. postgresql+psycopg://user:pw@host/db "
         "(default: $LG_SQLA_DATABASE_URL)",
     )
+    parser.add_argument(
+        "--schema",
+        default=os.environ.get("LG_SQLA_SCHEMA"),
+        help="PostgreSQL schema / MySQL database holding lg_sqla's tables "
+        "(default: $LG_SQLA_SCHEMA, else the connection's default)",
+    )
     parser.add_argument("--version", action=_VersionAction, help="print the versions and exit")
     # `--url` is accepted after the command too (`lg-sqla upgrade --url ...`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--url", default=argparse.SUPPRESS, help="database URL (default: $LG_SQLA_DATABASE_URL)"
+    )
+    common.add_argument(
+        "--schema", default=argparse.SUPPRESS, help="schema of lg_sqla's tables (see lg-sqla -h)"
     )
     reading = argparse.ArgumentParser(add_help=False, parents=[common])
     reading.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -570,16 +580,28 @@ def _dispatch(args: argparse.Namespace) -> int:
     return _schema(args)
 
 
-def _with_connection(url: str, work: Callable[[Connection], Any]) -> Any:
-    """Run ``work(connection)`` on a sync connection, whatever the URL's driver."""
-    parsed = make_url(url)
+def _with_connection(args: argparse.Namespace, work: Callable[[Connection], Any]) -> Any:
+    """Run ``work(connection)`` on a sync connection, whatever the URL's driver, with
+    lg_sqla's tables in ``--schema`` if given."""
+    parsed = make_url(args.url)
+    schema = getattr(args, "schema", None)
+
+    def in_schema(connection: Connection) -> Any:
+        if schema is not None:
+            if not ops_for(connection.dialect).supports_schemas:
+                raise CommandError(
+                    f"--schema needs PostgreSQL or MySQL/MariaDB, not {connection.dialect.name}", 2
+                )
+            connection.execution_options(schema_translate_map={None: schema})
+        return work(connection)
+
     if parsed.get_dialect().is_async:
 
         async def run() -> Any:
             engine = create_async_engine(parsed, poolclass=pool.NullPool)
             try:
                 async with engine.connect() as connection:
-                    return await connection.run_sync(work)
+                    return await connection.run_sync(in_schema)
             finally:
                 await engine.dispose()
 
@@ -587,7 +609,7 @@ def _with_connection(url: str, work: Callable[[Connection], Any]) -> Any:
     engine = create_engine(parsed, poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
-            return work(connection)
+            return in_schema(connection)
     finally:
         engine.dispose()
 
@@ -617,6 +639,13 @@ def _offline_sql(args: argparse.Namespace) -> int:
 
     if args.command not in ("upgrade", "downgrade"):
         raise CommandError("--sql is only for upgrade and downgrade", 2)
+    if args.schema:
+        raise CommandError(
+            "--sql prints the SQL for the default schema only; for --schema, run the SQL "
+            "with that schema first on the search path (PostgreSQL) or as the current "
+            "database (MySQL)",
+            2,
+        )
     config = migrate.alembic_config()
     # ConfigParser interpolates "%": escape it so passwords survive.
     config.set_main_option("sqlalchemy.url", args.url.replace("%", "%%"))
@@ -669,18 +698,18 @@ def _schema(args: argparse.Namespace) -> int:
     from alembic import command
 
     if args.command == "upgrade":
-        _with_connection(args.url, lambda c: migrate.upgrade_connection(c, args.revision))
+        _with_connection(args, lambda c: migrate.upgrade_connection(c, args.revision))
         print(f"lg_sqla schema upgraded to {args.revision} ({migrate.head_revision()})")
     elif args.command == "current":
-        current = _with_connection(args.url, migrate.current_revision)
+        current = _with_connection(args, migrate.current_revision)
         if args.json:
             emit_json({"current": current, "head": migrate.head_revision()})
         else:
             print(current or "none (lg_sqla tables not set up)")
     elif args.command == "revisions":
-        return _revisions(args, _with_connection(args.url, migrate.current_revision))
+        return _revisions(args, _with_connection(args, migrate.current_revision))
     elif args.command == "check":
-        _with_connection(args.url, migrate.check_schema)
+        _with_connection(args, migrate.check_schema)
         if args.json:
             emit_json({"up_to_date": True, "head": migrate.head_revision()})
         else:
@@ -692,7 +721,7 @@ def _schema(args: argparse.Namespace) -> int:
             if connection.in_transaction():
                 connection.commit()
 
-        _with_connection(args.url, stamp)
+        _with_connection(args, stamp)
         print(f"lg_sqla schema stamped as {args.revision}")
     elif args.command == "downgrade":
         return _downgrade(args)
@@ -718,14 +747,12 @@ def _downgrade(args: argparse.Namespace) -> int:
         if args.revision == "base":
             from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-            from lg_sqla.dialects import ops_for
-
             plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()))
             report = drive(connection, plan, next(plan))
             connection.rollback()
         return current, undone, report
 
-    current, undone, report = _with_connection(args.url, survey)
+    current, undone, report = _with_connection(args, survey)
     summary: dict[str, Any] = {"current": current, "target": args.revision, "undo": undone}
     if report is not None:
         summary["drops"] = {name: dataclasses.asdict(t) for name, t in report.tables.items()}
@@ -742,7 +769,7 @@ def _downgrade(args: argparse.Namespace) -> int:
         return 0
     if not confirm(args, f"Downgrade to {args.revision}: {what}?"):
         raise CommandError("cancelled: nothing was changed")
-    _with_connection(args.url, lambda c: migrate.downgrade_connection(c, args.revision))
+    _with_connection(args, lambda c: migrate.downgrade_connection(c, args.revision))
     _say(args, summary, f"lg_sqla schema downgraded to {args.revision}")
     return 0
 
@@ -771,14 +798,14 @@ def _read(args: argparse.Namespace) -> int:
         from lg_sqla.aio import AsyncSQLAlchemySaver
 
         async def run() -> Any:
-            async with AsyncSQLAlchemySaver.from_conn_string(args.url) as saver:
+            async with AsyncSQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
                 return await call(insp.AsyncInspector(saver))
 
         result = asyncio.run(run())
     else:
         from lg_sqla.saver import SQLAlchemySaver
 
-        with SQLAlchemySaver.from_conn_string(args.url) as saver:
+        with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
             result = call(insp.Inspector(saver))
     _print_read(args, result)
     return 0
@@ -991,7 +1018,7 @@ def _sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemyS
             "mysql+pymysql://), not +" + str(url.get_driver_name()),
             2,
         )
-    with SQLAlchemySaver.from_conn_string(args.url, **kwargs) as saver:
+    with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema, **kwargs) as saver:
         yield saver
 
 

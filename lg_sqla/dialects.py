@@ -116,6 +116,9 @@ class DialectOps:
     writes_in_one_statement = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
+    # True: lg_sqla's tables can live in a named schema (``schema=``): a PostgreSQL
+    # schema, a MySQL/MariaDB database. SQLite's only other schemas are attached files.
+    supports_schemas = False
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
@@ -264,6 +267,7 @@ def bulk_params(
 
 class PostgresOps(_OnConflictOps):
     name = "postgresql"
+    supports_schemas = True
     joins_channel_versions = True
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
     # saver's autocommit + pipeline does a put in one. A single statement with
@@ -518,6 +522,7 @@ class MySQLOps(DialectOps):
 
     name = "mysql"
     joins_channel_versions = True
+    supports_schemas = True
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__()

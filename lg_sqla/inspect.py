@@ -49,6 +49,7 @@ MAX_PAGE = 1000
 THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
 STAT_GROUPS = ("node", "channel", "thread")
 EMPTY_TYPE = "empty"
+PUSH_PREFIX = "~__pregel_push"
 SEND_TASK = "<send>"  # stats group of Send (push) tasks: their node is inside the packet
 
 
@@ -270,7 +271,7 @@ def node_of(task_path: str) -> str:
     parts = [p.strip() for p in (task_path or "").split(",")]
     if len(parts) >= 2 and parts[0] == "~__pregel_pull":
         return parts[1]
-    if parts and parts[0] == "~__pregel_push":
+    if parts and parts[0] == PUSH_PREFIX:
         return SEND_TASK
     return task_path or "?"
 
@@ -609,7 +610,10 @@ def write_stats(
     if by not in STAT_GROUPS:
         raise InvalidInputError(f"by must be one of {', '.join(STAT_GROUPS)}, got {by!r}")
     _check_page(limit)
-    key = {"node": W.c.task_path, "channel": W.c.channel, "thread": W.c.thread_id}[by]
+    # Send (push) tasks have one path per packet; grouped in SQL so thread counts stay exact.
+    send = sa.func.substr(W.c.task_path, 1, len(PUSH_PREFIX)) == PUSH_PREFIX
+    node_key = sa.case((send, sa.literal(SEND_TASK)), else_=W.c.task_path)
+    key = {"node": node_key, "channel": W.c.channel, "thread": W.c.thread_id}[by]
     size = ctx.ops.byte_length(W.c.blob)
     stmt = sa.select(
         key.label("key"),
@@ -634,7 +638,7 @@ def write_stats(
         acc = merged.setdefault(name, [0, 0, 0, None, None])
         acc[0] += r.writes
         acc[1] += _int(r.bytes)
-        acc[2] += r.threads  # an upper bound when several task paths merge into one node
+        acc[2] += r.threads  # one task path per pull node: a node's count is exact
         acc[3] = r.first_write if acc[3] is None else min(acc[3], r.first_write)
         acc[4] = r.last_write if acc[4] is None else max(acc[4], r.last_write)
     out = [WriteStats(k, *v) for k, v in merged.items()]

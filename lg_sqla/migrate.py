@@ -55,8 +55,19 @@ def head_revision() -> str:
     return head
 
 
+def schema_of(connection: Connection) -> str | None:
+    """The schema lg_sqla's tables live in on this connection (``schema=`` of the savers),
+    None for the connection's default one."""
+    translate = connection.get_execution_options().get("schema_translate_map") or {}
+    schema = translate.get(None)
+    return str(schema) if schema is not None else None
+
+
 def current_revision(connection: Connection) -> str | None:
-    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    context = MigrationContext.configure(
+        connection,
+        opts={"version_table": VERSION_TABLE, "version_table_schema": schema_of(connection)},
+    )
     return context.get_current_revision()
 
 
@@ -91,7 +102,14 @@ def check_schema(connection: Connection) -> None:
     if current == head:
         return
     if current is None:
-        raise SchemaError(f"lg_sqla tables are not set up in this database: {FIX_HINT}")
+        schema = schema_of(connection)
+        where = f"in schema {schema!r} of this database" if schema else "in this database"
+        hint = (
+            FIX_HINT.replace("upgrade --url", "upgrade --schema {schema} --url")
+            if schema
+            else FIX_HINT
+        )
+        raise SchemaError(f"lg_sqla tables are not set up {where}: {hint.format(schema=schema)}")
     script = ScriptDirectory.from_config(alembic_config())
     known = {rev.revision for rev in script.walk_revisions()}
     if current not in known:

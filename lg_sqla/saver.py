@@ -21,7 +21,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from lg_sqla import maintenance, migrate, operations, rotation
-from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, T, drive
@@ -43,6 +43,9 @@ class SQLAlchemySaver(SaverBase):
             one statement per page, so memory stays bounded on long threads.
         check_schema: Verify once, on first use, that the schema is at the
             latest migration (raises ``SchemaError`` naming the fix).
+        schema: Keep lg_sqla's tables in this PostgreSQL schema or MySQL/MariaDB
+            database (e.g. beside LangGraph's own saver's ``checkpoints`` table);
+            ``setup()`` creates it. Default: the connection's default schema.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -60,9 +63,11 @@ class SQLAlchemySaver(SaverBase):
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
+        schema: str | None = None,
     ) -> None:
         self._init_common(engine.dialect, serde, list_page_size, check_schema)
-        self.engine = engine
+        self.schema = schema
+        self.engine = in_schema(engine, schema)
 
     @classmethod
     @contextmanager
@@ -72,6 +77,7 @@ class SQLAlchemySaver(SaverBase):
         *,
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        schema: str | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed on exit.
@@ -86,7 +92,7 @@ class SQLAlchemySaver(SaverBase):
         """
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         try:
-            yield cls(engine, serde=serde, list_page_size=list_page_size)
+            yield cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
         finally:
             engine.dispose()
 

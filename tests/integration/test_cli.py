@@ -376,6 +376,9 @@ def test_sweep_reports_pruned_not_removed_threads(backend: Backend) -> None:
     again = read_json(["sweep", "--older-than-days", "30", "--dry-run"], url)
     assert again["threads"] >= 2  # the delete strategy would now remove them...
     assert _rows(backend, threads)["checkpoints"] == 2  # ...but a dry run did not
+    # Leave no stale threads behind for other tests' sweeps of the shared database.
+    done = run_cli(["delete-thread", *threads], url)
+    assert done.returncode == 0 and "deleted 2 thread(s)" in done.stdout, done.stderr
 
 
 def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backend) -> None:

@@ -238,6 +238,7 @@ async def test_write_stats_latest_and_storage(backend: Backend, mode: str) -> No
             acc[1] += len(r.blob)
         stats = await h.call("write_stats", thread_id=threads[1])
         assert {s.key: [s.writes, s.bytes] for s in stats} == expected
+        assert all(s.threads == 1 for s in stats)  # Send tasks of one thread count it once
         assert {"plan", "<send>", "__start__"} <= set(expected)
         assert [s.writes for s in stats] == sorted((s.writes for s in stats), reverse=True)
         by_channel = await h.call("write_stats", by="channel", thread_id=threads[1])

@@ -698,7 +698,16 @@ def _schema(args: argparse.Namespace) -> int:
     from alembic import command
 
     if args.command == "upgrade":
-        _with_connection(args, lambda c: migrate.upgrade_connection(c, args.revision))
+        try:
+            _with_connection(args, lambda c: migrate.upgrade_connection(c, args.revision))
+        except exc.DBAPIError as error:
+            if "already exists" not in str(error.orig):
+                raise
+            raise CommandError(
+                f"{_first_line(error)}: another saver's tables (e.g. LangGraph's PostgresSaver) "
+                "use these names here; keep lg_sqla's in a schema of their own: "
+                'lg-sqla --schema lg_sqla upgrade (savers: schema="lg_sqla")'
+            ) from error
         print(f"lg_sqla schema upgraded to {args.revision} ({migrate.head_revision()})")
     elif args.command == "current":
         current = _with_connection(args, migrate.current_revision)

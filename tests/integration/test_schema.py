@@ -68,10 +68,13 @@ async def test_lg_sqla_beside_the_official_saver(fresh_database: Backend, schema
             official_graph = run_fan(official, theirs)
             default_tables = tables_in(engine, None)
             assert "checkpoints" in default_tables  # the official saver's own table
-            # Without a schema of its own, lg_sqla would collide with that table.
+            # Without a schema of its own, lg_sqla would collide with that table...
             with pytest.raises(sa.exc.DBAPIError):
                 SQLAlchemySaver(engine).setup()
             engine.dispose()
+            # ...and the CLI says what to do about it.
+            done = run_cli(["upgrade"], db.sync_url)
+            assert done.returncode == 1 and "lg-sqla --schema lg_sqla upgrade" in done.stderr
 
             saver = SQLAlchemySaver(engine, schema=schema)
             saver.setup()  # creates the schema, the tables and the version table in it

@@ -739,43 +739,144 @@ def storage(
 
 
 # --- front ends ----------------------------------------------------------------------
+# The same calls on both savers; each builds its plan with the plan function above,
+# whose docstring describes it. Only ``await`` differs between the two classes.
 
 
 class Inspector:
-    """The inspection queries on a :class:`~lg_sqla.SQLAlchemySaver` (sync)."""
+    """The inspection queries on a :class:`~lg_sqla.SQLAlchemySaver` (sync).
+
+    Example:
+        >>> inspector = Inspector(saver)
+        >>> page = inspector.threads(filter={"user": "ada"}, limit=20)
+        >>> [t.thread_id for t in page.threads], page.next_offset
+    """
 
     def __init__(self, saver: SQLAlchemySaver) -> None:
         self.saver = saver
 
-    def threads(self, **options: Any) -> ThreadPage:
-        """Threads, sorted (``order=``) and paginated (``limit=``, ``offset=``); filter by
-        ``filter=`` (metadata of any checkpoint), ``written_after=`` / ``written_before=``."""
-        return self.saver._run(threads(self.saver._ctx, **options))
+    def threads(
+        self,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        written_after: dt.datetime | None = None,
+        written_before: dt.datetime | None = None,
+        order: str = "last_write",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> ThreadPage:
+        """A page of threads: ``order`` is one of ``THREAD_ORDERS``; ``filter`` keeps threads
+        with a checkpoint whose metadata matches; the times bound the last write."""
+        return self.saver._run(
+            threads(
+                self.saver._ctx,
+                filter=filter,
+                written_after=written_after,
+                written_before=written_before,
+                order=order,
+                limit=limit,
+                offset=offset,
+            )
+        )
 
-    def history(self, thread_id: str, **options: Any) -> list[HistoryEntry]:
-        return self.saver._run(history(self.saver._ctx, thread_id, **options))
+    def history(
+        self, thread_id: str, *, checkpoint_ns: str = "", before: str | None = None, limit: int = 50
+    ) -> list[HistoryEntry]:
+        """A thread's checkpoints in one namespace, newest first (``before``: paging)."""
+        return self.saver._run(
+            history(
+                self.saver._ctx, thread_id, checkpoint_ns=checkpoint_ns, before=before, limit=limit
+            )
+        )
 
     def show(
-        self, thread_id: str, checkpoint_id: str | None = None, **options: Any
+        self,
+        thread_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        checkpoint_ns: str = "",
+        width: int = 120,
     ) -> CheckpointView | None:
-        return self.saver._run(show(self.saver._ctx, thread_id, checkpoint_id, **options))
+        """One checkpoint (default: the latest) with values summarized to ``width`` chars."""
+        return self.saver._run(
+            show(
+                self.saver._ctx, thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns, width=width
+            )
+        )
 
-    def diff(self, thread_id: str, old_id: str, new_id: str, **options: Any) -> list[ChannelChange]:
-        return self.saver._run(diff(self.saver._ctx, thread_id, old_id, new_id, **options))
+    def diff(
+        self,
+        thread_id: str,
+        old_id: str,
+        new_id: str,
+        *,
+        checkpoint_ns: str = "",
+        width: int = 120,
+    ) -> list[ChannelChange]:
+        """The channels whose version differs between two checkpoints, with both values."""
+        return self.saver._run(
+            diff(
+                self.saver._ctx, thread_id, old_id, new_id, checkpoint_ns=checkpoint_ns, width=width
+            )
+        )
 
-    def writes(self, thread_id: str, checkpoint_id: str, **options: Any) -> list[WriteInfo]:
-        return self.saver._run(writes(self.saver._ctx, thread_id, checkpoint_id, **options))
+    def writes(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        *,
+        checkpoint_ns: str = "",
+        values: bool = False,
+        width: int = 120,
+    ) -> list[WriteInfo]:
+        """A checkpoint's writes in execution order; values only with ``values=True``."""
+        return self.saver._run(
+            writes(
+                self.saver._ctx,
+                thread_id,
+                checkpoint_id,
+                checkpoint_ns=checkpoint_ns,
+                values=values,
+                width=width,
+            )
+        )
 
-    def write_stats(self, **options: Any) -> list[WriteStats]:
-        return self.saver._run(write_stats(self.saver._ctx, **options))
+    def write_stats(
+        self,
+        *,
+        by: str = "node",
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        limit: int = 100,
+    ) -> list[WriteStats]:
+        """Write count and bytes per node, channel or thread (``by``) in a time window."""
+        return self.saver._run(
+            write_stats(
+                self.saver._ctx,
+                by=by,
+                since=since,
+                until=until,
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                limit=limit,
+            )
+        )
 
     def latest(
-        self, channel: str, thread_ids: Sequence[str], **options: Any
+        self, channel: str, thread_ids: Sequence[str], *, checkpoint_ns: str = ""
     ) -> dict[str, LatestValue]:
-        return self.saver._run(latest(self.saver._ctx, channel, thread_ids, **options))
+        """The value of ``channel`` in each thread's latest checkpoint."""
+        return self.saver._run(
+            latest(self.saver._ctx, channel, thread_ids, checkpoint_ns=checkpoint_ns)
+        )
 
-    def storage(self, **options: Any) -> StorageReport:
-        return self.saver._run(storage(self.saver._ctx, **options))
+    def storage(
+        self, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ) -> StorageReport:
+        """Rows and payload bytes per table: all threads, one, or a few."""
+        return self.saver._run(storage(self.saver._ctx, thread_id=thread_id, thread_ids=thread_ids))
 
 
 class AsyncInspector:
@@ -784,32 +885,118 @@ class AsyncInspector:
     def __init__(self, saver: AsyncSQLAlchemySaver) -> None:
         self.saver = saver
 
-    async def threads(self, **options: Any) -> ThreadPage:
-        return await self.saver._run(threads(self.saver._ctx, **options))
+    async def threads(
+        self,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        written_after: dt.datetime | None = None,
+        written_before: dt.datetime | None = None,
+        order: str = "last_write",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> ThreadPage:
+        return await self.saver._run(
+            threads(
+                self.saver._ctx,
+                filter=filter,
+                written_after=written_after,
+                written_before=written_before,
+                order=order,
+                limit=limit,
+                offset=offset,
+            )
+        )
 
-    async def history(self, thread_id: str, **options: Any) -> list[HistoryEntry]:
-        return await self.saver._run(history(self.saver._ctx, thread_id, **options))
+    async def history(
+        self, thread_id: str, *, checkpoint_ns: str = "", before: str | None = None, limit: int = 50
+    ) -> list[HistoryEntry]:
+        return await self.saver._run(
+            history(
+                self.saver._ctx, thread_id, checkpoint_ns=checkpoint_ns, before=before, limit=limit
+            )
+        )
 
     async def show(
-        self, thread_id: str, checkpoint_id: str | None = None, **options: Any
+        self,
+        thread_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        checkpoint_ns: str = "",
+        width: int = 120,
     ) -> CheckpointView | None:
-        return await self.saver._run(show(self.saver._ctx, thread_id, checkpoint_id, **options))
+        return await self.saver._run(
+            show(
+                self.saver._ctx, thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns, width=width
+            )
+        )
 
     async def diff(
-        self, thread_id: str, old_id: str, new_id: str, **options: Any
+        self,
+        thread_id: str,
+        old_id: str,
+        new_id: str,
+        *,
+        checkpoint_ns: str = "",
+        width: int = 120,
     ) -> list[ChannelChange]:
-        return await self.saver._run(diff(self.saver._ctx, thread_id, old_id, new_id, **options))
+        return await self.saver._run(
+            diff(
+                self.saver._ctx, thread_id, old_id, new_id, checkpoint_ns=checkpoint_ns, width=width
+            )
+        )
 
-    async def writes(self, thread_id: str, checkpoint_id: str, **options: Any) -> list[WriteInfo]:
-        return await self.saver._run(writes(self.saver._ctx, thread_id, checkpoint_id, **options))
+    async def writes(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        *,
+        checkpoint_ns: str = "",
+        values: bool = False,
+        width: int = 120,
+    ) -> list[WriteInfo]:
+        return await self.saver._run(
+            writes(
+                self.saver._ctx,
+                thread_id,
+                checkpoint_id,
+                checkpoint_ns=checkpoint_ns,
+                values=values,
+                width=width,
+            )
+        )
 
-    async def write_stats(self, **options: Any) -> list[WriteStats]:
-        return await self.saver._run(write_stats(self.saver._ctx, **options))
+    async def write_stats(
+        self,
+        *,
+        by: str = "node",
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        limit: int = 100,
+    ) -> list[WriteStats]:
+        return await self.saver._run(
+            write_stats(
+                self.saver._ctx,
+                by=by,
+                since=since,
+                until=until,
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                limit=limit,
+            )
+        )
 
     async def latest(
-        self, channel: str, thread_ids: Sequence[str], **options: Any
+        self, channel: str, thread_ids: Sequence[str], *, checkpoint_ns: str = ""
     ) -> dict[str, LatestValue]:
-        return await self.saver._run(latest(self.saver._ctx, channel, thread_ids, **options))
+        return await self.saver._run(
+            latest(self.saver._ctx, channel, thread_ids, checkpoint_ns=checkpoint_ns)
+        )
 
-    async def storage(self, **options: Any) -> StorageReport:
-        return await self.saver._run(storage(self.saver._ctx, **options))
+    async def storage(
+        self, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ) -> StorageReport:
+        return await self.saver._run(
+            storage(self.saver._ctx, thread_id=thread_id, thread_ids=thread_ids)
+        )

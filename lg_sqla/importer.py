@@ -18,11 +18,16 @@ nothing.
 tables) to keep LangGraph's write order exactly; without it, writes are stored
 with an empty path and come back ordered by task id.
 
+Imported rows keep their age: checkpoints and their writes are stamped with
+the checkpoint's own ``ts`` (LangGraph's creation time), not the time of the
+import, so retention (``sweep``) and ``stats --since`` see the real history.
+
 From a shell: ``lg-sqla --url <lg_sqla database> import <source database URL>``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +37,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from lg_sqla import codec
+from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Step
 
@@ -61,6 +67,47 @@ def existing_checkpoints(thread_id: str) -> Plan[set[tuple[str, str]]]:
     stmt = sa.select(C.c.checkpoint_ns_hash, C.c.checkpoint_id).where(C.c.thread_id == thread_id)
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     return {(r.checkpoint_ns_hash, r.checkpoint_id) for r in rows}
+
+
+def _ts(checkpoint: Mapping[str, Any]) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(str(checkpoint.get("ts")))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def restamp(thread_id: str, tuples: Iterable[CheckpointTuple]) -> Plan[None]:
+    """Give imported checkpoints and their writes the checkpoint's own creation time
+    (all of the thread's, so a rerun also heals an import interrupted before this)."""
+    rows = []
+    for t in tuples:
+        when = _ts(t.checkpoint)
+        if when is not None:
+            cfg = t.config["configurable"]
+            nsh = codec.ns_hash(cfg.get("checkpoint_ns", ""))
+            rows.append(
+                {"b_thread": thread_id, "b_nsh": nsh, "b_id": cfg["checkpoint_id"], "b_ts": when}
+            )
+    if not rows:
+        return
+    key: tuple[sa.BindParameter[Any], ...] = (
+        sa.bindparam("b_thread"),
+        sa.bindparam("b_nsh"),
+        sa.bindparam("b_id"),
+    )
+    ts = sa.bindparam("b_ts", type_=C.c.created_at.type)
+    for table, values in ((C, {"created_at": ts, "updated_at": ts}), (W, {"created_at": ts})):
+        stmt = (
+            sa.update(table)
+            .where(
+                table.c.thread_id == key[0],
+                table.c.checkpoint_ns_hash == key[1],
+                table.c.checkpoint_id == key[2],
+            )
+            .values(values)
+        )
+        yield Step(stmt, rows)  # one executemany per table
 
 
 def discover_threads(source: BaseCheckpointSaver[Any]) -> list[str]:
@@ -164,6 +211,7 @@ def import_threads(
                 report.writes_imported += len(writes)
             target.put(*copy.put)
             report.checkpoints_imported += 1
+        target._run(restamp(thread_id, tuples))
         report.threads_done += 1
         report.threads.append(thread_id)
         if progress is not None:
@@ -196,6 +244,7 @@ async def aimport_threads(
                 report.writes_imported += len(writes)
             await target.aput(*copy.put)
             report.checkpoints_imported += 1
+        await target._run(restamp(thread_id, tuples))
         report.threads_done += 1
         report.threads.append(thread_id)
         if progress is not None:

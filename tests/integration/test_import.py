@@ -4,6 +4,7 @@ PostgresSaver, the community PyMySQLSaver on MariaDB) are imported through
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import uuid
 from collections import Counter
@@ -22,6 +23,7 @@ from test_cli import read_json, run_cli
 
 from lg_sqla import SQLAlchemySaver
 from lg_sqla.importer import aimport_threads, import_threads, official_task_paths
+from lg_sqla.inspect import Inspector
 
 
 @contextmanager
@@ -114,6 +116,16 @@ def assert_same_threads(
         theirs = [tuple_view(t, any_order) for t in source.list(thread)]
         ours = [tuple_view(t, any_order) for t in target.list(thread)]
         assert ours == theirs and ours, thread_id
+        # Imported rows keep their age (the checkpoint's ts), writes included.
+        created = {
+            t.checkpoint["id"]: dt.datetime.fromisoformat(t.checkpoint["ts"])
+            for t in source.list(thread)
+        }
+        inspector = Inspector(target)
+        for entry in inspector.history(thread_id, limit=1000):
+            assert entry.created_at == created[entry.checkpoint_id]
+            for write in inspector.writes(thread_id, entry.checkpoint_id):
+                assert write.created_at == created[entry.checkpoint_id]
         history = [snapshot_view(s) for s in graph.get_state_history(thread)]
         imported = graph.copy(update={"checkpointer": target})
         assert [snapshot_view(s) for s in imported.get_state_history(thread)] == history

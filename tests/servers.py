@@ -105,20 +105,24 @@ def sqlalchemy_url(admin_url: str, driver: str, database: str | None = None) -> 
     return url.render_as_string(hide_password=False)
 
 
-def create_database(admin_url: str, name: str) -> None:
-    """Create database ``name``; on MySQL/MariaDB with utf8mb4 / utf8mb4_bin.
+def create_database(admin_url: str, name: str, *, mysql_charset: str = "utf8mb4") -> None:
+    """Create database ``name``; on MySQL/MariaDB with ``mysql_charset`` (utf8mb4 / utf8mb4_bin).
 
-    The Debian MariaDB default charset is latin1, so the charset is always explicit:
-    thread ids may contain emoji, which need 4-byte UTF-8.
+    The charset is always explicit: our private server runs with utf8mb4 as its
+    default, and ``mysql_charset="latin1"`` gives what a plain ``CREATE DATABASE``
+    gives on a server left at MariaDB's own default (latin1), which lg_sqla must
+    also work in.
     """
     with _admin_connection(admin_url) as conn:
         quoted = conn.dialect.identifier_preparer.quote_identifier(name)
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"CREATE DATABASE {quoted} ENCODING 'UTF8' TEMPLATE template0")
-        else:
+        elif mysql_charset == "utf8mb4":
             conn.exec_driver_sql(
                 f"CREATE DATABASE {quoted} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
             )
+        else:
+            conn.exec_driver_sql(f"CREATE DATABASE {quoted} CHARACTER SET {mysql_charset}")
 
 
 def drop_database(admin_url: str, name: str) -> None:

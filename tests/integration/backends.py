@@ -18,15 +18,22 @@ from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.engines import configure_engine
 
 DIALECTS = ("sqlite", "postgres", "mysql")
+# A MariaDB database left at the server's default charset (latin1, as `CREATE
+# DATABASE app` makes on a server with MariaDB's defaults), reached by URLs
+# without `?charset=`: users do not read our docs before creating a database.
+# Only modules marked `any_charset` run on it (see conftest.py), to keep CI short.
+MYSQL_DEFAULT_CHARSET = "mysql-latin1"
+BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET)
 
 
 @dataclass(frozen=True)
 class Backend:
     """A migrated database reachable with a sync and an async driver."""
 
-    name: str
+    name: str  # the dialect: sqlite, postgres or mysql
     sync_url: str
     async_url: str
+    variant: str = ""  # the BACKENDS entry it was made for, when not `name`
 
     def engine(self, **kwargs: object) -> sa.Engine:
         return configure_engine(sa.create_engine(self.sync_url, **kwargs))  # type: ignore[arg-type]
@@ -35,20 +42,29 @@ class Backend:
         return configure_engine(create_async_engine(self.async_url, **kwargs))  # type: ignore[arg-type]
 
 
-def new_database(request: pytest.FixtureRequest, dialect: str, tmp: Path) -> Iterator[Backend]:
-    """A fresh, empty database (not migrated) of ``dialect``."""
-    if dialect == "sqlite":
+def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Backend]:
+    """A fresh, empty database (not migrated) for one of ``BACKENDS``."""
+    if backend == "sqlite":
         path = tmp / f"lg_sqla_{uuid.uuid4().hex[:8]}.sqlite"
         yield Backend("sqlite", f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}")
         return
     name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
-    if dialect == "postgres":
+    if backend == "postgres":
         admin = request.getfixturevalue("postgres_admin_url")
         create_database(admin, name)
         yield Backend(
             "postgres",
             sqlalchemy_url(admin, "psycopg", name),
             sqlalchemy_url(admin, "psycopg", name),
+        )
+    elif backend == MYSQL_DEFAULT_CHARSET:
+        admin = request.getfixturevalue("mysql_admin_url")
+        create_database(admin, name, mysql_charset="latin1")
+        yield Backend(
+            "mysql",
+            sqlalchemy_url(admin, "pymysql", name),
+            sqlalchemy_url(admin, "asyncmy", name),
+            variant=backend,
         )
     else:
         admin = request.getfixturevalue("mysql_admin_url")

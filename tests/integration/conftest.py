@@ -11,16 +11,23 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from backends import DIALECTS, Backend, fresh_async_saver, fresh_saver, new_database
+from backends import (
+    BACKENDS,
+    MYSQL_DEFAULT_CHARSET,
+    Backend,
+    fresh_async_saver,
+    fresh_saver,
+    new_database,
+)
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 
-@pytest.fixture(scope="session", params=DIALECTS)
+@pytest.fixture(scope="session", params=BACKENDS)
 def backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Backend]:
-    """A migrated database per dialect, shared by the session's tests."""
+    """A migrated database per backend, shared by the session's tests."""
     for db in new_database(request, request.param, tmp_path_factory.mktemp("sqlite")):
         engine = db.engine()
         try:
@@ -35,7 +42,7 @@ def fresh_database(
     request: pytest.FixtureRequest, backend: Backend, tmp_path: Path
 ) -> Iterator[Backend]:
     """An empty, unmigrated database of the current dialect (for migration tests)."""
-    yield from new_database(request, backend.name, tmp_path)
+    yield from new_database(request, backend.variant or backend.name, tmp_path)
 
 
 @pytest.fixture
@@ -50,9 +57,25 @@ async def async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySaver]:
         yield saver
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its dialect, so `-m postgres` (or sqlite, mysql) selects one."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its dialect, so `-m postgres` (or sqlite, mysql) selects one.
+
+    The default-charset MariaDB database only runs the tests marked `any_charset`.
+    """
+    kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and "backend" in callspec.params:
-            item.add_marker(getattr(pytest.mark, callspec.params["backend"]))
+        if callspec is None or "backend" not in callspec.params:
+            kept.append(item)
+            continue
+        name = callspec.params["backend"]
+        if name == MYSQL_DEFAULT_CHARSET:
+            if item.get_closest_marker("any_charset") is None:
+                dropped.append(item)
+                continue
+            name = "mysql"
+        item.add_marker(getattr(pytest.mark, name))
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

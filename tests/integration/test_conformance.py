@@ -16,6 +16,9 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
+
 # Test counts per capability in langgraph-checkpoint-conformance 0.0.2: the base
 # contract (58 tests) and the extended surface (delete_for_runs, copy_thread, prune).
 EXPECTED_TESTS = {

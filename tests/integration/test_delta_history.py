@@ -17,6 +17,9 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
+
 CHANNELS = ["messages", "log", "other"]
 
 

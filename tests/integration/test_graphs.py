@@ -39,6 +39,9 @@ from langgraph.types import Command, Send, StateSnapshot
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
+
 TASKS = "__pregel_tasks"  # LangGraph's channel for Send packets
 
 

@@ -22,6 +22,9 @@ from langgraph.graph import END, START, StateGraph
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.maintenance import SweepReport
 
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
+
 
 def _append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
     return state + [item for batch in writes for item in batch]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from backends import Backend, fresh_async_saver, fresh_saver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,9 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
 
 HOSTILE = [
     "ñandú",
@@ -278,3 +282,41 @@ async def test_graph_state_keeps_hostile_keys_async(async_saver: AsyncSQLAlchemy
     assert (await graph.aget_state(cfg)).values == _graph_expected(2)
     history = [s async for s in graph.aget_state_history(cfg)]
     assert all(set(s.values) == set(GRAPH_KEYS) for s in history if s.values)
+
+
+# --- a database created with the server's default charset -------------------------
+
+
+def test_our_text_columns_are_utf8_whatever_the_database_default(backend: Backend) -> None:
+    """Every text column of lg_sqla's tables stores UTF-8, emoji included, even in a
+    MariaDB database left at latin1 (the `mysql-latin1` backend)."""
+    engine = backend.engine()
+    try:
+        with engine.connect() as conn:
+            if backend.name == "mysql":
+                charsets = conn.execute(
+                    sa.text(
+                        "SELECT table_name, column_name, character_set_name"
+                        " FROM information_schema.columns WHERE table_schema = DATABASE()"
+                        " AND table_name IN"
+                        " ('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
+                        " AND character_set_name IS NOT NULL"
+                    )
+                ).all()
+                assert len(charsets) >= 10, charsets
+                assert {row[2] for row in charsets} == {"utf8mb4"}, charsets
+                tables = conn.execute(
+                    sa.text(
+                        "SELECT table_collation FROM information_schema.tables"
+                        " WHERE table_schema = DATABASE() AND table_name LIKE 'checkpoint%'"
+                    )
+                ).scalars()
+                assert {t.split("_")[0] for t in tables} == {"utf8mb4"}
+            elif backend.name == "postgres":
+                encoding = conn.execute(sa.text("SHOW server_encoding")).scalar_one()
+                assert encoding == "UTF8"
+            else:
+                encoding = conn.execute(sa.text("PRAGMA encoding")).scalar_one()
+                assert encoding == "UTF-8"
+    finally:
+        engine.dispose()

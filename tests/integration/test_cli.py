@@ -25,6 +25,7 @@ from graph_helpers import build_fan_graph
 from helpers import table_counts
 from sqlalchemy.engine import make_url
 
+from lg_sqla.inspect import summarize
 from lg_sqla.models import checkpoint_writes, checkpoints
 
 MODULE = [sys.executable, "-m", "lg_sqla"]
@@ -254,6 +255,12 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     assert "2 send(s)" in run_cli(["history", b], url).stdout  # the Send fan-out step
     done = run_cli(["stats", "--thread", b], url)
     assert "plan" in done.stdout and "AVG BYTES" in done.stdout
+    done = run_cli(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(changed)} channel(s) changed" in done.stdout
+    items_line = next(line for line in done.stdout.splitlines() if line.startswith("items "))
+    items = newest.checkpoint["channel_values"]["items"]
+    assert items_line.endswith(f"list [{len(items)}] {summarize(items).preview}")  # new value
     done = run_cli(["show", b, "no-such-checkpoint"], url)
     assert_one_error_line(done, "has no no-such-checkpoint")
 

@@ -480,6 +480,20 @@ def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw:
     )
 
 
+class _Utf8mb4(FunctionElement[str]):
+    """``CONVERT(expression USING utf8mb4)`` (MySQL and MariaDB)."""
+
+    name = "lg_sqla_utf8mb4"
+    inherit_cache = True
+    type = sa.String()
+
+
+@compiles(_Utf8mb4)
+def _compile_utf8mb4(element: _Utf8mb4, compiler: Any, **kw: Any) -> str:
+    (expression,) = list(element.clauses)
+    return f"CONVERT({compiler.process(expression, **kw)} USING utf8mb4)"
+
+
 class _MySQLAntiJoinDelete(Executable, ClauseElement):
     """``DELETE t FROM t LEFT JOIN (referenced) r ON <key> WHERE <threads> AND r IS NULL``."""
 
@@ -580,8 +594,10 @@ class MySQLOps(DialectOps):
     def as_key(self, expression: ColumnElement[Any]) -> ColumnElement[Any]:
         # Strings from JSON functions are utf8mb4_bin; compared with a key column
         # (binary NO PAD) MySQL 8 may refuse the mix of collations. An explicit
-        # COLLATE wins and keeps the key column's index usable.
-        return sa.collate(expression, mysql_key_collation(self._dialect))
+        # COLLATE wins and keeps the key column's index usable. Literals and some
+        # JSON results take the connection's charset (latin1 or utf8mb3 when the
+        # URL asks for it), where a utf8mb4 collation is an error: convert first.
+        return sa.collate(_Utf8mb4(expression), mysql_key_collation(self._dialect))
 
     def before_deep_recursion(self) -> sa.Executable | None:
         # Both stop recursive CTEs after 1000 iterations by default, and a
@@ -620,8 +636,7 @@ class MySQLOps(DialectOps):
         if isinstance(value, str):
             return sa.and_(
                 json_type == "STRING",
-                sa.func.json_unquote(extracted)
-                == sa.collate(sa.literal(value), mysql_key_collation(self._dialect)),
+                sa.func.json_unquote(extracted) == self.as_key(sa.literal(value)),
             )
         # Objects and arrays: mutual containment (arrays compare as sets: [1, 2] == [2, 1, 1]).
         candidate = mysql_json_text(value)

@@ -320,3 +320,37 @@ def test_our_text_columns_are_utf8_whatever_the_database_default(backend: Backen
                 assert encoding == "UTF-8"
     finally:
         engine.dispose()
+
+
+def _latin1_connection(backend: Backend) -> Backend:
+    """The same database; on MySQL/MariaDB through connections whose charset is latin1.
+
+    (psycopg decodes JSON as UTF-8 whatever the client_encoding, and SQLite has
+    no connection charset: those keep their URLs.)
+    """
+    if backend.name != "mysql":
+        return backend
+    sync_url, async_url = (
+        url.split("?")[0] + "?charset=latin1" for url in (backend.sync_url, backend.async_url)
+    )
+    return Backend(backend.name, sync_url, async_url, backend.variant)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_reads_and_filters_on_a_latin1_connection(backend: Backend, mode: str) -> None:
+    """Strings computed from JSON are compared as utf8mb4 whatever the connection's
+    charset (MariaDB used to fail with 1253 "COLLATION ... not valid for CHARACTER SET")."""
+    latin1 = _latin1_connection(backend)
+    channels = ["ñandú", "-k", 'say "hi"', "a.b", "plain"]
+    ref = InMemorySaver()
+    thread_id = f"ñ-{uuid.uuid4().hex[:8]}"
+    if mode == "sync":
+        with fresh_saver(latin1) as saver:
+            api = Api(saver)
+            configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
+            await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
+    else:
+        async with fresh_async_saver(latin1) as async_saver:
+            api = Api(async_saver)
+            configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
+            await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")

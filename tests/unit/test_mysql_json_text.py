@@ -1,0 +1,42 @@
+"""The canonical JSON text lg_sqla writes to MySQL/MariaDB (dialects.mysql_json_text)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lg_sqla.dialects import mysql_json_text, mysql_member_path
+
+text = st.text(st.characters(blacklist_categories=("Cs",)))
+documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+@given(documents)
+def test_reads_back_as_the_same_value(value: Any) -> None:
+    assert json.loads(mysql_json_text(value)) == value
+
+
+@given(documents)
+def test_only_spellings_mariadb_reads_like_mysql(value: Any) -> None:
+    """ASCII only; no string holds an escaped quote or starts with "-"."""
+    out = mysql_json_text(value)
+    assert out.isascii()
+    for token in STRING.findall(out):
+        assert not token.startswith('"-')
+        assert not re.search(r'(?<!\\)(\\\\)*\\"', token[1:-1]), token
+
+
+@given(text)
+def test_a_key_is_spelled_the_same_in_a_path_and_in_a_document(key: str) -> None:
+    document = mysql_json_text({key: 1})
+    path = mysql_member_path(key)
+    assert document == "{" + path[2:] + ": 1}"

@@ -425,8 +425,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     threads.add_argument("--limit", type=positive, default=50, help="threads per page (default 50)")
     threads.add_argument("--offset", type=int, default=0, help="skip this many threads (paging)")
-    hist = add("history", "a thread's checkpoints, newest first", reading, ns)
-    hist.add_argument("thread_id", metavar="THREAD_ID")
+    hist = add(
+        "history",
+        "a thread's checkpoints, newest first; without THREAD_ID, lg_sqla's migrations "
+        "(the Alembic history, as `revisions`)",
+        reading,
+        ns,
+    )
+    hist.add_argument("thread_id", metavar="THREAD_ID", nargs="?")
     hist.add_argument(
         "--before", metavar="CHECKPOINT_ID", help="only checkpoints older than this one (paging)"
     )
@@ -564,6 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "history" and args.thread_id is None:
+        args.command = "revisions"  # what a DBA means by `history`
     if args.command == "revisions" and not args.url:
         return _revisions(args, None)
     if not args.url:

@@ -457,6 +457,7 @@ def test_upgrade_sql_stamp_revisions_and_vacuum(fresh_database: Backend) -> None
     assert stamped.returncode == 0, stamped.stderr
     assert read_json(["current"], url)["current"] == read_json(["revisions"], url)[0]["revision"]
     assert read_json(["revisions"], url)[0]["current"] is True
+    assert read_json(["history"], url) == read_json(["revisions"], url)  # the DBA's `history`
     assert run_cli(["stamp", "base"], url).returncode == 0
     assert run_cli(["upgrade"], url).returncode == 0
     vacuum = run_cli(["vacuum"], url)

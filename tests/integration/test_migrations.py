@@ -3,10 +3,12 @@ concurrent setup, and the error a saver gives on a schema that is behind."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,103 @@ async def test_async_setup_and_schema_check(fresh_database: Backend) -> None:
         stored = await saver.aput(config(new_thread()), checkpoint({"a": [1]}), {}, {"a": 1})
         got = await saver.aget_tuple(stored)
         assert got is not None and got.checkpoint["channel_values"] == {"a": [1]}
+    finally:
+        await engine.dispose()
+
+
+def _count_table_creations(engine: sa.Engine, seen: list[str]) -> None:
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("CREATE TABLE"):
+            seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+
+
+def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
+    # Each table is created exactly once: a second concurrent migration would
+    # either fail or create them again.
+    names = [s.split("(")[0].split()[-1].strip('`"') for s in created]
+    assert sorted(names) == sorted({*metadata.tables, migrate.VERSION_TABLE}), created
+    engine = backend.engine()
+    try:
+        assert _tables(engine) >= TABLES
+        with engine.connect() as conn:
+            versions = (
+                conn.execute(sa.text(f"SELECT version_num FROM {migrate.VERSION_TABLE}"))
+                .scalars()
+                .all()
+            )
+        assert versions == [migrate.head_revision()]
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
+    """Four threads of one process call setup() at once (one engine each, and one
+    shared): all succeed, the tables are created once, and the savers work."""
+    engines = [fresh_database.engine() for _ in range(2)]
+    created: list[str] = []
+    for engine in engines:
+        _count_table_creations(engine, created)
+    savers = [SQLAlchemySaver(engines[0]), SQLAlchemySaver(engines[0])]
+    savers += [SQLAlchemySaver(engines[1]), SQLAlchemySaver(engines[1])]
+    start = threading.Barrier(len(savers))
+    errors: list[BaseException] = []
+
+    def run(saver: SQLAlchemySaver) -> None:
+        try:
+            start.wait()
+            saver.setup()
+            thread_id = new_thread()
+            saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+            assert saver.get_tuple(config(thread_id)) is not None
+        except BaseException as error:  # reported below, with the thread's traceback
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(saver,)) for saver in savers]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads), "setup() hung"
+        assert errors == []
+        _assert_migrated_once(fresh_database, created)
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
+async def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
+    """Four asyncio tasks on one loop call setup() at once: all succeed, one migration,
+    and the loop keeps running meanwhile (a heartbeat task ticks)."""
+    engine = fresh_database.async_engine()
+    created: list[str] = []
+    _count_table_creations(engine.sync_engine, created)
+    ticks = 0
+    done = asyncio.Event()
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    async def run(saver: AsyncSQLAlchemySaver) -> None:
+        await saver.setup()
+        thread_id = new_thread()
+        await saver.aput(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+        assert await saver.aget_tuple(config(thread_id)) is not None
+
+    try:
+        beat = asyncio.create_task(heartbeat())
+        await asyncio.wait_for(
+            asyncio.gather(*(run(AsyncSQLAlchemySaver(engine)) for _ in range(4))), timeout=120
+        )
+        done.set()
+        await beat
+        assert ticks > 1
+        _assert_migrated_once(fresh_database, created)
     finally:
         await engine.dispose()
 

@@ -29,9 +29,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Defaults for engines we create: an in-memory SQLite database is one shared
-    connection (LangGraph calls the saver from several threads, and each new
-    connection to ``sqlite://`` would open a different, empty database)."""
+    """Defaults for engines we create (each can be overridden by the caller's options).
+
+    * No rollback when a connection goes back to the pool: every call of the
+      savers ends its own transaction (commit, or SQLAlchemy's ``Connection``
+      rolls it back when it closes on an error), so the pool's default
+      rollback-on-return only repeats it: one more round trip per call on
+      PyMySQL/asyncmy, one more thread hop on aiosqlite. Isolation levels
+      set for a call are still restored on return.
+    * An in-memory SQLite database is one shared connection (LangGraph calls
+      the saver from several threads, and each new connection to ``sqlite://``
+      would open a different, empty database).
+    """
+    options = {"pool_reset_on_return": None, **options}
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
         options = {"poolclass": pool.StaticPool, **options}

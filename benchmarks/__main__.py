@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from .databases import DIALECTS, ROOT
+from .databases import ROOT, SETUPS
 from .workload import QUICK, Shape
 
 LEGACY = ("ops", "concurrent", "async", "prune", "storage")
@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("mode", choices=["report", "graph", "api", *LEGACY])
-    parser.add_argument("--dialects", default=",".join(DIALECTS), help="default: all three")
+    parser.add_argument(
+        "--dialects",
+        default=",".join(SETUPS),
+        help="default: all; sqlite-normal = SQLite with both savers at synchronous=NORMAL",
+    )
     parser.add_argument("--modes", default="sync,async", help="sync, async or both (default)")
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 5; --quick: 1)")
     parser.add_argument(
@@ -59,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = {k: getattr(args, k) for k in ("threads", "turns", "workers")}
         shape = Shape(**{**shape.__dict__, **{k: v for k, v in overrides.items() if v}})
         dialects = [d for d in args.dialects.split(",") if d]
-        unknown = set(dialects) - set(DIALECTS)
+        unknown = set(dialects) - set(SETUPS)
         if unknown:
-            parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {DIALECTS}")
+            parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {SETUPS}")
         levels = ["graph", "api"] if args.mode == "report" else [args.mode]
         modes = [m for m in args.modes.split(",") if m]
         repeats = args.repeats or (1 if args.quick else 5)

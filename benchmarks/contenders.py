@@ -11,16 +11,23 @@
   MariaDB, there being no official MySQL saver.
 
 ``AIOMySQLSaver`` needs one fix, applied here only (see ``patch_aiomysql_bytes``).
+
+SQLite durability differs by default: lg_sqla sets ``PRAGMA synchronous=NORMAL`` (with
+WAL: safe from application crashes, the last commits can be lost to a power cut or
+OS crash), the official savers keep SQLite's default ``FULL`` (an fsync of the WAL at
+every commit). Setup "sqlite-normal" sets the official saver's connection to NORMAL
+too, so that its write figures measure code, not the disk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .databases import Database
+from .databases import Database, base
 
 OFFICIAL = {
     ("sqlite", False): "SqliteSaver",
@@ -71,7 +78,7 @@ def _lg_sqla_sync(db: Database) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _official_sync(db: Database) -> Iterator[Any]:
+def _official_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Any]:
     saver_cls: Any
     if db.dialect == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver as saver_cls
@@ -81,6 +88,8 @@ def _official_sync(db: Database) -> Iterator[Any]:
         from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver as saver_cls
     with saver_cls.from_conn_string(db.native) as saver:
         saver.setup()
+        if sqlite_normal:
+            saver.conn.execute("PRAGMA synchronous=NORMAL")
         yield saver
 
 
@@ -97,7 +106,7 @@ async def _lg_sqla_async(db: Database) -> AsyncIterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def _official_async(db: Database) -> AsyncIterator[Any]:
+async def _official_async(db: Database, sqlite_normal: bool = False) -> AsyncIterator[Any]:
     saver_cls: Any
     if db.dialect == "sqlite":
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as saver_cls
@@ -109,17 +118,22 @@ async def _official_async(db: Database) -> AsyncIterator[Any]:
         patch_aiomysql_bytes()
     async with saver_cls.from_conn_string(db.native) as saver:
         await saver.setup()
+        if sqlite_normal:
+            await saver.conn.execute("PRAGMA synchronous=NORMAL")
         yield saver
 
 
-def contenders(dialect: str, is_async: bool) -> tuple[Contender, Contender]:
-    """(lg_sqla, the official saver) for one database and mode."""
+def contenders(setup: str, is_async: bool) -> tuple[Contender, Contender]:
+    """(lg_sqla, the official saver) for one setup (see databases.SETUPS) and mode."""
     name = "AsyncSQLAlchemySaver" if is_async else "SQLAlchemySaver"
     ours = Contender(name, True, is_async, _lg_sqla_async if is_async else _lg_sqla_sync)
     official = Contender(
-        OFFICIAL[(dialect, is_async)],
+        OFFICIAL[(base(setup), is_async)],
         False,
         is_async,
-        _official_async if is_async else _official_sync,
+        functools.partial(
+            _official_async if is_async else _official_sync,
+            sqlite_normal=setup == "sqlite-normal",
+        ),
     )
     return ours, official

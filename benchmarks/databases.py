@@ -34,6 +34,9 @@ from servers import (  # noqa: E402
 )
 
 DIALECTS = ("sqlite", "postgres", "mysql")
+# "sqlite-normal": SQLite again, the official saver set to lg_sqla's durability (see
+# contenders.py), so its write figures compare code rather than fsync.
+SETUPS = ("sqlite", "sqlite-normal", "postgres", "mysql")
 PG_TABLE_BYTES = (
     "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -43,7 +46,17 @@ MYSQL_TABLE_BYTES = (
     "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
     "WHERE table_schema = DATABASE()"
 )
-LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
+LABELS = {
+    "sqlite": "SQLite",
+    "sqlite-normal": "SQLite, both synchronous=NORMAL",
+    "postgres": "PostgreSQL",
+    "mysql": "MariaDB",
+}
+
+
+def base(setup: str) -> str:
+    """The database of a setup: "sqlite-normal" is SQLite."""
+    return "sqlite" if setup.startswith("sqlite") else setup
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,7 @@ class Servers:
     @contextlib.contextmanager
     def fresh(self, dialect: str) -> Iterator[Database]:
         name = f"bench_{self._run}_{next(self._names)}"
+        dialect = base(dialect)
         if dialect == "sqlite":
             path = self.tmp / f"{name}.sqlite"
             try:

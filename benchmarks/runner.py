@@ -25,7 +25,7 @@ from typing import Any
 
 from . import api_level, graph_level
 from .contenders import Contender, contenders
-from .databases import ROOT, Servers, servers
+from .databases import ROOT, Servers, base, servers
 from .workload import Recording, Shape, record
 
 LEVELS = ("graph", "api")
@@ -110,7 +110,7 @@ def machine(srv: Servers, dialects: list[str]) -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "packages": versions,
-        "servers": {d: srv.server_version(d) for d in dialects},
+        "servers": {d: srv.server_version(d) for d in dict.fromkeys(map(base, dialects))},
         "loadavg_start": os.getloadavg(),
     }
 

@@ -45,14 +45,17 @@ def dialect(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_quick_report_runs_both_savers_sync_and_async(dialect: str, tmp_path: Path) -> None:
-    code = main(["report", "--quick", "--dialects", dialect, "--docs", str(tmp_path)])
+    # On SQLite, also the setup with the official saver at lg_sqla's synchronous=NORMAL.
+    setups = ["sqlite", "sqlite-normal"] if dialect == "sqlite" else [dialect]
+    code = main(["report", "--quick", "--dialects", ",".join(setups), "--docs", str(tmp_path)])
 
     results = json.loads((tmp_path / "img" / "bench-results.json").read_text(encoding="utf-8"))
     assert [r["error"] for r in results["runs"] if "error" in r] == []
     assert code == 0
-    measured = {(r["level"], r["mode"], r["saver"]) for r in results["runs"]}
+    measured = {(r["dialect"], r["level"], r["mode"], r["saver"]) for r in results["runs"]}
     assert measured == {
-        (level, mode, saver)
+        (setup, level, mode, saver)
+        for setup in setups
         for level in ("graph", "api")
         for mode in ("sync", "async")
         for saver in (OURS[mode], OFFICIAL[dialect][mode])

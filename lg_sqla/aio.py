@@ -17,13 +17,14 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lg_sqla import maintenance, migrate, operations, rotation
+from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.plans import Plan, T, adrive
+from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
 
 
@@ -98,7 +99,23 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     # --- plumbing ------------------------------------------------------------
 
-    async def _run(self, plan: Plan[T]) -> T:
+    async def _run(self, source: PlanSource[T]) -> T:
+        """Run a plan; given a plan factory, run it again from scratch when the database
+        rolled the attempt back (see ``SQLAlchemySaver._run`` and ``lg_sqla.retry``)."""
+        if not callable(source):
+            return await self._attempt(source)
+        attempts = 0
+        while True:
+            try:
+                return await self._attempt(source())
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    async def _attempt(self, plan: Plan[T]) -> T:
         # One transaction per call (plans may COMMIT between threads); an error
         # rolls back whatever the current transaction wrote.
         async with self.engine.connect() as connection:
@@ -114,7 +131,11 @@ class AsyncSQLAlchemySaver(SaverBase):
                 await connection.run_sync(migrate.check_schema)
                 self._schema_checked = True
             result = await adrive(connection, plan, first)
-            await connection.commit()
+            try:
+                await connection.commit()
+            except DBAPIError as error:
+                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+                raise
             return result
 
     async def setup(self) -> None:
@@ -136,7 +157,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple (one statement): ``checkpoint_id``'s, else the latest."""
-        return await self._run(operations.get_tuple(self._ctx, config))
+        return await self._run(lambda: operations.get_tuple(self._ctx, config))
 
     async def alist(
         self,
@@ -151,7 +172,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
         )
         while (query := pages.next_query()) is not None:
-            page = await self._run(operations.load_page(self._ctx, query))
+            page = await self._run(lambda: operations.load_page(self._ctx, query))
             pages.advance(page)
             for item in page:
                 yield item
@@ -165,7 +186,7 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
         return await self._run(
-            operations.put(self._ctx, config, checkpoint, metadata, new_versions)
+            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions)
         )
 
     async def aput_writes(
@@ -176,11 +197,13 @@ class AsyncSQLAlchemySaver(SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes against the checkpoint in ``config``."""
-        await self._run(operations.put_writes(self._ctx, config, writes, task_id, task_path))
+        await self._run(
+            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path)
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        await self._run(operations.delete_thread(self._ctx, thread_id))
+        await self._run(lambda: operations.delete_thread(self._ctx, thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -188,21 +211,23 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in two statements; see the sync saver."""
         if not channels:
             return {}
-        return await self._run(operations.delta_history(self._ctx, config, channels))
+        return await self._run(lambda: operations.delta_history(self._ctx, config, channels))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete checkpoints of these runs, their writes and orphan blobs; see the sync saver."""
-        await self._run(maintenance.delete_for_runs(self._ctx, list(run_ids)))
+        await self._run(lambda: maintenance.delete_for_runs(self._ctx, list(run_ids)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread; see ``SQLAlchemySaver.copy_thread``."""
-        await self._run(maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
+        await self._run(
+            lambda: maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id)
+        )
 
     async def aprune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
     ) -> None:
         """Prune threads (DeltaChannel safe); see ``SQLAlchemySaver.prune``."""
-        await self._run(maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+        await self._run(lambda: maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
 
     async def asweep(
         self,
@@ -215,7 +240,9 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> SweepReport:
         """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
         return await self._run(
-            maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+            lambda: maintenance.sweep(
+                self._ctx, older_than, strategy, keep_last, batch_size, progress
+            )
         )
 
     async def areencrypt(
@@ -227,7 +254,9 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> RotationReport:
         """Rewrite stored values into the current serializer form; see the sync saver."""
         return await self._run(
-            rotation.reencrypt(self._ctx, batch_size=batch_size, source=source, progress=progress)
+            lambda: rotation.reencrypt(
+                self._ctx, batch_size=batch_size, source=source, progress=progress
+            )
         )
 
     # --- sync methods: run on the saver's loop from another thread ------------------

@@ -10,17 +10,19 @@ exists once.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 
 from lg_sqla.codec import Record
 from lg_sqla.dialects import DialectOps
+from lg_sqla.retry import mark_after_commit
 
 T = TypeVar("T")
 Rows = Sequence[Row[Any]]
@@ -58,6 +60,9 @@ class Outcome:
 
 
 Plan = Generator[Step, Outcome, T]
+# What the shells run: a plan, run once, or a factory of fresh plans, which they may
+# call again when the database rolled an attempt back (see lg_sqla.retry).
+PlanSource = Plan[T] | Callable[[], Plan[T]]
 
 
 @dataclass(frozen=True)
@@ -72,10 +77,12 @@ class Context:
 def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
     """Run a plan's statements on ``connection``, feeding each one's rows back."""
     step = first
+    committed = False
     try:
         while True:
             if step.statement is None:
                 connection.commit()
+                committed = True
                 step = plan.send(Outcome((), 0))
                 continue
             result = connection.execute(step.statement, step.params)
@@ -83,15 +90,21 @@ def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+    except DBAPIError as error:
+        if committed:  # part of the plan is stored: running it again is not a retry
+            mark_after_commit(error)
+        raise
 
 
 async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
     """Async twin of :func:`drive`: the plan is the same, only the await differs."""
     step = first
+    committed = False
     try:
         while True:
             if step.statement is None:
                 await connection.commit()
+                committed = True
                 step = plan.send(Outcome((), 0))
                 continue
             result = await connection.execute(step.statement, step.params)
@@ -99,6 +112,10 @@ async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+    except DBAPIError as error:
+        if committed:  # part of the plan is stored: running it again is not a retry
+            mark_after_commit(error)
+        raise
 
 
 def in_one_transaction(plan: Plan[T]) -> Plan[T]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,12 +20,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
-from lg_sqla import maintenance, migrate, operations, rotation
+from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.plans import Plan, T, drive
+from lg_sqla.plans import Plan, PlanSource, T, drive
 from lg_sqla.rotation import RotationReport
 
 
@@ -98,7 +100,24 @@ class SQLAlchemySaver(SaverBase):
 
     # --- plumbing ------------------------------------------------------------
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, source: PlanSource[T]) -> T:
+        """Run a plan; given a plan factory, run it again from scratch when the database
+        rolled the attempt back (deadlock, serialization failure, dead pooled
+        connection; see ``lg_sqla.retry``)."""
+        if not callable(source):
+            return self._attempt(source)
+        attempts = 0
+        while True:
+            try:
+                return self._attempt(source())
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    def _attempt(self, plan: Plan[T]) -> T:
         # One transaction per call (plans may COMMIT between threads); an error
         # rolls back whatever the current transaction wrote.
         with self.engine.connect() as connection:
@@ -114,7 +133,11 @@ class SQLAlchemySaver(SaverBase):
                 migrate.check_schema(connection)
                 self._schema_checked = True
             result = drive(connection, plan, first)
-            connection.commit()
+            try:
+                connection.commit()
+            except DBAPIError as error:
+                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+                raise
             return result
 
     def setup(self) -> None:
@@ -155,7 +178,7 @@ class SQLAlchemySaver(SaverBase):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "user-42", "checkpoint_ns": ""}})
         """
-        return self._run(operations.get_tuple(self._ctx, config))
+        return self._run(lambda: operations.get_tuple(self._ctx, config))
 
     def list(
         self,
@@ -179,7 +202,7 @@ class SQLAlchemySaver(SaverBase):
             config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
         )
         while (query := pages.next_query()) is not None:
-            page = self._run(operations.load_page(self._ctx, query))
+            page = self._run(lambda: operations.load_page(self._ctx, query))
             pages.advance(page)
             yield from page
 
@@ -210,7 +233,9 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: a key is too long or holds a NUL, or metadata is not
                 JSON; nothing is written. A serializer error also writes nothing.
         """
-        return self._run(operations.put(self._ctx, config, checkpoint, metadata, new_versions))
+        return self._run(
+            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions)
+        )
 
     def put_writes(
         self,
@@ -234,7 +259,7 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
-        self._run(operations.put_writes(self._ctx, config, writes, task_id, task_path))
+        self._run(lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -242,7 +267,7 @@ class SQLAlchemySaver(SaverBase):
         Args:
             thread_id: The thread to delete; unknown threads are a no-op.
         """
-        self._run(operations.delete_thread(self._ctx, thread_id))
+        self._run(lambda: operations.delete_thread(self._ctx, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -256,7 +281,7 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
-        return self._run(operations.delta_history(self._ctx, config, channels))
+        return self._run(lambda: operations.delta_history(self._ctx, config, channels))
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
 
@@ -267,7 +292,7 @@ class SQLAlchemySaver(SaverBase):
         Beware with DeltaChannel threads: deleting a run whose writes later
         checkpoints replay breaks their reconstruction (see ``prune``).
         """
-        self._run(maintenance.delete_for_runs(self._ctx, list(run_ids)))
+        self._run(lambda: maintenance.delete_for_runs(self._ctx, list(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history (every namespace, same checkpoint ids,
@@ -276,7 +301,7 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: the target already has checkpoints, or the source has none.
         """
-        self._run(maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
+        self._run(lambda: maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
 
     def prune(
         self,
@@ -298,7 +323,7 @@ class SQLAlchemySaver(SaverBase):
 
         Blobs no remaining checkpoint references are deleted.
         """
-        self._run(maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+        self._run(lambda: maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
 
     def sweep(
         self,
@@ -321,7 +346,9 @@ class SQLAlchemySaver(SaverBase):
             What was removed: threads, checkpoints, writes, blobs, batches.
         """
         return self._run(
-            maintenance.sweep(self._ctx, older_than, strategy, keep_last, batch_size, progress)
+            lambda: maintenance.sweep(
+                self._ctx, older_than, strategy, keep_last, batch_size, progress
+            )
         )
 
     def reencrypt(
@@ -345,7 +372,9 @@ class SQLAlchemySaver(SaverBase):
             progress: Called after every batch with the running report.
         """
         return self._run(
-            rotation.reencrypt(self._ctx, batch_size=batch_size, source=source, progress=progress)
+            lambda: rotation.reencrypt(
+                self._ctx, batch_size=batch_size, source=source, progress=progress
+            )
         )
 
     # --- async methods: the sync work runs in a worker thread ---------------------

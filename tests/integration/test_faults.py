@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 from backends import Backend, fresh_async_saver, fresh_saver
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
@@ -106,3 +107,102 @@ async def test_maintenance_beside_a_live_writer_async(migrated: Backend) -> None
         assert rounds > 1
         tuples = [t async for t in writer_saver.alist(config(thread_id))]
         _assert_consistent(tuples, last)
+
+
+# --- dead pooled connections ----------------------------------------------------------
+# What a server restart does to a pool, done the cheap way: the server ends every
+# session of the database (PostgreSQL pg_terminate_backend -> AdminShutdown, MariaDB
+# KILL -> 2013 Lost connection), exactly the errors a restart gives the next query.
+# SQLite has no server and no connection to lose: these tests do not run there.
+
+POOL = 4
+SERVERS = pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)
+
+
+def _kill_sessions(backend: Backend) -> int:
+    """End every session of the backend's database from an admin engine; how many."""
+    engine = backend.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            if backend.name == "postgres":
+                return len(
+                    conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    ).all()
+                )
+            ids = conn.execute(
+                sa.text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+                )
+            ).scalars()
+            killed = 0
+            for session in ids:
+                conn.exec_driver_sql(f"KILL {int(session)}")
+                killed += 1
+            return killed
+    finally:
+        engine.dispose()
+
+
+def _count_disconnects(engine: sa.Engine) -> list[int]:
+    seen: list[int] = []
+
+    def handle_error(context: sa.engine.ExceptionContext) -> None:
+        if context.is_disconnect:
+            seen.append(1)
+
+    sa.event.listen(engine, "handle_error", handle_error)
+    return seen
+
+
+@SERVERS
+def test_calls_survive_dead_pooled_connections_sync(backend: Backend) -> None:
+    engine = backend.engine(pool_size=POOL)
+    try:
+        saver = SQLAlchemySaver(engine)
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+        # Fill the pool: POOL connections checked out at once, then returned.
+        connections = [engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            connection.close()
+        assert engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
+        assert _kill_sessions(backend) >= POOL
+        disconnects = _count_disconnects(engine)
+        for i in range(2 * POOL):
+            assert saver.get_tuple(stored) is not None
+            stored = saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
+        assert disconnects, "no call met a dead connection: the test proved nothing"
+        assert saver.get_tuple(config(thread_id)).checkpoint["channel_values"] == {  # type: ignore[union-attr]
+            "a": 2 * POOL - 1
+        }
+    finally:
+        engine.dispose()
+
+
+@SERVERS
+async def test_calls_survive_dead_pooled_connections_async(backend: Backend) -> None:
+    engine = backend.async_engine(pool_size=POOL)
+    try:
+        saver = AsyncSQLAlchemySaver(engine)
+        thread_id = new_thread()
+        stored = await saver.aput(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+        connections = [await engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            await connection.close()
+        assert engine.sync_engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
+        assert _kill_sessions(backend) >= POOL
+        disconnects = _count_disconnects(engine.sync_engine)
+        for i in range(2 * POOL):
+            assert await saver.aget_tuple(stored) is not None
+            stored = await saver.aput(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
+        assert disconnects, "no call met a dead connection: the test proved nothing"
+        latest = await saver.aget_tuple(config(thread_id))
+        assert latest is not None
+        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+    finally:
+        await engine.dispose()

@@ -17,15 +17,18 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
-from lg_sqla.engines import configure_engine, engine_options
+from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
+from lg_sqla.saver import attempt_plan
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -68,6 +71,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         self._init_common(engine.dialect, serde, list_page_size, check_schema)
         self.schema = schema
         self.engine = in_schema(engine, schema)
+        # A sync engine on the same SQLite file, owned by from_conn_string (see _attempt).
+        self._threaded: Engine | None = None
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -89,25 +94,37 @@ class AsyncSQLAlchemySaver(SaverBase):
         Args:
             url: e.g. ``sqlite+aiosqlite:///checkpoints.sqlite``,
                 ``postgresql+psycopg://user:pw@host/db``, ``mysql+asyncmy://user:pw@host/db``.
-            **engine_kwargs: Passed to ``create_async_engine``.
+            **engine_kwargs: Passed to ``create_async_engine`` (and, for a SQLite
+                file, to the ``create_engine`` of the pysqlite engine the saver
+                runs its checkpointer calls on, one worker thread per call).
         """
         engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
+        threaded = None
         try:
-            yield cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
+            saver = cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
+            sync_url = threaded_sqlite_url(url)
+            if sync_url is not None:
+                threaded = configure_engine(
+                    create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
+                )
+                saver._threaded = in_schema(threaded, schema)
+            yield saver
         finally:
+            if threaded is not None:
+                threaded.dispose()
             await engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
 
-    async def _run(self, source: PlanSource[T]) -> T:
+    async def _run(self, source: PlanSource[T], *, hot: bool = False) -> T:
         """Run a plan; given a plan factory, run it again from scratch when the database
         rolled the attempt back (see ``SQLAlchemySaver._run`` and ``lg_sqla.retry``)."""
         if not callable(source):
-            return await self._attempt(source)
+            return await self._attempt(source, hot)
         attempts = 0
         while True:
             try:
-                return await self._attempt(source())
+                return await self._attempt(source(), hot)
             except DBAPIError as error:
                 attempts += 1
                 delay = retry.retry_delay(error, attempts)
@@ -115,7 +132,16 @@ class AsyncSQLAlchemySaver(SaverBase):
                     raise
                 await asyncio.sleep(delay)
 
-    async def _attempt(self, plan: Plan[T]) -> T:
+    async def _attempt(self, plan: Plan[T], hot: bool = False) -> T:
+        if hot and self._threaded is not None:
+            # A checkpointer call (get/list/put/put_writes/delete/history) on a
+            # SQLite file opened by from_conn_string runs whole on a pysqlite
+            # connection in one worker thread: one thread hop per call instead of
+            # aiosqlite's one per DBAPI call (cursor, execute, fetchall, close,
+            # commit: 5 for a get_tuple, 7 for a put). Same file, WAL and
+            # busy_timeout, same plans. Maintenance calls (whose progress
+            # callbacks run on the loop) and engines passed in stay on aiosqlite.
+            return await asyncio.to_thread(attempt_plan, self, self._threaded, plan)
         # One transaction per call (plans may COMMIT between threads); an error
         # rolls back whatever the current transaction wrote.
         async with self.engine.connect() as connection:
@@ -157,7 +183,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple (one statement): ``checkpoint_id``'s, else the latest."""
-        return await self._run(lambda: operations.get_tuple(self._ctx, config))
+        return await self._run(lambda: operations.get_tuple(self._ctx, config), hot=True)
 
     async def alist(
         self,
@@ -172,7 +198,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
         )
         while (query := pages.next_query()) is not None:
-            page = await self._run(lambda: operations.load_page(self._ctx, query))
+            page = await self._run(lambda: operations.load_page(self._ctx, query), hot=True)
             pages.advance(page)
             for item in page:
                 yield item
@@ -186,7 +212,7 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
         return await self._run(
-            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions)
+            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions), hot=True
         )
 
     async def aput_writes(
@@ -198,12 +224,12 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> None:
         """Store a task's pending writes against the checkpoint in ``config``."""
         await self._run(
-            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path)
+            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path), hot=True
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        await self._run(lambda: operations.delete_thread(self._ctx, thread_id))
+        await self._run(lambda: operations.delete_thread(self._ctx, thread_id), hot=True)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -211,7 +237,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in two statements; see the sync saver."""
         if not channels:
             return {}
-        return await self._run(lambda: operations.delta_history(self._ctx, config, channels))
+        return await self._run(
+            lambda: operations.delta_history(self._ctx, config, channels), hot=True
+        )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete checkpoints of these runs, their writes and orphan blobs; see the sync saver."""

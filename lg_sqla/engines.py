@@ -50,6 +50,23 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def threaded_sqlite_url(url: str) -> str | None:
+    """The ``sqlite+pysqlite`` URL of the same file as an ``sqlite+aiosqlite`` URL, else None.
+
+    aiosqlite runs each DBAPI call (cursor, execute, fetchall, close, commit) as
+    a hop to its own thread and back: five hops for a ``get_tuple``. The async
+    saver instead runs a whole call on a sync pysqlite connection in one worker
+    thread (see ``AsyncSQLAlchemySaver.from_conn_string``). In-memory databases
+    keep aiosqlite: another connection would open another, empty database.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.get_driver_name() != "aiosqlite":
+        return None
+    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+        return None
+    return parsed.set(drivername="sqlite+pysqlite").render_as_string(hide_password=False)
+
+
 def configure_engine(engine: E) -> E:
     """Apply lg_sqla's per-dialect connection settings to an engine it owns."""
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine

@@ -30,6 +30,31 @@ from lg_sqla.plans import Plan, PlanSource, T, drive
 from lg_sqla.rotation import RotationReport
 
 
+def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
+    """One attempt at a plan, on a connection of ``engine`` (sync; any thread)."""
+    # One transaction per call (plans may COMMIT between threads); an error
+    # rolls back whatever the current transaction wrote.
+    with engine.connect() as connection:
+        # Plans build their statements only now: some depend on what the
+        # first connection taught the dialect (e.g. MariaDB or MySQL).
+        try:
+            first = next(plan)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        if first.whole_plan and saver.ops.autocommit_single_statements:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+        if not saver._schema_checked:
+            migrate.check_schema(connection)
+            saver._schema_checked = True
+        result = drive(connection, plan, first)
+        try:
+            connection.commit()
+        except DBAPIError as error:
+            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+            raise
+        return result
+
+
 class SQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 
@@ -118,27 +143,7 @@ class SQLAlchemySaver(SaverBase):
                 time.sleep(delay)
 
     def _attempt(self, plan: Plan[T]) -> T:
-        # One transaction per call (plans may COMMIT between threads); an error
-        # rolls back whatever the current transaction wrote.
-        with self.engine.connect() as connection:
-            # Plans build their statements only now: some depend on what the
-            # first connection taught the dialect (e.g. MariaDB or MySQL).
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if first.whole_plan and self.ops.autocommit_single_statements:
-                connection.execution_options(isolation_level="AUTOCOMMIT")
-            if not self._schema_checked:
-                migrate.check_schema(connection)
-                self._schema_checked = True
-            result = drive(connection, plan, first)
-            try:
-                connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-                raise
-            return result
+        return attempt_plan(self, self.engine, plan)
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).

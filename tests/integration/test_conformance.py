@@ -51,9 +51,23 @@ def _assert_report(report: object) -> None:
         )
 
 
-@pytest.mark.parametrize("mode", ["async", "sync"])
+# "-url": the savers opened by from_conn_string, on engines lg_sqla configures itself
+# (no rollback-on-return; an async SQLite file runs calls on pysqlite in a worker thread).
+@pytest.mark.parametrize("mode", ["async", "sync", "async-url", "sync-url"])
 async def test_conformance(backend: Backend, mode: str) -> None:
-    if mode == "async":
+    if mode == "async-url":
+
+        async def factory() -> AsyncIterator[AsyncSQLAlchemySaver]:
+            async with AsyncSQLAlchemySaver.from_conn_string(backend.async_url) as saver:
+                yield saver
+
+    elif mode == "sync-url":
+
+        async def factory() -> AsyncIterator[SQLAlchemySaver]:  # type: ignore[misc]
+            with SQLAlchemySaver.from_conn_string(backend.sync_url) as saver:
+                yield saver
+
+    elif mode == "async":
 
         async def factory() -> AsyncIterator[AsyncSQLAlchemySaver]:
             engine = backend.async_engine()

@@ -12,6 +12,7 @@ test uses its own thread id, since a dialect's database is shared by the session
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import subprocess
@@ -35,6 +36,7 @@ from graph_helpers import (
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Send, StateSnapshot
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -541,3 +543,32 @@ async def test_durability_modes_persist_the_final_state_async(
     assert state.values == result == {"trail": ["start", "a", "b", "c"]}
     assert state.next == ()
     assert len(history) == CHECKPOINTS_BY_DURABILITY[durability]
+
+
+async def test_chat_on_a_saver_from_conn_string_async(backend: Backend) -> None:
+    """The saver users open by URL (on SQLite: calls on pysqlite in worker threads):
+    concurrent conversations, each one's history intact, readable by another saver."""
+    turns = ["hi, I am Ada", "what is my name?", "and again?"]
+    configs = [new_thread() for _ in range(4)]
+
+    async def converse(graph: Any, config: RunnableConfig) -> None:
+        for text in turns:
+            await graph.ainvoke({"messages": [HumanMessage(text)]}, config)
+
+    reference = build_chat_graph().compile(checkpointer=InMemorySaver())
+    await converse(reference, configs[0])
+    steps = [s.metadata for s in reference.get_state_history(configs[0])]
+
+    async with AsyncSQLAlchemySaver.from_conn_string(backend.async_url) as saver:
+        graph = build_chat_graph().compile(checkpointer=saver)
+        await asyncio.gather(*(converse(graph, config) for config in configs))
+        for config in configs:
+            state = await graph.aget_state(config)
+            assert summarize(state.values["messages"]) == expected_chat(*turns)
+            history = [s async for s in graph.aget_state_history(config)]
+            assert [s.metadata for s in history] == steps
+    async with fresh_async_saver(backend) as other:
+        graph = build_chat_graph().compile(checkpointer=other)
+        for config in configs:
+            state = await graph.aget_state(config)
+            assert summarize(state.values["messages"]) == expected_chat(*turns)

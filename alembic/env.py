@@ -24,7 +24,7 @@ from sqlalchemy.schema import CreateSchema
 
 from alembic import context
 from lg_sqla.dialects import ops_for
-from lg_sqla.migrate import VERSION_TABLE, schema_of
+from lg_sqla.migrate import VERSION_TABLE, ensure_alembic_impl, schema_of
 from lg_sqla.models import metadata
 
 config = context.config
@@ -58,6 +58,7 @@ def _migrate(connection: Connection) -> None:
     if schema is not None:
         # Our revisions name no schema: the translate map puts every table in this one.
         connection.execution_options(schema_translate_map={None: schema})
+    ensure_alembic_impl(connection.dialect)
     context.configure(
         connection=connection,
         target_metadata=metadata,
@@ -76,8 +77,10 @@ def _migrate(connection: Connection) -> None:
 
 
 def run_offline() -> None:
+    url = make_url(_url())
+    ensure_alembic_impl(url.get_dialect()())
     context.configure(
-        url=_url(),
+        url=url,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
         literal_binds=True,

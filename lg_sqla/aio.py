@@ -195,12 +195,16 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
         pages = operations.list_pages(
-            config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
+            config,
+            filter=filter,
+            before=before,
+            limit=limit,
+            page_size=self.list_page_size,
+            filter_in_sql=self.ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
             page = await self._run(lambda: operations.load_page(self._ctx, query), hot=True)
-            pages.advance(page)
-            for item in page:
+            for item in pages.advance(page):
                 yield item
 
     async def aput(

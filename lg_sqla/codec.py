@@ -207,6 +207,28 @@ def json_object(value: Any) -> dict[str, Any]:
     return cast(dict[str, Any], value)
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON values as JSON sees them: ``true`` is not ``1``, object
+    key order does not matter, ``1`` equals ``1.0`` (as PostgreSQL's jsonb does)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """``list``'s metadata filter in Python: every key equal (None also matches a missing key)."""
+    return all(
+        json_equal(metadata.get(key), value) if key in metadata else value is None
+        for key, value in wanted.items()
+    )
+
+
 def build_tuple(
     serde: SerializerProtocol,
     row: Record,

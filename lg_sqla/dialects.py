@@ -112,6 +112,9 @@ class DialectOps:
     joins_channel_versions = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
+    # False: `list(filter=...)` filters metadata in Python, page by page
+    # (see operations.Pages), where the dialect has no JSON functions we know.
+    filters_metadata_in_sql = True
     # True: a put (blobs + checkpoint) can be one statement (see one_statement).
     writes_in_one_statement = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
@@ -691,6 +694,7 @@ class GenericOps(DialectOps):
     """Any other SQLAlchemy dialect: portable SQL, a few more round trips."""
 
     native_upsert = False
+    filters_metadata_in_sql = False
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         # Callers filter out existing keys first (see operations._insert_ignore).

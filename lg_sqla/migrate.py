@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from alembic.config import Config
+from alembic.ddl.impl import DefaultImpl
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 
 from alembic import command
 from lg_sqla.errors import SchemaError
@@ -102,7 +103,23 @@ def schema_of(connection: Connection) -> str | None:
     return str(schema) if schema is not None else None
 
 
+def ensure_alembic_impl(dialect: Dialect) -> None:
+    """Let Alembic migrate a dialect it ships no implementation for.
+
+    Alembic looks its DDL implementation up by dialect name and fails with
+    ``KeyError: '<name>'`` for any other (DuckDB, ...). Our revisions use only
+    portable DDL (create/drop table and index), so the generic implementation
+    serves; registering is what Alembic documents for third-party dialects:
+    a ``DefaultImpl`` subclass naming the dialect in ``__dialect__``.
+    """
+    try:
+        DefaultImpl.get_by_dialect(dialect)
+    except KeyError:
+        type(f"GenericImpl_{dialect.name}", (DefaultImpl,), {"__dialect__": dialect.name})
+
+
 def current_revision(connection: Connection) -> str | None:
+    ensure_alembic_impl(connection.dialect)
     context = MigrationContext.configure(
         connection,
         opts={"version_table": VERSION_TABLE, "version_table_schema": schema_of(connection)},

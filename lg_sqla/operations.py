@@ -400,30 +400,43 @@ class Pages:
 
     Each page is loaded in its own short transaction by the shell, so no
     connection is held while the caller consumes the iterator.
+
+    Where the dialect cannot filter metadata in SQL (``DialectOps.filters_metadata_in_sql``
+    is False), ``metadata_filter`` is applied to each loaded page instead: full pages
+    are read until ``limit`` matches are found or the checkpoints run out, so a
+    selective filter reads the whole listed range.
     """
 
     query: PageQuery
     remaining: int | None
     page_size: int
     done: bool = False
+    metadata_filter: Mapping[str, Any] | None = None
 
     def next_query(self) -> PageQuery | None:
         if self.done or (self.remaining is not None and self.remaining <= 0):
             return None
-        size = self.page_size if self.remaining is None else min(self.remaining, self.page_size)
-        return replace(self.query, limit=size)
+        if self.remaining is None or self.metadata_filter:
+            return replace(self.query, limit=self.page_size)
+        return replace(self.query, limit=min(self.remaining, self.page_size))
 
-    def advance(self, page: Sequence[CheckpointTuple]) -> None:
-        """Record a loaded page: a short page is the last one."""
+    def advance(self, page: Sequence[CheckpointTuple]) -> list[CheckpointTuple]:
+        """Record a loaded page (a short page is the last one); returns what to yield."""
         requested = self.next_query()
+        kept = list(page)
+        if self.metadata_filter:
+            kept = [t for t in kept if codec.metadata_matches(t.metadata, self.metadata_filter)]
+        if self.remaining is not None:
+            kept = kept[: self.remaining]
         if requested is None or requested.limit is None or len(page) < requested.limit:
             self.done = True
-            return
+            return kept
         if self.remaining is not None:
-            self.remaining -= len(page)
+            self.remaining -= len(kept)
         last = page[-1].config["configurable"]
         cursor = (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))
         self.query = replace(self.query, after=cursor)
+        return kept
 
 
 def list_pages(
@@ -433,11 +446,15 @@ def list_pages(
     before: RunnableConfig | None,
     limit: int | None,
     page_size: int,
+    filter_in_sql: bool = True,
 ) -> Pages:
     """Validate ``list``'s arguments and plan its pages."""
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
-    return Pages(list_query(config, filter=filter, before=before), limit, page_size)
+    query = list_query(config, filter=filter, before=before)
+    if filter_in_sql or not query.filter:
+        return Pages(query, limit, page_size)
+    return Pages(replace(query, filter=None), limit, page_size, metadata_filter=query.filter)
 
 
 def delta_history(

@@ -204,12 +204,16 @@ class SQLAlchemySaver(SaverBase):
             limit: At most this many checkpoints.
         """
         pages = operations.list_pages(
-            config, filter=filter, before=before, limit=limit, page_size=self.list_page_size
+            config,
+            filter=filter,
+            before=before,
+            limit=limit,
+            page_size=self.list_page_size,
+            filter_in_sql=self.ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
             page = self._run(lambda: operations.load_page(self._ctx, query))
-            pages.advance(page)
-            yield from page
+            yield from pages.advance(page)
 
     def put(
         self,

@@ -23,14 +23,19 @@ DIALECTS = ("sqlite", "postgres", "mysql")
 # without `?charset=`: users do not read our docs before creating a database.
 # Only modules marked `any_charset` run on it (see conftest.py), to keep CI short.
 MYSQL_DEFAULT_CHARSET = "mysql-latin1"
-BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET)
+# A dialect lg_sqla has no special code for (DuckDB, embedded, through
+# duckdb-engine): it proves the portable path (GenericOps) and the generic
+# Alembic implementation. Only modules marked `any_dialect` run on it, and only
+# through the sync saver: DuckDB has no async SQLAlchemy driver.
+PORTABLE = "duckdb"
+BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET, PORTABLE)
 
 
 @dataclass(frozen=True)
 class Backend:
     """A migrated database reachable with a sync and an async driver."""
 
-    name: str  # the dialect: sqlite, postgres or mysql
+    name: str  # the dialect: sqlite, postgres, mysql or duckdb
     sync_url: str
     async_url: str
     variant: str = ""  # the BACKENDS entry it was made for, when not `name`
@@ -39,6 +44,7 @@ class Backend:
         return configure_engine(sa.create_engine(self.sync_url, **kwargs))  # type: ignore[arg-type]
 
     def async_engine(self, **kwargs: object) -> AsyncEngine:
+        assert self.async_url, f"{self.name} has no async driver"
         return configure_engine(create_async_engine(self.async_url, **kwargs))  # type: ignore[arg-type]
 
 
@@ -47,6 +53,10 @@ def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Ite
     if backend == "sqlite":
         path = tmp / f"lg_sqla_{uuid.uuid4().hex[:8]}.sqlite"
         yield Backend("sqlite", f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}")
+        return
+    if backend == PORTABLE:
+        path = tmp / f"lg_sqla_{uuid.uuid4().hex[:8]}.duckdb"
+        yield Backend("duckdb", f"duckdb:///{path}", "")
         return
     name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
     if backend == "postgres":

@@ -17,7 +17,8 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
-pytestmark = pytest.mark.any_charset
+# ... and on DuckDB, a dialect served by the portable path only.
+pytestmark = [pytest.mark.any_charset, pytest.mark.any_dialect]
 
 # Test counts per capability in langgraph-checkpoint-conformance 0.0.2: the base
 # contract (58 tests) and the extended surface (delete_for_runs, copy_thread, prune).

@@ -42,7 +42,7 @@ from langgraph.types import Command, Send, StateSnapshot
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
-pytestmark = pytest.mark.any_charset
+pytestmark = [pytest.mark.any_charset, pytest.mark.any_dialect]
 
 TASKS = "__pregel_tasks"  # LangGraph's channel for Send packets
 

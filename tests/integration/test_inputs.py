@@ -72,13 +72,18 @@ def test_failed_put_leaves_no_partial_checkpoint(saver: SQLAlchemySaver) -> None
     assert saver.get_tuple(config(thread_id)) is None
 
 
-def test_database_error_rolls_back_blobs(saver: SQLAlchemySaver) -> None:
-    """If the checkpoint row fails in the database, the blobs of the same put roll back."""
+def test_metadata_that_is_not_json_is_refused_and_nothing_written(saver: SQLAlchemySaver) -> None:
+    """NaN metadata is refused in Python, before any statement (a failure inside the
+    database is test_atomicity's subject)."""
     thread_id = new_thread()
     bad_metadata = {"step": 1, "nested": {"deep": float("nan")}}
     with pytest.raises(InvalidInputError, match=r"metadata\['nested'\]\['deep'\] is nan"):
         saver.put(config(thread_id), checkpoint({"v": [1]}), bad_metadata, {"v": 1})  # type: ignore[arg-type]
-    assert table_counts(saver.engine, thread_id)["checkpoint_blobs"] == 0
+    assert table_counts(saver.engine, thread_id) == {
+        "checkpoints": 0,
+        "checkpoint_writes": 0,
+        "checkpoint_blobs": 0,
+    }
 
 
 def test_large_value_round_trip(saver: SQLAlchemySaver) -> None:

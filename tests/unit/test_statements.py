@@ -72,7 +72,13 @@ def test_insert_ignore_never_uses_insert_ignore(name: str) -> None:
     sql = str(ops_for(dialect).insert_ignore(checkpoint_blobs).compile(dialect=dialect))
     assert "IGNORE" not in sql.upper().replace("ON CONFLICT DO NOTHING", "")
     upsert = str(ops_for(dialect).upsert(checkpoints, ["checkpoint"]).compile(dialect=dialect))
-    assert "checkpoint" in upsert
+    # On a key conflict the row's `checkpoint` column (and nothing else) takes the new value.
+    _, _, on_conflict = upsert.partition(") ON ")
+    assert on_conflict in {
+        "CONFLICT (thread_id, checkpoint_ns_hash, checkpoint_id) "
+        "DO UPDATE SET checkpoint = excluded.checkpoint",
+        "DUPLICATE KEY UPDATE checkpoint = VALUES(checkpoint)",
+    }, upsert
 
 
 def test_column_types_per_dialect() -> None:

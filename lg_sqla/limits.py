@@ -15,3 +15,6 @@ BLOB_TYPE_MAX = 64
 RUN_ID_MAX = 255
 # An MD5 hex digest of checkpoint_ns: fixed width however deep the subgraph nesting.
 NS_HASH_LEN = 32
+# A store item's indexed field path ("content", "sections[*].text.0"); LangGraph's
+# IndexConfig fields are short JSON paths.
+FIELD_PATH_MAX = 255

@@ -1,4 +1,6 @@
-"""ORM models of the three tables, importable by host applications.
+"""ORM models of lg_sqla's tables, importable by host applications.
+
+Checkpoints since revision 0001; the store and the node cache since 0002.
 
 Host apps that run their own Alembic env can include ``lg_sqla.models.metadata``
 in ``target_metadata`` (or exclude these tables with ``include_object``); the
@@ -14,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-from sqlalchemy import Index, Integer, MetaData, Table
+from sqlalchemy import Double, Index, Integer, MetaData, Table
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
@@ -118,9 +120,72 @@ class CheckpointBlobRow(Base):
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
 
 
+class StoreItemRow(Base):
+    """One item of the long-term memory store (``lg_sqla.store``).
+
+    ``prefix`` is the namespace joined by ``.`` (LangGraph forbids dots in
+    namespace labels), ``key`` the item's key; both are unbounded, so the key
+    of the row is their MD5 hex digests (as ``checkpoint_ns_hash``).
+    """
+
+    __tablename__ = "store_items"
+
+    prefix_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    prefix: Mapped[str] = mapped_column(long_text(), nullable=False)
+    key: Mapped[str] = mapped_column(long_text(), nullable=False)
+    value: Mapped[dict[str, Any]] = mapped_column(json_document(), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    updated_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # NULL: never expires. ttl_minutes is kept so a read can refresh expires_at.
+    expires_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
+    ttl_minutes: Mapped[float | None] = mapped_column(Double(), nullable=True)
+
+    __table_args__ = (
+        Index(None, "expires_at"),
+        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+    )
+
+
+class StoreVectorRow(Base):
+    """The embedding of one indexed field of a store item (float32 little-endian bytes)."""
+
+    __tablename__ = "store_vectors"
+
+    prefix_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    field: Mapped[str] = mapped_column(key_string(limits.FIELD_PATH_MAX), primary_key=True)
+    embedding: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+
+    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+
+
+class CacheEntryRow(Base):
+    """One entry of the node cache (``lg_sqla.cache``): a serialized value and its expiry."""
+
+    __tablename__ = "cache_entries"
+
+    namespace_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
+    namespace: Mapped[str] = mapped_column(long_text(), nullable=False)
+    key: Mapped[str] = mapped_column(long_text(), nullable=False)
+    type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
+    value: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
+
+    __table_args__ = (
+        Index(None, "expires_at"),
+        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+    )
+
+
 checkpoints = cast(Table, CheckpointRow.__table__)
 checkpoint_writes = cast(Table, CheckpointWriteRow.__table__)
 checkpoint_blobs = cast(Table, CheckpointBlobRow.__table__)
+store_items = cast(Table, StoreItemRow.__table__)
+store_vectors = cast(Table, StoreVectorRow.__table__)
+cache_entries = cast(Table, CacheEntryRow.__table__)
 
 # Every table lg_sqla owns, its Alembic version table included.
 LG_SQLA_TABLES = frozenset({*metadata.tables, VERSION_TABLE})
@@ -137,12 +202,18 @@ __all__ = [
     "LG_SQLA_TABLES",
     "NAMING_CONVENTION",
     "Base",
+    "CacheEntryRow",
     "CheckpointBlobRow",
     "CheckpointRow",
     "CheckpointWriteRow",
+    "StoreItemRow",
+    "StoreVectorRow",
+    "cache_entries",
     "checkpoint_blobs",
     "checkpoint_writes",
     "checkpoints",
     "exclude_lg_sqla_tables",
     "metadata",
+    "store_items",
+    "store_vectors",
 ]

@@ -23,7 +23,16 @@ from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
 from lg_sqla.models import metadata
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = {"checkpoints", "checkpoint_writes", "checkpoint_blobs", migrate.VERSION_TABLE}
+TABLES = {
+    "checkpoints",
+    "checkpoint_writes",
+    "checkpoint_blobs",
+    "store_items",
+    "store_vectors",
+    "cache_entries",
+    migrate.VERSION_TABLE,
+}
+STORE_TABLES = {"store_items", "store_vectors", "cache_entries"}
 
 
 def _tables(engine: sa.Engine) -> set[str]:
@@ -51,6 +60,32 @@ def test_upgrade_downgrade_upgrade(fresh_database: Backend) -> None:
         saver = SQLAlchemySaver(engine)
         stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
         assert saver.get_tuple(stored) is not None
+    finally:
+        engine.dispose()
+
+
+def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
+    fresh_database: Backend,
+) -> None:
+    """A database made by lg_sqla before the store existed gains the store and cache
+    tables on upgrade; its checkpoints stay readable. Downgrading to 0001 drops only
+    the new tables."""
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine, "0001_initial")
+        assert _tables(engine) & STORE_TABLES == set()
+        old = SQLAlchemySaver(engine, check_schema=False)
+        stored = old.put(config(new_thread()), checkpoint({"a": 1}), {"step": 1}, {"a": 1})
+        with pytest.raises(SchemaError, match="behind"):
+            SQLAlchemySaver(engine).get_tuple(stored)
+        migrate.upgrade(engine)
+        assert _tables(engine) >= TABLES
+        kept = SQLAlchemySaver(engine).get_tuple(stored)
+        assert kept is not None and kept.metadata["step"] == 1
+        with engine.connect() as conn:
+            migrate.downgrade_connection(conn, "0001_initial")
+        assert _tables(engine) & STORE_TABLES == set()
+        assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
     finally:
         engine.dispose()
 

@@ -48,6 +48,10 @@ def test_every_key_fits_innodb() -> None:
     # Figures documented in docs/schema.md; the blobs key is the widest.
     assert widths["checkpoint_writes primary key"] == (255 + 32 + 64 + 255) * 4 + 4
     assert widths["checkpoint_blobs primary key"] == (255 + 32 + 255 + 128) * 4
+    # Store and cache tables key on MD5 digests of unbounded namespaces and keys.
+    assert widths["store_items primary key"] == (32 + 32) * 4
+    assert widths["store_vectors primary key"] == (32 + 32 + 255) * 4
+    assert widths["cache_entries primary key"] == (32 + 32) * 4
     assert max(widths.values()) == widths["checkpoint_blobs primary key"]
 
 

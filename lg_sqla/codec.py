@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -26,7 +27,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
-    get_checkpoint_id,
     get_serializable_checkpoint_metadata,
     writes_sort_key,
 )
@@ -47,13 +47,39 @@ def ns_hash(checkpoint_ns: str) -> str:
     return hashlib.md5(checkpoint_ns.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+# MariaDB refuses JSON with more than 31 nested objects/arrays (its depth limit, 32,
+# counts the innermost value too; measured on 10.11 with JSON_VALID). Metadata is
+# refused past that on every dialect, so a graph behaves the same wherever it runs
+# (the metadata dict itself is level 1).
+JSON_MAX_DEPTH = 31
+# SQLite's JSON and MariaDB's compare integers as 64-bit; larger ones would be stored
+# or matched as lossy floats, so they are refused everywhere.
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_text(field: str, value: object) -> str:
+    """``value`` if it is a str every database stores as given, else raise naming ``field``.
+
+    Refused: non-str, NUL (PostgreSQL text cannot hold U+0000), and lone surrogates
+    such as ``"\\ud800"`` (not Unicode text: no database encoding can store them).
+    """
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}: {value!r}")
+    if "\x00" in value:
+        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"{field} contains a lone surrogate (not valid Unicode text): {value!r}"
+            ) from None
+    return value
+
+
 def check_length(field: str, value: str, maximum: int) -> str:
     """Return ``value`` or raise naming the field: long keys are refused, never truncated."""
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}")
-    if "\x00" in value:
-        # PostgreSQL text cannot hold U+0000; refuse it everywhere, by name.
-        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
+    check_text(field, value)
     if len(value) > maximum:
         raise InvalidInputError(
             f"{field} is {len(value)} characters long; lg_sqla stores at most {maximum} "
@@ -62,16 +88,43 @@ def check_length(field: str, value: str, maximum: int) -> str:
     return value
 
 
+def thread_id_str(thread_id: object, field: str = "thread_id") -> str:
+    """A thread id as stored: a str, or an int / UUID as its ``str()`` (LangGraph and
+    the official savers accept ``{"thread_id": 1}``). ``None`` and other types are
+    refused: stored as text they would merge distinct callers into one thread ("None")."""
+    if isinstance(thread_id, (int, uuid.UUID)) and not isinstance(thread_id, bool):
+        thread_id = str(thread_id)
+    elif not isinstance(thread_id, str):
+        raise InvalidInputError(
+            f"{field} must be a str (or an int or UUID), got {type(thread_id).__name__}: "
+            f"{thread_id!r}"
+        )
+    return check_length(field, thread_id, limits.THREAD_ID_MAX)
+
+
 def thread_id_of(config: RunnableConfig) -> str:
     configurable = config.get("configurable") or {}
-    if "thread_id" not in configurable:
+    if configurable.get("thread_id") is None:
         raise InvalidInputError(
             'config["configurable"]["thread_id"] is required: '
             'invoke the graph with {"configurable": {"thread_id": ...}}'
         )
-    thread_id = configurable["thread_id"]
-    # LangGraph allows non-str ids such as ints or UUIDs; they are stored as text.
-    return check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+    return thread_id_str(configurable["thread_id"])
+
+
+def namespace_of(config: RunnableConfig) -> str:
+    checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
+    return check_text("checkpoint_ns", checkpoint_ns)
+
+
+def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id") -> str | None:
+    """The config's ``checkpoint_id`` (``None`` when absent or empty), checked."""
+    if config is None:
+        return None
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    if checkpoint_id is None or checkpoint_id == "":
+        return None
+    return check_length(field, checkpoint_id, limits.CHECKPOINT_ID_MAX)
 
 
 def version_str(version: Any) -> str:
@@ -96,23 +149,39 @@ def _strip_nul(value: Any) -> Any:
     return value
 
 
-def check_json(where: str, value: Any) -> Any:
+def check_json(where: str, value: Any, depth: int = 0) -> Any:
     """Refuse what would not survive as JSON on every dialect, naming the culprit."""
-    if value is None or isinstance(value, (str, bool, int)):
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return check_text(where, value)
+    if isinstance(value, int):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise InvalidInputError(
+                f"{where} is {value}, outside the 64-bit integers the databases' JSON holds"
+            )
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
         return value
+    if isinstance(value, (dict, list, tuple)):
+        depth += 1
+        if depth > JSON_MAX_DEPTH:
+            raise InvalidInputError(
+                f"{where} is nested {depth} levels deep; lg_sqla stores JSON up to "
+                f"{JSON_MAX_DEPTH} levels (MariaDB's limit, applied on every database)"
+            )
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidInputError(f"{where} has a non-str key {k!r}")
-            check_json(f"{where}[{k!r}]", v)
+            check_text(f"{where} key {k!r}", k)
+            check_json(f"{where}[{k!r}]", v, depth)
         return value
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            check_json(f"{where}[{i}]", v)
+            check_json(f"{where}[{i}]", v, depth)
         return value
     raise InvalidInputError(
         f"{where} is a {type(value).__name__}; metadata must be JSON "
@@ -173,6 +242,7 @@ def dump_writes(
 ) -> list[dict[str, Any]]:
     """Write rows (without thread/ns/checkpoint keys); special channels get fixed negative idx."""
     check_length("task_id", task_id, limits.TASK_ID_MAX)
+    check_text("task_path", task_path)
     rows = []
     for position, (channel, value) in enumerate(writes):
         type_, blob = serde.dumps_typed(value)
@@ -190,10 +260,7 @@ def dump_writes(
 
 
 def parent_id_of(config: RunnableConfig) -> str | None:
-    parent = get_checkpoint_id(config)
-    if parent is None:
-        return None
-    return check_length("parent checkpoint_id", parent, limits.CHECKPOINT_ID_MAX)
+    return checkpoint_id_of(config, "parent checkpoint_id")
 
 
 def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any:

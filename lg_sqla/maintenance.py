@@ -65,7 +65,7 @@ class SweepReport:
 
 
 def _thread(thread_id: Any) -> str:
-    return codec.check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+    return codec.thread_id_str(thread_id)
 
 
 def check_strategy(strategy: str, keep_last: int) -> None:

@@ -93,16 +93,7 @@ def _upsert(
     yield Step(statement, rows)
 
 
-def _namespace(config: RunnableConfig) -> str:
-    checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
-    if not isinstance(checkpoint_ns, str):
-        raise InvalidInputError(f"checkpoint_ns must be a str, got {type(checkpoint_ns).__name__}")
-    if "\x00" in checkpoint_ns:
-        # PostgreSQL text cannot hold U+0000; refuse it everywhere, by name.
-        raise InvalidInputError(
-            f"checkpoint_ns contains a NUL character (U+0000): {checkpoint_ns!r}"
-        )
-    return checkpoint_ns
+_namespace = codec.namespace_of
 
 
 _BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at")
@@ -198,12 +189,11 @@ def put_writes(
     """Special-channel writes replace earlier ones; regular writes are first-wins."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
-    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
-    if not checkpoint_id:
+    checkpoint_id = codec.checkpoint_id_of(config)
+    if checkpoint_id is None:
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
-    codec.check_length("checkpoint id", checkpoint_id, limits.CHECKPOINT_ID_MAX)
     nsh = codec.ns_hash(checkpoint_ns)
     now = _utcnow()
     rows = [
@@ -250,7 +240,7 @@ def put_writes(
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
-    thread_id = codec.check_length("thread_id", str(thread_id), limits.THREAD_ID_MAX)
+    thread_id = codec.thread_id_str(thread_id)
     for table in (C, W, B):
         yield Step(sa.delete(table).where(table.c.thread_id == thread_id))
 
@@ -350,11 +340,11 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
-    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    checkpoint_id = codec.checkpoint_id_of(config)
     q = PageQuery(
         thread_id=codec.thread_id_of(config),
         ns_hash=codec.ns_hash(_namespace(config)),
-        checkpoint_id=checkpoint_id or None,
+        checkpoint_id=checkpoint_id,
         limit=1,
     )
     tuples = yield from load_page(ctx, q)
@@ -375,16 +365,16 @@ def list_query(
             thread_id = codec.thread_id_of(config)
         if configurable.get("checkpoint_ns") is not None:
             ns_hash = codec.ns_hash(_namespace(config))
-        checkpoint_id = configurable.get("checkpoint_id") or None
-    if before is not None:
-        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+        checkpoint_id = codec.checkpoint_id_of(config)
+    before_id = codec.checkpoint_id_of(before, "before checkpoint_id")
     if filter is not None and not isinstance(filter, Mapping):
         raise InvalidInputError(f"filter must be a dict, got {type(filter).__name__}")
     for key, value in (filter or {}).items():
         if not isinstance(key, str):
             raise InvalidInputError(f"filter keys must be str, got {key!r}")
+        codec.check_text(f"filter key {key!r}", key)
         # Metadata is JSON; a value JSON cannot hold could never match.
-        codec.check_json(f"filter[{key!r}]", value)
+        codec.check_json(f"filter[{key!r}]", value, depth=1)  # inside the metadata dict
     return PageQuery(
         thread_id=thread_id,
         ns_hash=ns_hash,
@@ -461,7 +451,7 @@ def delta_history(
     ctx: Context, config: RunnableConfig, channels: Sequence[str]
 ) -> Plan[dict[str, DeltaChannelHistory]]:
     """See ``history.delta_channel_history``."""
-    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id") or None
+    checkpoint_id = codec.checkpoint_id_of(config)
     return (
         yield from delta_channel_history(
             ctx, codec.thread_id_of(config), _namespace(config), checkpoint_id, channels

@@ -395,3 +395,15 @@ class AsyncSQLAlchemySaver(SaverBase):
             self.aget_delta_channel_history(config=config, channels=channels)
         )
         return result
+
+    def reencrypt(
+        self,
+        *,
+        batch_size: int = 500,
+        source: SerializerProtocol | None = None,
+        progress: Callable[[RotationReport], None] | None = None,
+    ) -> RotationReport:
+        report: RotationReport = self._on_loop(
+            self.areencrypt(batch_size=batch_size, source=source, progress=progress)
+        )
+        return report

@@ -464,3 +464,14 @@ class SQLAlchemySaver(SaverBase):
         return await asyncio.to_thread(
             lambda: self.get_delta_channel_history(config=config, channels=channels)
         )
+
+    async def areencrypt(
+        self,
+        *,
+        batch_size: int = 500,
+        source: SerializerProtocol | None = None,
+        progress: Callable[[RotationReport], None] | None = None,
+    ) -> RotationReport:
+        return await asyncio.to_thread(
+            lambda: self.reencrypt(batch_size=batch_size, source=source, progress=progress)
+        )

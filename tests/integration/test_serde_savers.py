@@ -8,6 +8,7 @@ every checkpoint stays readable, and resumes after an interruption.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import subprocess
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from serde_strategies import COMBINATIONS, canon, top_level
 
-from lg_sqla import SQLAlchemySaver
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes
 from lg_sqla.serde import CompressedSerializer, EncryptedSerializer, MissingKeyError, parse_type_tag
 
@@ -215,3 +216,45 @@ def test_langgraph_encrypted_rows_interoperate_through_the_savers(backend: Backe
                 assert got is not None and got.checkpoint["channel_values"]["v"] == value
     finally:
         engine.dispose()
+
+
+async def test_reencrypt_twins_on_both_savers(fresh_database: Backend) -> None:
+    """reencrypt/areencrypt on both savers: the sync saver's areencrypt runs in a worker
+    thread, the async saver's reencrypt on its loop from another thread (and refuses
+    on the loop's own thread instead of deadlocking)."""
+    engine, async_engine = fresh_database.engine(), fresh_database.async_engine()
+    try:
+        SQLAlchemySaver(engine).setup()
+        threads = [new_thread() for _ in range(3)]
+        plain = SQLAlchemySaver(engine)
+        for i, t in enumerate(threads):
+            stored = plain.put(config(t), checkpoint({"v": [i, "x" * i]}), {}, {"v": 1})
+            plain.put_writes(stored, [("w", i)], task_id="t")
+
+        def keys() -> set[str | None]:
+            return {parse_type_tag(t).key_id for t in _types(engine, threads)}
+
+        def readable(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
+            for i, t in enumerate(threads):
+                got = saver.get_tuple(config(t))
+                assert got is not None and got.checkpoint["channel_values"]["v"] == [i, "x" * i]
+                assert got.pending_writes == [("t", "w", i)]
+
+        k1 = EncryptedSerializer.gcm({"k1": K1})
+        report = await SQLAlchemySaver(engine, serde=k1).areencrypt(batch_size=2)
+        assert report.rewritten == 6 and keys() == {"k1"}
+
+        k2 = EncryptedSerializer.gcm({"k2": K2, "k1": K1})
+        async_k2 = AsyncSQLAlchemySaver(async_engine, serde=k2)
+        assert (await async_k2.areencrypt(batch_size=2)).rewritten == 6 and keys() == {"k2"}
+
+        k3 = EncryptedSerializer.gcm({"k3": bytes(range(50, 82)), "k2": K2})
+        async_k3 = AsyncSQLAlchemySaver(async_engine, serde=k3)
+        with pytest.raises(asyncio.InvalidStateError, match="different thread"):
+            async_k3.reencrypt()
+        worker = asyncio.create_task(asyncio.to_thread(async_k3.reencrypt, batch_size=4))
+        assert (await worker).rewritten == 6 and keys() == {"k3"}
+        readable(SQLAlchemySaver(engine, serde=k3))
+    finally:
+        engine.dispose()
+        await async_engine.dispose()

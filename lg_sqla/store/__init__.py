@@ -1,0 +1,428 @@
+"""LangGraph's ``BaseStore`` (long-term memory) on any SQLAlchemy database.
+
+:class:`SQLAlchemyStore` runs on a sync ``Engine``, :class:`AsyncSQLAlchemyStore`
+on an ``AsyncEngine``; both run the same I/O-free batch plan (``_plan.py``), in
+one transaction and a constant number of statements per batch. Tables come from
+lg_sqla's own migrations (revision ``0002_store_cache``): ``setup()`` creates them.
+See docs/store.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from langgraph.store.base import BaseStore, IndexConfig, Op, Result, SearchOp, TTLConfig
+from langgraph.store.base.embed import ensure_embeddings
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from lg_sqla import migrate, retry
+from lg_sqla.base import in_schema
+from lg_sqla.dialects import ops_for
+from lg_sqla.engines import configure_engine, engine_options
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.plans import Plan, T, adrive, drive
+from lg_sqla.store._plan import (
+    Embedded,
+    Settings,
+    batch_plan,
+    check_op,
+    effective_puts,
+    sweep_plan,
+    texts_to_embed,
+)
+
+__all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
+
+logger = logging.getLogger(__name__)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class _StoreBase(BaseStore):
+    """Configuration shared by the sync and async stores."""
+
+    supports_ttl = True
+
+    def _init_common(
+        self,
+        engine: Engine | AsyncEngine,
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        check_schema: bool,
+    ) -> None:
+        self.ops = ops_for(engine.dialect)
+        self.ttl_config = ttl
+        self.index_config = index
+        self._schema_checked = not check_schema
+        self.embeddings = None
+        self._fields: list[str] = ["$"]
+        if index is not None:
+            if not isinstance(index.get("dims"), int) or index["dims"] < 1:
+                raise InvalidInputError(
+                    f"index dims must be an int >= 1, got {index.get('dims')!r}"
+                )
+            if "embed" not in index:
+                raise InvalidInputError("index needs 'embed': an Embeddings or a function")
+            self.embeddings = ensure_embeddings(index["embed"])
+            self._fields = list(index.get("fields") or ["$"])
+        if ttl is not None:
+            for name in ("default_ttl", "sweep_interval_minutes"):
+                value = ttl.get(name)
+                if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                    raise InvalidInputError(f"ttl {name} must be a positive number, got {value!r}")
+
+    @property
+    def _settings(self) -> Settings:
+        return Settings(self.ops, indexed=self.embeddings is not None)
+
+    def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
+        """Validate every op (nothing runs if one is bad) and list what to embed."""
+        ops = list(ops)
+        for op in ops:
+            check_op(op)
+        if self.embeddings is None:
+            return ops, [], []
+        documents = texts_to_embed(effective_puts(ops).values(), self._fields)
+        queries = sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
+        return ops, documents, queries
+
+    def _embedded(
+        self,
+        documents: Sequence[tuple[Any, ...]],
+        doc_vectors: Sequence[Sequence[float]],
+        queries: Sequence[str],
+        query_vectors: Sequence[Sequence[float]],
+    ) -> Embedded:
+        assert self.index_config is not None or not documents
+        dims = self.index_config["dims"] if self.index_config else 0
+        for vector in [*doc_vectors, *query_vectors]:
+            if len(vector) != dims:
+                raise InvalidInputError(
+                    f"the embedding function returned {len(vector)} dimensions; "
+                    f"index dims is {dims}"
+                )
+        embedded = Embedded(queries=dict(zip(queries, map(list, query_vectors), strict=True)))
+        for (namespace, key, path, _), vector in zip(documents, doc_vectors, strict=True):
+            embedded.documents.setdefault((namespace, key), []).append((path, list(vector)))
+        return embedded
+
+    def _sweep_minutes(self, minutes: float | None) -> float:
+        if minutes is None:
+            minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        if not isinstance(minutes, (int, float)) or minutes <= 0:
+            raise InvalidInputError(f"sweep_interval_minutes must be > 0, got {minutes!r}")
+        return float(minutes)
+
+
+class SQLAlchemyStore(_StoreBase):
+    """LangGraph's ``BaseStore`` on a sync SQLAlchemy ``Engine`` (any thread).
+
+    Args:
+        engine: It stays yours: the store never disposes it (``from_conn_string``'s does).
+        index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) to
+            enable semantic search; embeddings are computed on put.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl``, ``refresh_on_read``,
+            ``sweep_interval_minutes``).
+        check_schema: Verify on first use that the schema is at lg_sqla's head.
+        schema: Keep the tables in this PostgreSQL schema / MySQL database.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        check_schema: bool = True,
+        schema: str | None = None,
+    ) -> None:
+        self._init_common(engine, index, ttl, check_schema)
+        self.engine = in_schema(engine, schema)
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        url: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        schema: str | None = None,
+        **engine_kwargs: Any,
+    ) -> Iterator[SQLAlchemyStore]:
+        """Open a store on a database URL; the engine is disposed (and the sweeper
+        stopped) on exit."""
+        engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
+        store = None
+        try:
+            store = cls(engine, index=index, ttl=ttl, schema=schema)
+            yield store
+        finally:
+            if store is not None:
+                store.stop_ttl_sweeper()
+            engine.dispose()
+
+    def setup(self) -> None:
+        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
+        migrate.upgrade(self.engine)
+        self._schema_checked = True
+
+    def _run(self, factory: Callable[[], Plan[T]]) -> T:
+        attempts = 0
+        while True:
+            try:
+                return self._attempt(factory())
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    def _attempt(self, plan: Plan[T]) -> T:
+        with self.engine.connect() as connection:
+            try:
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if not self._schema_checked:
+                migrate.check_schema(connection)
+                self._schema_checked = True
+            result = drive(connection, plan, first)
+            try:
+                connection.commit()
+            except DBAPIError as error:
+                retry.mark_after_commit(error)
+                raise
+            return result
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
+        ops, documents, queries = self._prepare(ops)
+        if not ops:
+            return []
+        doc_vectors: list[list[float]] = []
+        query_vectors: list[list[float]] = []
+        if self.embeddings is not None:
+            if documents:
+                doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
+            query_vectors = [self.embeddings.embed_query(q) for q in queries]
+        embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
+        settings, now = self._settings, _now()
+        return self._run(lambda: batch_plan(settings, ops, embedded, now))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The sync store from async code: the batch runs in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items (and their vectors) now; returns how many."""
+        now = _now()
+        return self._run(lambda: sweep_plan(now))
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
+        else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        self._sweeper_stop.clear()
+
+        def loop() -> None:
+            try:
+                while not self._sweeper_stop.wait(minutes * 60):
+                    try:
+                        swept = self.sweep_ttl()
+                        logger.debug("TTL sweeper removed %d expired item(s)", swept)
+                    except Exception:  # a failed sweep must not end the sweeper
+                        logger.exception("TTL sweep failed; retrying at the next interval")
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, name="lg_sqla-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it ended (or none was running)."""
+        if self._sweeper is None:
+            return True
+        self._sweeper_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+
+class AsyncSQLAlchemyStore(_StoreBase):
+    """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        check_schema: bool = True,
+        schema: str | None = None,
+    ) -> None:
+        self._init_common(engine, index, ttl, check_schema)
+        self.engine = in_schema(engine, schema)
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweeper_stop: asyncio.Event | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        url: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        schema: str | None = None,
+        **engine_kwargs: Any,
+    ) -> AsyncIterator[AsyncSQLAlchemyStore]:
+        """Open a store on an async database URL; the engine is disposed on exit."""
+        engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
+        store = None
+        try:
+            store = cls(engine, index=index, ttl=ttl, schema=schema)
+            yield store
+        finally:
+            if store is not None:
+                await store.stop_ttl_sweeper()
+            await engine.dispose()
+
+    async def setup(self) -> None:
+        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
+        async with self.engine.connect() as connection:
+            at_head = await connection.run_sync(migrate.is_at_head)
+        if not at_head:
+            async with (
+                migrate.holding_alembic_lock_async(),
+                self.engine.connect() as connection,
+            ):
+                await connection.run_sync(migrate.upgrade_connection_locked)
+        self._schema_checked = True
+
+    async def _run(self, factory: Callable[[], Plan[T]]) -> T:
+        attempts = 0
+        while True:
+            try:
+                return await self._attempt(factory())
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    async def _attempt(self, plan: Plan[T]) -> T:
+        async with self.engine.connect() as connection:
+            try:
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if not self._schema_checked:
+                await connection.run_sync(migrate.check_schema)
+                self._schema_checked = True
+            result = await adrive(connection, plan, first)
+            try:
+                await connection.commit()
+            except DBAPIError as error:
+                retry.mark_after_commit(error)
+                raise
+            return result
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
+        ops, documents, queries = self._prepare(ops)
+        if not ops:
+            return []
+        doc_vectors: list[list[float]] = []
+        query_vectors: list[list[float]] = []
+        if self.embeddings is not None:
+            if documents:
+                doc_vectors = await self.embeddings.aembed_documents([d[3] for d in documents])
+            query_vectors = list(
+                await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
+            )
+        embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
+        settings, now = self._settings, _now()
+        return await self._run(lambda: batch_plan(settings, ops, embedded, now))
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """The async store from sync code in another thread than its event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise InvalidInputError(
+                "AsyncSQLAlchemyStore's sync methods block: call them from another thread, "
+                "or use the a-prefixed methods (aget, aput, asearch) in async code"
+            )
+        return asyncio.run(self.abatch(list(ops)))
+
+    async def sweep_ttl(self) -> int:
+        """Delete expired items (and their vectors) now; returns how many."""
+        now = _now()
+        return await self._run(lambda: sweep_plan(now))
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep expired items every interval in a task of the running loop."""
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        stop = self._sweeper_stop = asyncio.Event()
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), minutes * 60)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    swept = await self.sweep_ttl()
+                    logger.debug("TTL sweeper removed %d expired item(s)", swept)
+                except Exception:  # a failed sweep must not end the sweeper
+                    logger.exception("TTL sweep failed; retrying at the next interval")
+
+        self._sweeper = asyncio.create_task(loop(), name="lg_sqla-ttl-sweeper")
+        return self._sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task; True when it ended (or none was running)."""
+        if self._sweeper is None:
+            return True
+        assert self._sweeper_stop is not None
+        self._sweeper_stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._sweeper), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._sweeper = None
+        return True

@@ -1,0 +1,527 @@
+"""The store's batch as one I/O-free plan (see ``lg_sqla.plans``), shared by the sync
+and async stores.
+
+A batch of any size runs in a constant number of statements, grouped by kind,
+in one transaction: reads first (as LangGraph's ``InMemoryStore``: reads in a
+batch see the state before its puts), then writes.
+
+=====================  =====================================================
+statement              when
+=====================  =====================================================
+SELECT items           the batch has ``GetOp`` s (all of them, one ``IN``)
+SELECT items           the batch has ``SearchOp`` s (all their prefixes, ORed)
+SELECT vectors         a ``SearchOp`` has a ``query`` and the store an index
+SELECT prefixes        the batch has ``ListNamespacesOp`` s
+UPDATE expires_at      a read returned items whose TTL is refreshed (executemany)
+DELETE items, vectors  the batch deletes (``PutOp`` with ``value=None``) or re-puts
+INSERT items (upsert)  the batch puts (executemany)
+INSERT vectors         a put was embedded (executemany)
+=====================  =====================================================
+
+Search filters, namespace match conditions, ``max_depth`` and the
+similarity ranking are applied in Python to the rows of those statements
+(docs/store.md says what that costs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from lg_sqla import limits
+from lg_sqla.dialects import DialectOps
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import store_items, store_vectors
+from lg_sqla.plans import Plan, Step
+
+FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+def digest(text: str) -> str:
+    """Fixed-width key for an unbounded namespace or item key (MD5 hex; not security)."""
+    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def join_namespace(namespace: tuple[str, ...]) -> str:
+    # LangGraph forbids "." in labels (validate_op_namespace), so the join is reversible.
+    return ".".join(namespace)
+
+
+def split_namespace(prefix: str) -> tuple[str, ...]:
+    return tuple(prefix.split("."))
+
+
+def _check_text(field: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
+    return value
+
+
+def check_json_value(where: str, value: Any) -> None:
+    """Refuse what would not round-trip as JSON on every dialect (PostgreSQL's JSONB
+    holds no U+0000 and no NaN), naming the culprit."""
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, str):
+        _check_text(where, value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_text(f"{where} key {k!r}", k)
+            check_json_value(f"{where}[{k!r}]", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_json_value(f"{where}[{i}]", v)
+    else:
+        raise InvalidInputError(
+            f"{where} is a {type(value).__name__}; store values must be JSON "
+            "(str, int, float, bool, None, list, dict)"
+        )
+
+
+def check_op(op: Op) -> None:
+    """Validate one op before anything is written (a bad op fails the whole batch)."""
+    try:
+        validate_op_namespace(op)
+    except ValueError as error:
+        raise InvalidInputError(f"namespace: {error}") from error
+    if isinstance(op, (GetOp, PutOp)):
+        _check_text("key", op.key)
+        for label in op.namespace:
+            _check_text("namespace label", label)
+    if isinstance(op, PutOp):
+        if not op.namespace:
+            raise InvalidInputError("namespace of a put must not be empty")
+        if op.value is not None:
+            if not isinstance(op.value, Mapping):
+                raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
+            check_json_value("value", op.value)
+        if op.ttl is not None and (
+            not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0
+        ):
+            raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
+        if op.index not in (None, False):
+            for path in op.index or ():
+                _check_text("index field", path)
+    elif isinstance(op, SearchOp):
+        for name, value in (("limit", op.limit), ("offset", op.offset)):
+            if not isinstance(value, int) or value < 0:
+                raise InvalidInputError(f"search {name} must be an int >= 0, got {value!r}")
+        for key, wanted in (op.filter or {}).items():
+            _check_text("filter key", key)
+            if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
+                for operator, operand in wanted.items():
+                    if operator not in FILTER_OPERATORS:
+                        raise InvalidInputError(
+                            f"filter operator {operator!r} on {key!r} is not one of "
+                            f"{sorted(FILTER_OPERATORS)}"
+                        )
+                    check_json_value(f"filter[{key!r}][{operator!r}]", operand)
+            else:
+                check_json_value(f"filter[{key!r}]", wanted)
+        if op.query is not None:
+            _check_text("query", op.query)
+    elif isinstance(op, ListNamespacesOp):
+        for name, value in (("limit", op.limit), ("offset", op.offset)):
+            if not isinstance(value, int) or value < 0:
+                raise InvalidInputError(
+                    f"list_namespaces {name} must be an int >= 0, got {value!r}"
+                )
+        if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
+            raise InvalidInputError(f"max_depth must be an int >= 1, got {op.max_depth!r}")
+        for condition in op.match_conditions or ():
+            if condition.match_type not in ("prefix", "suffix"):
+                raise InvalidInputError(
+                    f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
+                )
+    elif not isinstance(op, (GetOp, PutOp)):
+        raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+
+# --- filters and matching (the semantics of LangGraph's InMemoryStore) -------------
+
+
+def _compare(item_value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_apply(item_value, op, operand) for op, operand in wanted.items())
+        if not isinstance(item_value, Mapping):
+            return False
+        return all(_compare(item_value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(item_value, (list, tuple))
+            and len(item_value) == len(wanted)
+            and all(_compare(a, b) for a, b in zip(item_value, wanted, strict=True))
+        )
+    return bool(item_value == wanted)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _apply(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    # Ordering compares numbers (numeric strings included, as InMemoryStore's float());
+    # a missing or non-numeric value matches no ordering condition.
+    left, right = _number(value), _number(operand)
+    if left is None or right is None:
+        return False
+    if operator == "$gt":
+        return left > right
+    if operator == "$gte":
+        return left >= right
+    if operator == "$lt":
+        return left < right
+    return left <= right
+
+
+def matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+    return all(_compare(value.get(k), v) for k, v in (wanted or {}).items())
+
+
+def matches_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    if not path:
+        return True
+    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
+
+
+# --- vectors -----------------------------------------------------------------------
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """float32, little-endian: 4 bytes a dimension on every dialect."""
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def unpack_vector(blob: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+# --- the plan ----------------------------------------------------------------------
+
+
+@dataclass
+class Embedded:
+    """What the shell computed before the plan runs: embeddings need I/O of their own."""
+
+    # (namespace, key) -> [(field path, vector)] for the batch's effective puts.
+    documents: dict[tuple[tuple[str, ...], str], list[tuple[str, list[float]]]] = field(
+        default_factory=dict
+    )
+    # query text -> vector
+    queries: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    ops: DialectOps
+    indexed: bool  # the store has an IndexConfig
+    omit_expired: bool = True
+
+
+def effective_puts(ops: Sequence[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
+    """The last put of each (namespace, key): earlier ones in the batch are overwritten."""
+    puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+    for op in ops:
+        if isinstance(op, PutOp):
+            puts[(op.namespace, op.key)] = op
+    return puts
+
+
+def _alive(now: dt.datetime, omit_expired: bool) -> sa.ColumnElement[bool]:
+    if not omit_expired:
+        return sa.true()
+    t = store_items.c
+    return sa.or_(t.expires_at.is_(None), t.expires_at > now)
+
+
+def _prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
+    if not namespace:
+        return sa.true()
+    text = join_namespace(namespace)
+    t = store_items.c
+    # substr, not LIKE: SQLite's LIKE ignores ASCII case, and labels may hold % or _.
+    return sa.or_(
+        t.prefix_hash == digest(text),
+        sa.func.substr(t.prefix, 1, len(text) + 1) == text + ".",
+    )
+
+
+def _item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:
+    namespace = split_namespace(row.prefix)
+    if cls is SearchItem:
+        return SearchItem(
+            namespace, row.key, row.value, row.created_at, row.updated_at, score=score
+        )
+    return Item(
+        value=row.value,
+        key=row.key,
+        namespace=namespace,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def batch_plan(
+    settings: Settings, ops: Sequence[Op], embedded: Embedded, now: dt.datetime
+) -> Plan[list[Result]]:
+    """Run ``ops`` (already validated with :func:`check_op`) and return their results."""
+    t = store_items.c
+    results: list[Result] = [None] * len(ops)
+    refresh: dict[tuple[str, str], float] = {}  # (prefix_hash, key_hash) -> ttl minutes
+    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+
+    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
+    if gets:
+        pairs = {(digest(join_namespace(op.namespace)), digest(op.key)) for _, op in gets}
+        outcome = yield Step(
+            sa.select(*columns, t.prefix_hash, t.key_hash).where(
+                sa.tuple_(t.prefix_hash, t.key_hash).in_(sorted(pairs)),
+                _alive(now, settings.omit_expired),
+            ),
+            fetch=True,
+        )
+        found = {(row.prefix, row.key): row for row in outcome.rows}
+        for i, op in gets:
+            row = found.get((join_namespace(op.namespace), op.key))
+            results[i] = _item(row) if row is not None else None
+            if row is not None and op.refresh_ttl and row.ttl_minutes is not None:
+                refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
+
+    searches = [(i, sop) for i, sop in enumerate(ops) if isinstance(sop, SearchOp)]
+    if searches:
+        prefixes = {sop.namespace_prefix for _, sop in searches}
+        where = (
+            sa.true()
+            if () in prefixes
+            else sa.or_(*(_prefix_condition(p) for p in sorted(prefixes)))
+        )
+        outcome = yield Step(
+            sa.select(*columns, t.prefix_hash, t.key_hash)
+            .where(where, _alive(now, settings.omit_expired))
+            # The official stores' order without a query: most recently updated first.
+            .order_by(t.updated_at.desc(), t.prefix, t.key),
+            fetch=True,
+        )
+        rows = list(outcome.rows)
+        vectors: dict[tuple[str, str], list[list[float]]] = {}
+        ranked = [sop for _, sop in searches if sop.query and settings.indexed]
+        if ranked and rows:
+            wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
+            v = store_vectors.c
+            vector_rows = yield Step(
+                sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
+                    sa.tuple_(v.prefix_hash, v.key_hash).in_(wanted)
+                ),
+                fetch=True,
+            )
+            for vr in vector_rows.rows:
+                vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(
+                    unpack_vector(vr.embedding)
+                )
+        for i, sop in searches:
+            candidates = [
+                r
+                for r in rows
+                if split_namespace(r.prefix)[: len(sop.namespace_prefix)] == sop.namespace_prefix
+                and matches_filter(r.value, sop.filter)
+            ]
+            if sop.query and settings.indexed:
+                query = embedded.queries[sop.query]
+                scored, scoreless = [], []
+                for r in candidates:
+                    own = vectors.get((r.prefix_hash, r.key_hash))
+                    if own:
+                        scored.append((max(cosine(query, vec) for vec in own), r))
+                    else:
+                        scoreless.append(r)
+                scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order
+                page: list[tuple[float | None, Any]] = list(
+                    scored[sop.offset : sop.offset + sop.limit]
+                )
+                # As InMemoryStore: items without an embedding fill a short page.
+                if len(page) < sop.limit:
+                    skip = max(0, sop.offset - len(scored))
+                    page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
+            else:
+                page = [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
+            results[i] = [_item(r, SearchItem, score) for score, r in page]
+            if sop.refresh_ttl:
+                for _, r in page:
+                    if r.ttl_minutes is not None:
+                        refresh[(r.prefix_hash, r.key_hash)] = r.ttl_minutes
+
+    lists = [(i, lop) for i, lop in enumerate(ops) if isinstance(lop, ListNamespacesOp)]
+    if lists:
+        outcome = yield Step(
+            sa.select(t.prefix).distinct().where(_alive(now, settings.omit_expired)),
+            fetch=True,
+        )
+        namespaces = [split_namespace(row.prefix) for row in outcome.rows]
+        for i, lop in lists:
+            kept = [
+                ns
+                for ns in namespaces
+                if all(matches_condition(c, ns) for c in lop.match_conditions or ())
+            ]
+            if lop.max_depth is not None:
+                kept = list({ns[: lop.max_depth] for ns in kept})
+            results[i] = sorted(kept)[lop.offset : lop.offset + lop.limit]
+
+    if refresh:
+        yield Step(
+            sa.update(store_items)
+            .where(
+                t.prefix_hash == sa.bindparam("b_prefix_hash"),
+                t.key_hash == sa.bindparam("b_key_hash"),
+            )
+            .values(expires_at=sa.bindparam("b_expires_at")),
+            [
+                {
+                    "b_prefix_hash": p,
+                    "b_key_hash": k,
+                    "b_expires_at": now + dt.timedelta(minutes=ttl),
+                }
+                for (p, k), ttl in sorted(refresh.items())
+            ],
+        )
+
+    yield from _write_plan(settings, effective_puts(ops), embedded, now)
+    return results
+
+
+def _write_plan(
+    settings: Settings,
+    puts: Mapping[tuple[tuple[str, ...], str], PutOp],
+    embedded: Embedded,
+    now: dt.datetime,
+) -> Plan[None]:
+    if not puts:
+        return
+    t = store_items.c
+    keys = sorted((digest(join_namespace(ns)), digest(key)) for ns, key in puts)
+    # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
+    if settings.indexed:
+        v = store_vectors.c
+        yield Step(sa.delete(store_vectors).where(sa.tuple_(v.prefix_hash, v.key_hash).in_(keys)))
+    written = [op for op in puts.values() if op.value is not None]
+    deleted = [
+        (digest(join_namespace(op.namespace)), digest(op.key))
+        for op in puts.values()
+        if op.value is None
+    ]
+    if not settings.ops.native_upsert:
+        # No portable upsert: delete every key, then insert (created_at restarts).
+        deleted = keys
+    if deleted:
+        yield Step(sa.delete(store_items).where(sa.tuple_(t.prefix_hash, t.key_hash).in_(deleted)))
+    if written:
+        rows = [
+            {
+                "prefix_hash": digest(join_namespace(op.namespace)),
+                "key_hash": digest(op.key),
+                "prefix": join_namespace(op.namespace),
+                "key": op.key,
+                "value": dict(op.value or {}),
+                "created_at": now,
+                "updated_at": now,
+                "expires_at": None if op.ttl is None else now + dt.timedelta(minutes=op.ttl),
+                "ttl_minutes": op.ttl,
+            }
+            for op in written
+        ]
+        update = ("value", "updated_at", "expires_at", "ttl_minutes")
+        statement = (
+            settings.ops.upsert(store_items, update)
+            if settings.ops.native_upsert
+            else sa.insert(store_items)
+        )
+        yield Step(statement, rows)
+    vector_rows = [
+        {
+            "prefix_hash": digest(join_namespace(ns)),
+            "key_hash": digest(key),
+            "field": path,
+            "embedding": pack_vector(vector),
+            "created_at": now,
+        }
+        for (ns, key), fields in embedded.documents.items()
+        for path, vector in fields
+    ]
+    if settings.indexed and vector_rows:
+        yield Step(sa.insert(store_vectors), vector_rows)
+
+
+def sweep_plan(now: dt.datetime) -> Plan[int]:
+    """Delete expired items and their vectors; returns how many items went."""
+    t, v = store_items.c, store_vectors.c
+    expired = sa.select(t.prefix_hash, t.key_hash).where(t.expires_at <= now)
+    yield Step(sa.delete(store_vectors).where(sa.tuple_(v.prefix_hash, v.key_hash).in_(expired)))
+    outcome = yield Step(sa.delete(store_items).where(t.expires_at <= now))
+    return outcome.rowcount
+
+
+def texts_to_embed(
+    puts: Iterable[PutOp], default_fields: Sequence[str] | None
+) -> list[tuple[tuple[str, ...], str, str, str]]:
+    """(namespace, key, field path, text) for each text to embed, in put order."""
+    from langgraph.store.base.embed import get_text_at_path
+
+    found = []
+    for op in puts:
+        if op.value is None or op.index is False:
+            continue
+        paths = list(op.index) if op.index else list(default_fields or ["$"])
+        for path in paths:
+            texts = get_text_at_path(op.value, path)
+            for n, text in enumerate(texts):
+                where = path if len(texts) == 1 else f"{path}.{n}"
+                if len(where) > limits.FIELD_PATH_MAX:
+                    raise InvalidInputError(
+                        f"index field {where!r} is longer than {limits.FIELD_PATH_MAX}"
+                    )
+                found.append((op.namespace, op.key, where, text))
+    return found

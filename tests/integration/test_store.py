@@ -1,0 +1,365 @@
+"""lg_sqla.store on every dialect, sync and async: each op and its edges, TTL,
+semantic search, statement counts per batch, hostile input."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from backends import Backend
+from helpers import count_statements
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from store_helpers import DIMS, fake_embed, fake_index, open_store, root
+
+from lg_sqla import InvalidInputError, SchemaError, migrate
+from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
+
+pytestmark = pytest.mark.parametrize("mode", ["sync", "async"])
+
+
+async def test_put_get_update_delete(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode) as s:
+        ns = (root(), "users", "42")
+        assert await s.get(ns, "prefs") is None
+        await s.put(ns, "prefs", {"theme": "dark", "n": [1, 2, {"x": None}]})
+        first = await s.get(ns, "prefs")
+        assert first is not None
+        assert first.value == {"theme": "dark", "n": [1, 2, {"x": None}]}
+        assert first.namespace == ns and first.key == "prefs"
+        assert first.created_at.tzinfo is not None
+        await asyncio.sleep(0.01)
+        await s.put(ns, "prefs", {"theme": "light"})
+        second = await s.get(ns, "prefs")
+        assert second.value == {"theme": "light"}
+        assert second.created_at == first.created_at  # an update keeps the creation time
+        assert second.updated_at > first.updated_at
+        await s.delete(ns, "prefs")
+        assert await s.get(ns, "prefs") is None
+        await s.delete(ns, "never-there")  # deleting a missing key is no error
+
+
+async def test_keys_and_namespaces_are_exact(backend: Backend, mode: str) -> None:
+    """Case, trailing spaces, non-ASCII and very long names are distinct keys everywhere
+    (binary NO PAD on MySQL/MariaDB; hashed keys of any length)."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        keys = ["a", "A", "a ", "ä", "a\u0301", "x" * 5000, "'; DROP TABLE store_items; --"]
+        for i, key in enumerate(keys):
+            await s.put((r, "k"), key, {"i": i})
+        for i, key in enumerate(keys):
+            item = await s.get((r, "k"), key)
+            assert item is not None and item.value == {"i": i} and item.key == key
+        long_ns = (r, *(f"label{i}" * 20 for i in range(40)))
+        await s.put(long_ns, "k", {"deep": True})
+        assert (await s.get(long_ns, "k")).value == {"deep": True}
+        assert await s.list_namespaces(prefix=(r, "label0" * 20)) == [long_ns]
+
+
+async def test_batch_mixed_ops_in_constant_statements(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.put((r, "a"), "warm", {"v": 0})  # schema check done before counting
+
+        def ops(n: int) -> list:
+            batch: list = []
+            for i in range(n):
+                batch += [
+                    PutOp((r, "a", str(i)), f"k{i}", {"v": i}),
+                    GetOp((r, "a", str(i)), f"k{i}"),
+                    SearchOp((r, "a", str(i)), limit=5),
+                    ListNamespacesOp(match_conditions=(MatchCondition("prefix", (r,)),)),
+                    PutOp((r, "a"), f"gone{i}", None),
+                ]
+            return batch
+
+        counts = []
+        for n in (1, 10, 40):
+            with count_statements(s.engine) as counter:
+                results = await s.batch(ops(n))
+            counts.append(counter.count)
+            # Reads see the state before the batch's puts (as InMemoryStore).
+            assert results[1] is None or results[1].value == {"v": 0}
+            assert len(results) == 5 * n
+        # select gets, select search, select namespaces, delete, upsert + BEGIN/COMMIT
+        # bookkeeping the driver may send: the same whatever n is.
+        assert counts[0] == counts[1] == counts[2], counts
+        assert counts[0] <= 6, counts
+
+
+async def test_batch_last_put_wins_and_results_in_order(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        results = await s.batch(
+            [
+                PutOp((r,), "k", {"v": 1}),
+                PutOp((r,), "k", {"v": 2}),
+                GetOp((r,), "k"),
+                PutOp((r,), "d", {"v": 3}),
+                PutOp((r,), "d", None),
+            ]
+        )
+        assert results == [None, None, None, None, None]
+        assert (await s.get((r,), "k")).value == {"v": 2}
+        assert await s.get((r,), "d") is None
+
+
+async def test_search_prefix_filters_order_and_pages(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        docs = {
+            "a": {"n": 1, "tag": "x", "nested": {"k": "v"}},
+            "b": {"n": 2, "tag": "y", "list": [1, 2]},
+            "c": {"n": 3, "tag": "x"},
+            "d": {"n": "4", "tag": "z"},
+            "e": {"tag": "x"},
+        }
+        for key, value in docs.items():
+            await s.put((r, "docs"), key, value)
+            await asyncio.sleep(0.002)  # distinct updated_at: newest first is defined
+        await s.put((r, "other"), "z", {"n": 1, "tag": "x"})
+        await s.put((r + "x", "docs"), "y", {"n": 1})  # a sibling root is no prefix match
+
+        async def keys(prefix: tuple, **kw: object) -> list[str]:
+            return [i.key for i in await s.search(prefix, **kw)]
+
+        assert await keys((r, "docs")) == ["e", "d", "c", "b", "a"]
+        assert await keys((r,)) == ["z", "e", "d", "c", "b", "a"]
+        assert await keys((r, "doc")) == []  # labels match whole, not by string prefix
+        assert await keys((r, "docs"), limit=2) == ["e", "d"]
+        assert await keys((r, "docs"), limit=2, offset=2) == ["c", "b"]
+        assert await keys((r, "docs"), offset=10) == []
+        assert await keys((r, "docs"), filter={"tag": "x"}) == ["e", "c", "a"]
+        assert await keys((r, "docs"), filter={"tag": {"$eq": "x"}}) == ["e", "c", "a"]
+        assert await keys((r, "docs"), filter={"tag": {"$ne": "x"}}) == ["d", "b"]
+        assert await keys((r, "docs"), filter={"n": {"$gt": 1}}) == ["d", "c", "b"]
+        assert await keys((r, "docs"), filter={"n": {"$gte": 2, "$lt": 4}}) == ["c", "b"]
+        assert await keys((r, "docs"), filter={"n": {"$lte": 1}}) == ["a"]
+        assert await keys((r, "docs"), filter={"nested": {"k": "v"}}) == ["a"]
+        assert await keys((r, "docs"), filter={"list": [1, 2]}) == ["b"]
+        assert await keys((r, "docs"), filter={"tag": "x", "n": 3}) == ["c"]
+        assert await keys((r, "docs"), filter={"missing": "x"}) == []
+        assert await keys((r, "docs"), filter={"tag": "x"}, limit=1, offset=1) == ["c"]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["it's", 'a"b', "a.b", "$.x", "a\\b", "ünï €", "%_", "x' OR '1'='1", "[0]", "a b "],
+)
+async def test_hostile_filter_keys_and_values(backend: Backend, mode: str, hostile: str) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.put((r,), "hit", {hostile: hostile})
+        await s.put((r,), "miss", {hostile: hostile + "!", "other": hostile})
+        hits = await s.search((r,), filter={hostile: hostile})
+        assert [i.key for i in hits] == ["hit"]
+        assert [i.key for i in await s.search((r,), filter={hostile: {"$ne": hostile}})] == ["miss"]
+        for bad in ({hostile + "\x00": 1}, {hostile: "\x00"}, {hostile: {"$eq": "a\x00"}}):
+            with pytest.raises(InvalidInputError, match="NUL"):
+                await s.search((r,), filter=bad)
+        with pytest.raises(InvalidInputError, match="operator"):
+            await s.search((r,), filter={hostile: {"$regex": "x"}})
+
+
+async def test_invalid_input_names_the_field_and_writes_nothing(
+    backend: Backend, mode: str
+) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        cases = [
+            ([PutOp((r,), "k\x00", {"a": 1})], "key"),
+            ([PutOp((r,), "k", {"a": "\x00"})], "value"),
+            ([PutOp((r,), "k", {"a": float("nan")})], "value"),
+            ([PutOp((r,), "k", {"a": object()})], "value"),
+            ([PutOp((r,), "k", {"a": 1}, ttl=-1)], "ttl"),
+            ([SearchOp((r,), limit=-1)], "limit"),
+            ([ListNamespacesOp(max_depth=0)], "max_depth"),
+        ]
+        for ops, field in cases:
+            with pytest.raises(InvalidInputError, match=field):
+                await s.batch([PutOp((r,), "ok", {"fine": True}), *ops])
+        assert await s.get((r,), "ok") is None  # a bad op fails its whole batch
+        for bad_ns in [(r, "a.b"), (r, ""), (r, "x\x00")]:
+            with pytest.raises((InvalidInputError, InvalidNamespaceError)):
+                await s.batch([PutOp(bad_ns, "k", {"a": 1})])
+        with pytest.raises(InvalidNamespaceError):
+            await s.put(("langgraph", "x"), "k", {"a": 1})
+
+
+async def test_list_namespaces(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode) as s:
+        r = root()
+        spaces = [
+            (r, "users", "1", "prefs"),
+            (r, "users", "2", "prefs"),
+            (r, "users", "2", "history"),
+            (r, "docs", "a"),
+            (r, "docs", "b", "prefs"),
+        ]
+        for ns in spaces:
+            await s.put(ns, "k", {"v": 1})
+        mine = (r,)
+        assert await s.list_namespaces(prefix=mine) == sorted(spaces)
+        assert await s.list_namespaces(prefix=(r, "users")) == sorted(spaces[:3])
+        assert await s.list_namespaces(prefix=mine, suffix=("prefs",)) == sorted(
+            [spaces[0], spaces[1], spaces[4]]
+        )
+        assert await s.list_namespaces(prefix=(r, "*", "2")) == sorted(spaces[1:3])
+        assert await s.list_namespaces(prefix=mine, suffix=("*", "prefs")) == sorted(
+            [spaces[0], spaces[1], spaces[4]]
+        )
+        assert await s.list_namespaces(prefix=mine, max_depth=2) == [(r, "docs"), (r, "users")]
+        assert await s.list_namespaces(prefix=mine, max_depth=3) == [
+            (r, "docs", "a"),
+            (r, "docs", "b"),
+            (r, "users", "1"),
+            (r, "users", "2"),
+        ]
+        assert await s.list_namespaces(prefix=mine, limit=2) == sorted(spaces)[:2]
+        assert await s.list_namespaces(prefix=mine, limit=2, offset=4) == sorted(spaces)[4:]
+        assert await s.list_namespaces(prefix=(r, "nope")) == []
+        await s.delete(spaces[3], "k")
+        assert spaces[3] not in await s.list_namespaces(prefix=mine)
+
+
+async def test_ttl_expiry_refresh_and_sweep(backend: Backend, mode: str) -> None:
+    ttl_minutes = 0.5 / 60  # half a second
+    async with open_store(backend, mode, ttl={"default_ttl": ttl_minutes}) as s:
+        r = root()
+        await s.put((r,), "short", {"v": 1})
+        await s.put((r,), "forever", {"v": 2}, ttl=None)
+        await s.put((r,), "long", {"v": 3}, ttl=60)
+        await s.put((r,), "kept-alive", {"v": 4})
+        assert {i.key for i in await s.search((r,))} == {"short", "forever", "long", "kept-alive"}
+        for _ in range(4):  # reads refresh the expiry of what they return
+            await asyncio.sleep(0.2)
+            assert await s.get((r,), "kept-alive") is not None
+        assert await s.get((r,), "short") is None  # expired: invisible to every read
+        assert await s.get((r,), "short", refresh_ttl=False) is None
+        assert {i.key for i in await s.search((r,))} == {"forever", "long", "kept-alive"}
+        await asyncio.sleep(0.2)
+        # A read without refresh leaves the expiry as it is.
+        assert await s.get((r,), "kept-alive", refresh_ttl=False) is not None
+        await asyncio.sleep(0.6)
+        assert await s.get((r,), "kept-alive") is None
+        assert (r,) in await s.list_namespaces(prefix=(r,))
+        await s.delete((r,), "forever")
+        await s.delete((r,), "long")
+        assert await s.list_namespaces(prefix=(r,)) == []  # only expired items left
+        assert await s.sweep_ttl() >= 2  # short and kept-alive (and other tests' expired)
+        assert s.stored_items(r) == 0
+
+
+async def test_ttl_sweeper_runs_and_stops(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode, ttl={"sweep_interval_minutes": 1}) as s:
+        r = root()
+        await s.put((r,), "k", {"v": 1}, ttl=0.1 / 60)
+        store = s.store
+
+        def stored() -> int:
+            return s.stored_items(r)
+
+        interval = 0.2 / 60
+        if isinstance(store, AsyncSQLAlchemyStore):
+            task = await store.start_ttl_sweeper(interval)
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if stored() == 0:
+                    break
+            assert stored() == 0
+            assert await store.stop_ttl_sweeper(timeout=5)
+            assert task.done()
+        else:
+            assert isinstance(store, SQLAlchemyStore)
+            future = store.start_ttl_sweeper(interval)
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if stored() == 0:
+                    break
+            assert stored() == 0
+            assert store.stop_ttl_sweeper(timeout=5)
+            assert future.done()
+
+
+async def test_semantic_search(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode, index=fake_index(["text"])) as s:
+        r = root()
+        texts = {f"k{i}": f"memory number {i}" for i in range(6)}
+        for key, text in texts.items():
+            await s.put((r, "m"), key, {"text": text, "even": int(key[1:]) % 2 == 0})
+        await s.put((r, "m"), "unindexed", {"text": "memory number 3"}, index=False)
+        await s.put(
+            (r, "m"), "other-field", {"body": "x", "text": "memory number 4"}, index=["body"]
+        )
+        hits = await s.search((r, "m"), query="memory number 3", limit=3)
+        assert hits[0].key == "k3" and hits[0].score == pytest.approx(1.0, abs=1e-6)
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        # Filters apply before ranking: k3 is odd.
+        even = await s.search((r, "m"), query="memory number 3", filter={"even": True}, limit=10)
+        assert {h.key for h in even} == {"k0", "k2", "k4"}
+        # The item indexed on "body" only is found by its body, not its text.
+        body = await s.search((r, "m"), query="x", limit=1)
+        assert body[0].key == "other-field" and body[0].score == pytest.approx(1.0, abs=1e-6)
+        # Re-putting with index=False removes the vectors: no score any more.
+        await s.put((r, "m"), "k3", {"text": "memory number 3"}, index=False)
+        again = await s.search((r, "m"), query="memory number 3", limit=20)
+        by_key = {h.key: h.score for h in again}
+        assert by_key["k3"] is None and by_key["unindexed"] is None
+        # The expected score is the cosine of the fake vectors.
+        query, doc = fake_embed(["memory number 3", "memory number 5"])
+        dot = sum(a * b for a, b in zip(query, doc, strict=True))
+        norm = sum(a * a for a in query) ** 0.5 * sum(b * b for b in doc) ** 0.5
+        assert by_key["k5"] == pytest.approx(dot / norm, abs=1e-5)
+        assert len(query) == DIMS
+
+
+async def test_embedding_with_wrong_dims_is_refused(backend: Backend, mode: str) -> None:
+    bad = {"dims": DIMS + 1, "embed": fake_embed}
+    async with open_store(backend, mode, index=bad) as s:  # type: ignore[arg-type]
+        r = root()
+        with pytest.raises(InvalidInputError, match="dims"):
+            await s.put((r,), "k", {"text": "t"})
+        assert await s.get((r,), "k") is None
+
+
+async def test_store_on_old_schema_names_the_fix(fresh_database: Backend, mode: str) -> None:
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine, "0001_initial")
+    finally:
+        engine.dispose()
+    async with open_store(fresh_database, mode) as s:
+        with pytest.raises(SchemaError, match="behind"):
+            await s.get(("a",), "k")
+        if isinstance(s.store, AsyncSQLAlchemyStore):
+            await s.store.setup()
+        else:
+            s.store.setup()
+        await s.put(("a",), "k", {"v": 1})
+        assert (await s.get(("a",), "k")).value == {"v": 1}
+
+
+async def test_from_conn_string_owns_its_engine(backend: Backend, mode: str) -> None:
+    r = root()
+    if mode == "sync":
+        with SQLAlchemyStore.from_conn_string(backend.sync_url) as store:
+            store.setup()
+            store.put((r,), "k", {"v": 1})
+            engine = store.engine
+        assert engine.pool.checkedout() == 0
+        with SQLAlchemyStore.from_conn_string(backend.sync_url) as store:
+            assert store.get((r,), "k").value == {"v": 1}  # type: ignore[union-attr]
+    else:
+        async with AsyncSQLAlchemyStore.from_conn_string(backend.async_url) as astore:
+            await astore.setup()
+            await astore.aput((r,), "k", {"v": 1})
+        async with AsyncSQLAlchemyStore.from_conn_string(backend.async_url) as astore:
+            item = await astore.aget((r,), "k")
+            assert item is not None and item.value == {"v": 1}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -290,6 +291,11 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self.engine = in_schema(engine, schema)
         self._sweeper: asyncio.Task[None] | None = None
         self._sweeper_stop: asyncio.Event | None = None
+        # The loop the store runs on (sync calls from worker threads are sent there):
+        # the one it is created on, else the one of its latest async call.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
 
     @classmethod
     @asynccontextmanager
@@ -356,6 +362,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
+        self._loop = asyncio.get_running_loop()
         ops, documents, queries = self._prepare(ops)
         if not ops:
             return []
@@ -372,17 +379,22 @@ class AsyncSQLAlchemyStore(_StoreBase):
         return await self._run(lambda: batch_plan(settings, ops, embedded, now))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """The async store from sync code in another thread than its event loop."""
+        """The async store from sync code (a sync node of an ``ainvoke``d graph runs in
+        a worker thread): the batch runs on the store's event loop, whose engine
+        connections belong to it, and this thread waits."""
         try:
-            asyncio.get_running_loop()
+            running = asyncio.get_running_loop()
         except RuntimeError:
-            pass
-        else:
+            running = None
+        if running is not None:
             raise InvalidInputError(
                 "AsyncSQLAlchemyStore's sync methods block: call them from another thread, "
                 "or use the a-prefixed methods (aget, aput, asearch) in async code"
             )
-        return asyncio.run(self.abatch(list(ops)))
+        ops = list(ops)
+        if self._loop is not None and self._loop.is_running():
+            return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
+        return asyncio.run(self.abatch(ops))
 
     async def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""

@@ -1,0 +1,240 @@
+"""LangGraph's ``BaseCache`` (node caching with ``CachePolicy``) on any SQLAlchemy database.
+
+Entries live in lg_sqla's ``cache_entries`` table (revision ``0002_store_cache``),
+serialized with the cache's serde. Each call is one statement in one
+transaction, whatever the number of keys: ``get`` one SELECT, ``set`` one
+upsert (executemany), ``clear`` one DELETE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar
+
+import sqlalchemy as sa
+from langgraph.cache.base import BaseCache, FullKey, Namespace
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from lg_sqla import migrate, retry
+from lg_sqla.base import in_schema
+from lg_sqla.dialects import ops_for
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import cache_entries
+from lg_sqla.plans import Plan, Step, T, adrive, drive
+from lg_sqla.store._plan import digest
+
+__all__ = ["SQLAlchemyCache"]
+
+ValueT = TypeVar("ValueT")
+
+
+def _namespace_text(namespace: Namespace) -> str:
+    if not isinstance(namespace, tuple) or not all(isinstance(p, str) for p in namespace):
+        raise InvalidInputError(f"cache namespace must be a tuple of str, got {namespace!r}")
+    # A NUL cannot occur in text on PostgreSQL; it is a safe separator elsewhere too.
+    for label in namespace:
+        if "\x00" in label:
+            raise InvalidInputError(f"cache namespace label contains a NUL: {label!r}")
+    return "\x1f".join(namespace)
+
+
+def _key_text(key: str) -> str:
+    if not isinstance(key, str) or "\x00" in key:
+        raise InvalidInputError(f"cache key must be a str without NUL, got {key!r}")
+    return key
+
+
+def _row_key(full: FullKey) -> tuple[str, str]:
+    namespace, key = full
+    return digest(_namespace_text(namespace)), digest(_key_text(key))
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
+    """A node cache for ``graph.compile(cache=...)`` on a sync ``Engine`` or an ``AsyncEngine``.
+
+    With an ``Engine`` both the sync and the async methods work (async ones in a
+    worker thread); with an ``AsyncEngine`` only the async ones (``aget``,
+    ``aset``, ``aclear``: what ``ainvoke``/``astream`` call).
+
+    Args:
+        engine: Stays yours: the cache never disposes it.
+        serde: How values are serialized (default: LangGraph's JsonPlusSerializer).
+        check_schema: Verify once, on first use, that the schema is at lg_sqla's head.
+        schema: Keep the table in this PostgreSQL schema / MySQL database.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | AsyncEngine,
+        *,
+        serde: SerializerProtocol | None = None,
+        check_schema: bool = True,
+        schema: str | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        # Two calls: in_schema is generic over the engine type, not over their union.
+        self.engine: Engine | AsyncEngine
+        if isinstance(engine, Engine):
+            self.engine = in_schema(engine, schema)
+        else:
+            self.engine = in_schema(engine, schema)
+        self.ops = ops_for(engine.dialect)
+        self._schema_checked = not check_schema
+
+    # --- plans ---------------------------------------------------------------
+
+    def _get_plan(self, keys: Sequence[FullKey], now: dt.datetime) -> Plan[dict[FullKey, ValueT]]:
+        wanted = {_row_key(k): k for k in keys}
+        if not wanted:
+            return {}
+        c = cache_entries.c
+        outcome = yield Step(
+            sa.select(c.namespace_hash, c.key_hash, c.type, c.value).where(
+                sa.tuple_(c.namespace_hash, c.key_hash).in_(sorted(wanted)),
+                sa.or_(c.expires_at.is_(None), c.expires_at > now),
+            ),
+            fetch=True,
+        )
+        return {
+            wanted[(row.namespace_hash, row.key_hash)]: self.serde.loads_typed(
+                (row.type, row.value)
+            )
+            for row in outcome.rows
+        }
+
+    def _set_plan(
+        self, pairs: Mapping[FullKey, tuple[ValueT, int | None]], now: dt.datetime
+    ) -> Plan[None]:
+        rows = {}
+        for (namespace, key), (value, ttl) in pairs.items():
+            if ttl is not None and (not isinstance(ttl, (int, float)) or ttl <= 0):
+                raise InvalidInputError(f"cache ttl must be > 0 seconds or None, got {ttl!r}")
+            type_, blob = self.serde.dumps_typed(value)
+            namespace_hash, key_hash = _row_key((namespace, key))
+            rows[(namespace_hash, key_hash)] = {
+                "namespace_hash": namespace_hash,
+                "key_hash": key_hash,
+                "namespace": _namespace_text(namespace),
+                "key": key,
+                "type": type_,
+                "value": blob,
+                "expires_at": None if ttl is None else now + dt.timedelta(seconds=ttl),
+            }
+        if not rows:
+            return
+        if self.ops.native_upsert:
+            statement = self.ops.upsert(cache_entries, ("type", "value", "expires_at"))
+        else:
+            c = cache_entries.c
+            yield Step(
+                sa.delete(cache_entries).where(
+                    sa.tuple_(c.namespace_hash, c.key_hash).in_(sorted(rows))
+                )
+            )
+            statement = sa.insert(cache_entries)
+        yield Step(statement, [rows[k] for k in sorted(rows)])
+
+    def _clear_plan(self, namespaces: Sequence[Namespace] | None) -> Plan[None]:
+        statement = sa.delete(cache_entries)
+        if namespaces is not None:
+            hashes = sorted({digest(_namespace_text(ns)) for ns in namespaces})
+            if not hashes:
+                return
+            statement = statement.where(cache_entries.c.namespace_hash.in_(hashes))
+        yield Step(statement)
+
+    # --- shells --------------------------------------------------------------
+
+    def _sync_engine(self) -> Engine:
+        if isinstance(self.engine, AsyncEngine):
+            raise InvalidInputError(
+                "this SQLAlchemyCache has an AsyncEngine: use aget/aset/aclear "
+                "(ainvoke, astream), or give it a sync Engine"
+            )
+        return self.engine
+
+    def _run(self, factory: Callable[[], Plan[T]]) -> T:
+        engine = self._sync_engine()
+        attempts = 0
+        while True:
+            try:
+                with engine.connect() as connection:
+                    plan = factory()
+                    try:
+                        first = next(plan)
+                    except StopIteration as done:
+                        return done.value  # type: ignore[no-any-return]
+                    if not self._schema_checked:
+                        migrate.check_schema(connection)
+                        self._schema_checked = True
+                    result = drive(connection, plan, first)
+                    connection.commit()
+                    return result
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
+        if not isinstance(self.engine, AsyncEngine):
+            return await asyncio.to_thread(self._run, factory)
+        attempts = 0
+        while True:
+            try:
+                async with self.engine.connect() as connection:
+                    plan = factory()
+                    try:
+                        first = next(plan)
+                    except StopIteration as done:
+                        return done.value  # type: ignore[no-any-return]
+                    if not self._schema_checked:
+                        await connection.run_sync(migrate.check_schema)
+                        self._schema_checked = True
+                    result = await adrive(connection, plan, first)
+                    await connection.commit()
+                    return result
+            except DBAPIError as error:
+                attempts += 1
+                delay = retry.retry_delay(error, attempts)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    # --- BaseCache -----------------------------------------------------------
+
+    def get(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
+        """The unexpired cached values of ``keys`` (missing keys are absent)."""
+        now = _now()
+        return self._run(lambda: self._get_plan(keys, now))
+
+    async def aget(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
+        now = _now()
+        return await self._arun(lambda: self._get_plan(keys, now))
+
+    def set(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
+        """Store values with a TTL in seconds each (None: until cleared)."""
+        now = _now()
+        self._run(lambda: self._set_plan(pairs, now))
+
+    async def aset(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
+        now = _now()
+        await self._arun(lambda: self._set_plan(pairs, now))
+
+    def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        """Delete the entries of these namespaces (all entries when None)."""
+        self._run(lambda: self._clear_plan(namespaces))
+
+    async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        await self._arun(lambda: self._clear_plan(namespaces))

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, fresh_async_saver
 from graph_helpers import (
     build_approval_graph,
     build_article_graph,
@@ -33,6 +33,7 @@ from graph_helpers import (
     expected_chat,
     summarize,
 )
+from graph_runner import MODES, Runner
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -45,6 +46,18 @@ from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 pytestmark = [pytest.mark.any_charset, pytest.mark.any_dialect]
 
 TASKS = "__pregel_tasks"  # LangGraph's channel for Send packets
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def runner(request: pytest.FixtureRequest, backend: Backend, mode: str) -> Runner:
+    """The test body runs once on the sync saver and once on the async saver."""
+    saver = request.getfixturevalue("async_saver" if mode == "async" else "sync_saver")
+    return Runner(mode, backend, saver)
 
 
 def new_thread() -> RunnableConfig:
@@ -72,17 +85,21 @@ def assert_linear_history(history: list[StateSnapshot]) -> None:
 # --- 1/2. multi-turn memory ----------------------------------------------------------
 
 
-def test_chat_memory_across_two_saver_instances(backend: Backend) -> None:
+async def test_chat_memory_across_two_saver_instances(runner: Runner) -> None:
     config = new_thread()
-    with fresh_saver(backend) as saver_a:
-        graph_a = build_chat_graph().compile(checkpointer=saver_a)
-        first = graph_a.invoke({"messages": [HumanMessage("hi, I am Ada")]}, config)
+    async with runner.other() as first_saver:
+        graph_a = first_saver.compile(build_chat_graph())
+        first = await first_saver.invoke(
+            graph_a, {"messages": [HumanMessage("hi, I am Ada")]}, config
+        )
     assert summarize(first["messages"]) == expected_chat("hi, I am Ada")
 
-    with fresh_saver(backend) as saver_b:
-        graph_b = build_chat_graph().compile(checkpointer=saver_b)
-        second = graph_b.invoke({"messages": [HumanMessage("what is my name?")]}, config)
-        state = graph_b.get_state(config)
+    async with runner.other() as second_saver:
+        graph_b = second_saver.compile(build_chat_graph())
+        second = await second_saver.invoke(
+            graph_b, {"messages": [HumanMessage("what is my name?")]}, config
+        )
+        state = await second_saver.get_state(graph_b, config)
 
     expected = expected_chat("hi, I am Ada", "what is my name?")
     # The fake model's second reply says it saw 3 messages: turn 1 was loaded.
@@ -92,24 +109,6 @@ def test_chat_memory_across_two_saver_instances(backend: Backend) -> None:
     assert [m.id for m in second["messages"][:2]] == [m.id for m in first["messages"]]
     assert len({m.id for m in second["messages"]}) == 4
     assert state.next == ()
-
-
-async def test_chat_memory_across_two_saver_instances_async(backend: Backend) -> None:
-    config = new_thread()
-    async with fresh_async_saver(backend) as saver_a:
-        graph_a = build_chat_graph().compile(checkpointer=saver_a)
-        first = await graph_a.ainvoke({"messages": [HumanMessage("hi, I am Ada")]}, config)
-    assert summarize(first["messages"]) == expected_chat("hi, I am Ada")
-
-    async with fresh_async_saver(backend) as saver_b:
-        graph_b = build_chat_graph().compile(checkpointer=saver_b)
-        second = await graph_b.ainvoke({"messages": [HumanMessage("what is my name?")]}, config)
-        state = await graph_b.aget_state(config)
-
-    expected = expected_chat("hi, I am Ada", "what is my name?")
-    assert summarize(second["messages"]) == expected
-    assert summarize(state.values["messages"]) == expected
-    assert [m.id for m in second["messages"][:2]] == [m.id for m in first["messages"]]
 
 
 def test_chat_memory_across_a_process_boundary(
@@ -136,17 +135,17 @@ def test_chat_memory_across_a_process_boundary(
 # --- 3. human in the loop -----------------------------------------------------------
 
 
-def test_interrupt_then_resume(backend: Backend, sync_saver: SQLAlchemySaver) -> None:
+async def test_interrupt_then_resume(runner: Runner) -> None:
     config = new_thread()
     calls: Counter[str] = Counter()
-    graph = build_approval_graph(calls).compile(checkpointer=sync_saver)
+    graph = runner.compile(build_approval_graph(calls))
 
-    paused = graph.invoke({"request": "the refund"}, config)
+    paused = await runner.invoke(graph, {"request": "the refund"}, config)
     question = {"question": "Approve the refund?"}
     assert [i.value for i in paused["__interrupt__"]] == [question]
     assert "answer" not in paused
 
-    state = graph.get_state(config)
+    state = await runner.get_state(graph, config)
     assert state.next == ("ask_human",)
     assert [i.value for i in state.interrupts] == [question]
     assert [(t.name, [i.value for i in t.interrupts]) for t in state.tasks] == [
@@ -154,10 +153,10 @@ def test_interrupt_then_resume(backend: Backend, sync_saver: SQLAlchemySaver) ->
     ]
 
     # Resume from another saver instance, as a second web request would.
-    with fresh_saver(backend) as other:
-        resumed_graph = build_approval_graph(calls).compile(checkpointer=other)
-        final = resumed_graph.invoke(Command(resume="yes"), config)
-        after = resumed_graph.get_state(config)
+    async with runner.other() as other:
+        resumed_graph = other.compile(build_approval_graph(calls))
+        final = await other.invoke(resumed_graph, Command(resume="yes"), config)
+        after = await other.get_state(resumed_graph, config)
 
     assert final["answer"] == "yes"
     assert final["log"] == ["prepared the refund", "human said yes", "finished with yes"]
@@ -169,48 +168,21 @@ def test_interrupt_then_resume(backend: Backend, sync_saver: SQLAlchemySaver) ->
     assert calls == Counter(prepare=1, ask_human=2, finish=1)
 
 
-async def test_interrupt_then_resume_async(
-    backend: Backend, async_saver: AsyncSQLAlchemySaver
-) -> None:
-    config = new_thread()
-    calls: Counter[str] = Counter()
-    graph = build_approval_graph(calls).compile(checkpointer=async_saver)
-
-    paused = await graph.ainvoke({"request": "the refund"}, config)
-    question = {"question": "Approve the refund?"}
-    assert [i.value for i in paused["__interrupt__"]] == [question]
-
-    state = await graph.aget_state(config)
-    assert state.next == ("ask_human",)
-    assert [i.value for i in state.interrupts] == [question]
-    assert [i.value for i in state.tasks[0].interrupts] == [question]
-
-    async with fresh_async_saver(backend) as other:
-        resumed_graph = build_approval_graph(calls).compile(checkpointer=other)
-        final = await resumed_graph.ainvoke(Command(resume="yes"), config)
-        after = await resumed_graph.aget_state(config)
-
-    assert final["answer"] == "yes"
-    assert final["log"] == ["prepared the refund", "human said yes", "finished with yes"]
-    assert after.next == ()
-    assert calls == Counter(prepare=1, ask_human=2, finish=1)
-
-
 # --- 4. time travel -----------------------------------------------------------------------
 
 
-def run_pipeline(saver: SQLAlchemySaver) -> tuple[Any, RunnableConfig, Counter[str]]:
+async def run_pipeline(runner: Runner) -> tuple[Any, RunnableConfig, Counter[str]]:
     config = new_thread()
     calls: Counter[str] = Counter()
-    graph = build_pipeline(calls).compile(checkpointer=saver)
-    result = graph.invoke({"trail": ["start"]}, config)
+    graph = runner.compile(build_pipeline(calls))
+    result = await runner.invoke(graph, {"trail": ["start"]}, config)
     assert result == {"trail": ["start", "a", "b", "c"]}
     return graph, config, calls
 
 
-def test_state_history_newest_first_with_steps_and_parents(sync_saver: SQLAlchemySaver) -> None:
-    graph, config, _ = run_pipeline(sync_saver)
-    history = list(graph.get_state_history(config))
+async def test_state_history_newest_first_with_steps_and_parents(runner: Runner) -> None:
+    graph, config, _ = await run_pipeline(runner)
+    history = await runner.history(graph, config)
 
     assert [s.metadata["step"] for s in history] == [3, 2, 1, 0, -1]
     assert [s.metadata["source"] for s in history] == ["loop"] * 4 + ["input"]
@@ -224,63 +196,65 @@ def test_state_history_newest_first_with_steps_and_parents(sync_saver: SQLAlchem
     ]
     assert_linear_history(history)
     # The saver's own listing agrees, and honours limit and before.
-    listed = list(sync_saver.list(config))
+    listed = await runner.list(config)
     assert [checkpoint_id(t.config) for t in listed] == ids_of(history)
-    assert ids_of(list(graph.get_state_history(config, limit=2))) == ids_of(history[:2])
-    before = list(graph.get_state_history(config, before=history[1].config))
+    assert ids_of(await runner.history(graph, config, limit=2)) == ids_of(history[:2])
+    before = await runner.history(graph, config, before=history[1].config)
     assert ids_of(before) == ids_of(history[2:])
 
 
-def test_replay_from_an_old_checkpoint(sync_saver: SQLAlchemySaver) -> None:
-    graph, config, calls = run_pipeline(sync_saver)
-    original = list(graph.get_state_history(config))
+async def test_replay_from_an_old_checkpoint(runner: Runner) -> None:
+    graph, config, calls = await run_pipeline(runner)
+    original = await runner.history(graph, config)
     head, old = original[0], original[2]
     assert old.next == ("b",)
 
-    replayed = graph.invoke(None, old.config)
+    replayed = await runner.invoke(graph, None, old.config)
 
     assert replayed == {"trail": ["start", "a", "b", "c"]}
     # Only the nodes after the old checkpoint ran again.
     assert calls == Counter(a=1, b=2, c=2)
     # The new head descends from the old checkpoint ...
-    new_head = graph.get_state(config)
+    new_head = await runner.get_state(graph, config)
     assert checkpoint_id(new_head.config) != checkpoint_id(head.config)
     ancestors = []
     snapshot: StateSnapshot | None = new_head
     while snapshot is not None and snapshot.parent_config is not None:
         ancestors.append(checkpoint_id(snapshot.parent_config))
-        snapshot = graph.get_state(snapshot.parent_config)
+        snapshot = await runner.get_state(graph, snapshot.parent_config)
     assert checkpoint_id(old.config) in ancestors
     assert checkpoint_id(head.config) not in ancestors
     # ... and the original branch is still there, unchanged.
-    assert graph.get_state(head.config).values == head.values
-    assert graph.get_state(old.config).values == {"trail": ["start", "a"]}
-    assert len(list(graph.get_state_history(config))) > len(original)
+    assert (await runner.get_state(graph, head.config)).values == head.values
+    assert (await runner.get_state(graph, old.config)).values == {"trail": ["start", "a"]}
+    assert len(await runner.history(graph, config)) > len(original)
 
 
-def test_update_state_forks_from_an_old_checkpoint(sync_saver: SQLAlchemySaver) -> None:
-    graph, config, calls = run_pipeline(sync_saver)
-    original = list(graph.get_state_history(config))
+async def test_update_state_forks_from_an_old_checkpoint(runner: Runner) -> None:
+    graph, config, calls = await run_pipeline(runner)
+    original = await runner.history(graph, config)
     head, old = original[0], original[2]  # old: after "a", before "b"
 
-    fork_config = graph.update_state(old.config, {"trail": ["edited"]})
+    fork_config = await runner.update_state(graph, old.config, {"trail": ["edited"]})
 
-    fork = graph.get_state(fork_config)
+    fork = await runner.get_state(graph, fork_config)
     assert checkpoint_id(fork.parent_config) == checkpoint_id(old.config)
-    assert fork.metadata["source"] == "update"
+    assert fork.metadata is not None and fork.metadata["source"] == "update"
     assert fork.values == {"trail": ["start", "a", "edited"]}
     assert fork.next == ("b",)
     # The fork is the thread's latest checkpoint now; the main branch's head is untouched.
-    assert checkpoint_id(graph.get_state(config).config) == checkpoint_id(fork_config)
-    assert graph.get_state(head.config).values == {"trail": ["start", "a", "b", "c"]}
+    latest = await runner.get_state(graph, config)
+    assert checkpoint_id(latest.config) == checkpoint_id(fork_config)
+    main_head = {"trail": ["start", "a", "b", "c"]}
+    assert (await runner.get_state(graph, head.config)).values == main_head
 
-    finished = graph.invoke(None, fork_config)
+    finished = await runner.invoke(graph, None, fork_config)
     assert finished == {"trail": ["start", "a", "edited", "b", "c"]}
     assert calls == Counter(a=1, b=2, c=2)
-    assert graph.get_state(head.config).values == {"trail": ["start", "a", "b", "c"]}
-    assert graph.get_state(config).values == finished
+    assert (await runner.get_state(graph, head.config)).values == main_head
+    assert (await runner.get_state(graph, config)).values == finished
     # Both branches share the checkpoints up to the fork point.
-    assert set(ids_of(original)) < set(ids_of(list(graph.get_state_history(config))))
+    assert set(ids_of(original)) < set(ids_of(await runner.history(graph, config)))
 
 
 # --- 5. subgraphs ---------------------------------------------------------------------------
@@ -322,49 +296,27 @@ def check_finished_article(final: dict[str, Any], calls: Counter[str]) -> None:
     assert calls == Counter(plan=1, draft=1, review=2, publish=1)
 
 
-def test_subgraph_state_and_interrupt_resume(sync_saver: SQLAlchemySaver) -> None:
+async def test_subgraph_state_and_interrupt_resume(runner: Runner) -> None:
     config = new_thread()
     thread_id = config["configurable"]["thread_id"]
     calls: Counter[str] = Counter()
-    graph = build_article_graph(calls).compile(checkpointer=sync_saver)
+    graph = runner.compile(build_article_graph(calls))
 
-    paused = graph.invoke({"topic": "cats"}, config)
+    paused = await runner.invoke(graph, {"topic": "cats"}, config)
     assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
-    ns = check_paused_subgraph(graph.get_state(config, subgraphs=True))
+    ns = check_paused_subgraph(await runner.get_state(graph, config, subgraphs=True))
 
-    scoped = list(sync_saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}))
-    check_subgraph_checkpoints(scoped, ns)
-    every_ns = {t.config["configurable"]["checkpoint_ns"] for t in sync_saver.list(config)}
+    sub_config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    check_subgraph_checkpoints(await runner.list(sub_config), ns)
+    every_ns = {t.config["configurable"]["checkpoint_ns"] for t in await runner.list(config)}
     assert every_ns == {"", ns}
 
-    final = graph.invoke(Command(resume="yes"), config)
+    final = await runner.invoke(graph, Command(resume="yes"), config)
     check_finished_article(final, calls)
-    done = graph.get_state(config, subgraphs=True)
+    done = await runner.get_state(graph, config, subgraphs=True)
     assert done.next == ()
     assert done.tasks == ()
     assert done.values == final
-
-
-async def test_subgraph_state_and_interrupt_resume_async(
-    async_saver: AsyncSQLAlchemySaver,
-) -> None:
-    config = new_thread()
-    thread_id = config["configurable"]["thread_id"]
-    calls: Counter[str] = Counter()
-    graph = build_article_graph(calls).compile(checkpointer=async_saver)
-
-    paused = await graph.ainvoke({"topic": "cats"}, config)
-    assert [i.value for i in paused["__interrupt__"]] == [QUESTION]
-    ns = check_paused_subgraph(await graph.aget_state(config, subgraphs=True))
-
-    sub_config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-    check_subgraph_checkpoints([t async for t in async_saver.alist(sub_config)], ns)
-    every_ns = {t.config["configurable"]["checkpoint_ns"] async for t in async_saver.alist(config)}
-    assert every_ns == {"", ns}
-
-    final = await graph.ainvoke(Command(resume="yes"), config)
-    check_finished_article(final, calls)
-    assert (await graph.aget_state(config, subgraphs=True)).next == ()
 
 
 # --- 6. parallel writes, Send, pending writes ------------------------------------------------
@@ -380,119 +332,120 @@ def task_outcomes(state: StateSnapshot) -> tuple[list[Any], list[str]]:
     return results, errors
 
 
-def test_parallel_fan_out_and_send(sync_saver: SQLAlchemySaver) -> None:
+async def test_parallel_fan_out_and_send(runner: Runner) -> None:
     config = new_thread()
     calls: Counter[str] = Counter()
-    graph = build_fan_out_graph(calls).compile(checkpointer=sync_saver)
+    graph = runner.compile(build_fan_out_graph(calls))
 
-    result = graph.invoke({"topics": TOPICS}, config)
+    result = await runner.invoke(graph, {"topics": TOPICS}, config)
 
     assert sorted(result["results"]) == ALL_RESULTS  # order within a superstep is unspecified
     assert result["summary"] == ",".join(ALL_RESULTS)
     assert calls == Counter(left=1, right=1, alpha=1, beta=1, gamma=1, summary=1)
-    assert graph.get_state(config).values == result
+    assert (await runner.get_state(graph, config)).values == result
 
     # The writes of each superstep were stored against the checkpoint before it.
-    by_next = {s.next: s for s in graph.get_state_history(config)}
-    fan = sync_saver.get_tuple(by_next[("left", "right")].config)
+    by_next = {s.next: s for s in await runner.history(graph, config)}
+    fan = await runner.get_tuple(by_next[("left", "right")].config)
     assert fan is not None
     assert sorted(w[2][0] for w in fan.pending_writes or [] if w[1] == "results") == [
         "left",
         "right",
     ]
-    join = sync_saver.get_tuple(by_next[("join",)].config)
+    join = await runner.get_tuple(by_next[("join",)].config)
     assert join is not None
     sends = [w[2] for w in join.pending_writes or [] if w[1] == TASKS]
     assert sorted(sends, key=lambda s: s.arg["topic"]) == [
         Send("worker", {"topic": topic}) for topic in TOPICS
     ]
-    workers = sync_saver.get_tuple(by_next[("worker", "worker", "worker")].config)
+    workers = await runner.get_tuple(by_next[("worker", "worker", "worker")].config)
     assert workers is not None
     assert len({w[0] for w in workers.pending_writes or []}) == 3  # one task id per Send
 
 
-def test_failed_supersteps_resume_from_pending_writes(
-    backend: Backend, sync_saver: SQLAlchemySaver
-) -> None:
+async def test_failed_supersteps_resume_from_pending_writes(runner: Runner) -> None:
     """A task that fails leaves its siblings' writes pending; a retry re-runs only it."""
     config = new_thread()
     calls: Counter[str] = Counter()
     fail_once = {"right", "beta"}  # one parallel branch, then one Send worker
-    graph = build_fan_out_graph(calls, fail_once).compile(checkpointer=sync_saver)
+    graph = runner.compile(build_fan_out_graph(calls, fail_once))
 
     with pytest.raises(RuntimeError, match="transient failure in right"):
-        graph.invoke({"topics": TOPICS}, config)
+        await runner.invoke(graph, {"topics": TOPICS}, config)
     assert calls == Counter(left=1, right=1)
     # The stored writes tell finished tasks (with their result) from the failed one.
-    state = graph.get_state(config)
+    state = await runner.get_state(graph, config)
     assert state.next == ("right",)
     assert task_outcomes(state) == (
         [("left", {"results": ["left"]})],
         ["right: RuntimeError('transient failure in right')"],
     )
 
-    with fresh_saver(backend) as other:  # retry from a different saver instance
-        retry = build_fan_out_graph(calls, fail_once).compile(checkpointer=other)
+    async with runner.other() as other:  # retry from a different saver instance
+        retry = other.compile(build_fan_out_graph(calls, fail_once))
         with pytest.raises(RuntimeError, match="transient failure in beta"):
-            retry.invoke(None, config)
+            await other.invoke(retry, None, config)
         # "left" was not re-run: its write was loaded from the pending writes.
         assert calls == Counter(left=1, right=2, alpha=1, beta=1, gamma=1)
-        state = retry.get_state(config)
+        state = await other.get_state(retry, config)
         assert state.next == ("worker",)
         assert task_outcomes(state) == (
             [("worker", {"results": ["worker:alpha"]}), ("worker", {"results": ["worker:gamma"]})],
             ["worker: RuntimeError('transient failure in beta')"],
         )
 
-        result = retry.invoke(None, config)
+        result = await other.invoke(retry, None, config)
 
     assert sorted(result["results"]) == ALL_RESULTS
     assert result["summary"] == ",".join(ALL_RESULTS)
     assert calls == Counter(left=1, right=2, alpha=1, beta=2, gamma=1, summary=1)
 
 
-async def test_parallel_fan_out_and_send_async(async_saver: AsyncSQLAlchemySaver) -> None:
+async def test_a_failed_send_worker_is_retried_alone(runner: Runner) -> None:
     config = new_thread()
     calls: Counter[str] = Counter()
     fail_once = {"beta"}
-    graph = build_fan_out_graph(calls, fail_once).compile(checkpointer=async_saver)
+    graph = runner.compile(build_fan_out_graph(calls, fail_once))
 
     with pytest.raises(RuntimeError, match="transient failure in beta"):
-        await graph.ainvoke({"topics": TOPICS}, config)
-    result = await graph.ainvoke(None, config)
+        await runner.invoke(graph, {"topics": TOPICS}, config)
+    result = await runner.invoke(graph, None, config)
 
     assert sorted(result["results"]) == ALL_RESULTS
     assert calls == Counter(left=1, right=1, alpha=1, beta=2, gamma=1, summary=1)
-    assert (await graph.aget_state(config)).values == result
+    assert (await runner.get_state(graph, config)).values == result
 
 
 # --- 7. streaming and durability ----------------------------------------------------------------
 
 
-def test_stream_values_continues_the_stored_conversation(sync_saver: SQLAlchemySaver) -> None:
+async def test_stream_values_continues_the_stored_conversation(runner: Runner) -> None:
     config = new_thread()
-    graph = build_chat_graph().compile(checkpointer=sync_saver)
+    graph = runner.compile(build_chat_graph())
 
-    turn_1 = list(graph.stream({"messages": [HumanMessage("one")]}, config, stream_mode="values"))
+    first = {"messages": [HumanMessage("one")]}
+    turn_1 = await runner.stream(graph, first, config, stream_mode="values")
     assert [summarize(chunk["messages"]) for chunk in turn_1] == [
         expected_chat("one")[:1],
         expected_chat("one"),
     ]
 
-    turn_2 = list(graph.stream({"messages": [HumanMessage("two")]}, config, stream_mode="values"))
+    second = {"messages": [HumanMessage("two")]}
+    turn_2 = await runner.stream(graph, second, config, stream_mode="values")
     # The first chunk already holds the stored turn plus the new input.
     assert [summarize(chunk["messages"]) for chunk in turn_2] == [
         expected_chat("one", "two")[:3],
         expected_chat("one", "two"),
     ]
-    assert summarize(graph.get_state(config).values["messages"]) == expected_chat("one", "two")
+    state = await runner.get_state(graph, config)
+    assert summarize(state.values["messages"]) == expected_chat("one", "two")
 
 
-async def test_astream_values(async_saver: AsyncSQLAlchemySaver) -> None:
+async def test_stream_values_of_a_pipeline(runner: Runner) -> None:
     config = new_thread()
-    graph = build_pipeline(Counter()).compile(checkpointer=async_saver)
+    graph = runner.compile(build_pipeline(Counter()))
 
-    chunks = [c async for c in graph.astream({"trail": ["start"]}, config, stream_mode="values")]
+    chunks = await runner.stream(graph, {"trail": ["start"]}, config, stream_mode="values")
 
     assert [c["trail"] for c in chunks] == [
         ["start"],
@@ -500,7 +453,7 @@ async def test_astream_values(async_saver: AsyncSQLAlchemySaver) -> None:
         ["start", "a", "b"],
         ["start", "a", "b", "c"],
     ]
-    assert (await graph.aget_state(config)).values == chunks[-1]
+    assert (await runner.get_state(graph, config)).values == chunks[-1]
 
 
 # Checkpoints a 3-node run leaves: "exit" writes only the final one.
@@ -508,40 +461,20 @@ CHECKPOINTS_BY_DURABILITY = {"exit": 1, "sync": 5}
 
 
 @pytest.mark.parametrize("durability", ["exit", "sync"])
-def test_durability_modes_persist_the_final_state(
-    backend: Backend, sync_saver: SQLAlchemySaver, durability: Any
-) -> None:
+async def test_durability_modes_persist_the_final_state(runner: Runner, durability: Any) -> None:
     config = new_thread()
-    graph = build_pipeline(Counter()).compile(checkpointer=sync_saver)
+    graph = runner.compile(build_pipeline(Counter()))
 
-    result = graph.invoke({"trail": ["start"]}, config, durability=durability)
+    result = await runner.invoke(graph, {"trail": ["start"]}, config, durability=durability)
 
-    with fresh_saver(backend) as other:
-        reader = build_pipeline(Counter()).compile(checkpointer=other)
-        state = reader.get_state(config)
-        history = list(reader.get_state_history(config))
+    async with runner.other() as other:
+        reader = other.compile(build_pipeline(Counter()))
+        state = await other.get_state(reader, config)
+        history = await other.history(reader, config)
     assert result == {"trail": ["start", "a", "b", "c"]}
     assert state.values == result
     assert state.next == ()
     assert state.metadata is not None and state.metadata["step"] == 3
-    assert len(history) == CHECKPOINTS_BY_DURABILITY[durability]
-
-
-@pytest.mark.parametrize("durability", ["exit", "sync"])
-async def test_durability_modes_persist_the_final_state_async(
-    backend: Backend, async_saver: AsyncSQLAlchemySaver, durability: Any
-) -> None:
-    config = new_thread()
-    graph = build_pipeline(Counter()).compile(checkpointer=async_saver)
-
-    result = await graph.ainvoke({"trail": ["start"]}, config, durability=durability)
-
-    async with fresh_async_saver(backend) as other:
-        reader = build_pipeline(Counter()).compile(checkpointer=other)
-        state = await reader.aget_state(config)
-        history = [s async for s in reader.aget_state_history(config)]
-    assert state.values == result == {"trail": ["start", "a", "b", "c"]}
-    assert state.next == ()
     assert len(history) == CHECKPOINTS_BY_DURABILITY[durability]
 
 

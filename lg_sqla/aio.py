@@ -24,7 +24,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
-from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
+from lg_sqla.engines import (
+    configure_engine,
+    driver_hint,
+    engine_options,
+    saver_url,
+    threaded_sqlite_url,
+)
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
@@ -97,8 +103,16 @@ class AsyncSQLAlchemySaver(SaverBase):
             **engine_kwargs: Passed to ``create_async_engine`` (and, for a SQLite
                 file, to the ``create_engine`` of the pysqlite engine the saver
                 runs its checkpointer calls on, one worker thread per call).
+
+        A URL without a driver gets lg_sqla's async one (``postgres://`` and
+        ``postgresql://``: psycopg 3; ``mysql://``: asyncmy; ``sqlite://``: aiosqlite).
+        A driver that is not installed raises ``MissingDriverError`` naming the extra.
         """
-        engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
+        url = saver_url(url, is_async=True)
+        with driver_hint(url):
+            engine = configure_engine(
+                create_async_engine(url, **engine_options(url, engine_kwargs))
+            )
         threaded = None
         try:
             saver = cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)

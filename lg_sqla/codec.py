@@ -35,6 +35,8 @@ from langgraph.checkpoint.serde.types import TASKS
 
 from lg_sqla import limits
 from lg_sqla.errors import InvalidInputError
+from lg_sqla.serde.errors import SerdeError, WrongSerializerError
+from lg_sqla.serde.tags import parse_type_tag
 
 EMPTY_TYPE = "empty"
 
@@ -264,7 +266,35 @@ def parent_id_of(config: RunnableConfig) -> str | None:
 
 
 def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any:
-    return serde.loads_typed((type_, blob if blob is not None else b""))
+    try:
+        return serde.loads_typed((type_, blob if blob is not None else b""))
+    except SerdeError:
+        raise  # lg_sqla's serializers name the key or layer themselves
+    except Exception as error:
+        if "+" not in type_:
+            raise
+        # A layered row (compressed and/or encrypted) read by a serializer that does
+        # not know the layer: LangGraph's says only "Unknown serialization type".
+        raise WrongSerializerError(_serializer_hint(type_)) from error
+
+
+def _serializer_hint(type_: str) -> str:
+    try:
+        tag = parse_type_tag(type_)
+    except SerdeError:
+        return f"a stored value has type {type_!r}, which this saver's serializer cannot read"
+    if tag.encryption is None:
+        return (
+            f"a stored value is compressed (type {type_!r}); configure the saver with "
+            "serde=lg_sqla.serde.CompressedSerializer() to read it"
+        )
+    key = f"AES-GCM key id {tag.key_id!r}" if tag.key_id else "LangGraph's AES-EAX key"
+    inner = "CompressedSerializer()" if tag.compression else ""
+    return (
+        f"a stored value is encrypted (type {type_!r}, {key}); configure the saver with "
+        f"serde=lg_sqla.serde.EncryptedSerializer.from_env({inner}) and that key "
+        "(see docs/security.md)"
+    )
 
 
 def json_object(value: Any) -> dict[str, Any]:

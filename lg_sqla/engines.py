@@ -5,11 +5,16 @@ Engines passed in by the caller are used as they are: their owner decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import event, pool
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from lg_sqla.errors import MissingDriverError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -26,6 +31,64 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+# The driver lg_sqla uses when a URL names none (`postgresql://`, `mysql://`): the
+# ones its extras install, not SQLAlchemy's defaults (psycopg2, mysqlclient).
+_DEFAULT_DRIVERS = {
+    # backend: (sync driver, async driver)
+    "postgresql": ("psycopg", "psycopg"),
+    "mysql": ("pymysql", "asyncmy"),
+    "mariadb": ("pymysql", "asyncmy"),
+    "sqlite": ("pysqlite", "aiosqlite"),
+}
+# The extra that installs each driver's module (ModuleNotFoundError.name).
+_EXTRAS = {
+    "psycopg": "postgres",
+    "pymysql": "mysql",
+    "asyncmy": "async",
+    "aiosqlite": "async",
+}
+
+
+def saver_url(url: str, *, is_async: bool) -> str:
+    """The URL ``from_conn_string`` opens: a URL without a driver gets lg_sqla's.
+
+    ``postgres://`` (what Heroku-style platforms and LangGraph's ``PostgresSaver``
+    take) and ``postgresql://`` open with psycopg 3, ``mysql://`` / ``mariadb://``
+    with PyMySQL (asyncmy for the async saver), ``sqlite://`` with aiosqlite for
+    the async saver. A URL naming its driver is kept as it is.
+    """
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    parsed = make_url(url)
+    drivers = _DEFAULT_DRIVERS.get(parsed.get_backend_name())
+    if "+" in parsed.drivername or drivers is None:
+        return url
+    if parsed.get_backend_name() == "sqlite" and not is_async:
+        return url
+    driver = drivers[1] if is_async else drivers[0]
+    return parsed.set(drivername=f"{parsed.drivername}+{driver}").render_as_string(
+        hide_password=False
+    )
+
+
+@contextmanager
+def driver_hint(url: str) -> Iterator[None]:
+    """Turn a missing driver module into an error naming the extra that installs it."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        extra = _EXTRAS.get((error.name or "").split(".")[0])
+        install = f'pip install "lg_sqla[{extra}]"' if extra else f"install {error.name!r}"
+        raise MissingDriverError(
+            f"the database driver for {make_url(url).drivername!r} is not installed "
+            f"(no module {error.name!r}): {install}"
+        ) from error
+    except NoSuchModuleError as error:
+        raise MissingDriverError(
+            f"SQLAlchemy has no dialect for {make_url(url).drivername!r}: {error}"
+        ) from error
 
 
 def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:

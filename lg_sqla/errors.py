@@ -13,3 +13,8 @@ class InvalidInputError(LgSqlaError, ValueError):
 
 class SchemaError(LgSqlaError, RuntimeError):
     """The database schema is missing, behind, or ahead of this lg_sqla version."""
+
+
+class MissingDriverError(LgSqlaError, ImportError):
+    """The URL needs a database driver that is not installed; the message names the
+    extra to install, e.g. ``pip install "lg_sqla[mysql]"``."""

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 
 from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
-from lg_sqla.engines import configure_engine, engine_options
+from lg_sqla.engines import configure_engine, driver_hint, engine_options, saver_url
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, drive
 from lg_sqla.rotation import RotationReport
@@ -116,8 +116,14 @@ class SQLAlchemySaver(SaverBase):
             list_page_size: See the class docstring.
             **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
                 ``pool_pre_ping``, ``connect_args``, ...).
+
+        A URL without a driver gets lg_sqla's (``postgres://`` and ``postgresql://``:
+        psycopg 3; ``mysql://``: PyMySQL). A driver that is not installed raises
+        ``MissingDriverError`` naming the extra to install.
         """
-        engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
+        url = saver_url(url, is_async=False)
+        with driver_hint(url):
+            engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         try:
             yield cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
         finally:

@@ -34,6 +34,7 @@ from lg_sqla.serde.errors import (
     PlaintextRejectedError,
     SerdeError,
     UnsupportedTagError,
+    WrongSerializerError,
 )
 from lg_sqla.serde.rewrite import needs_rewrite, rewrite, target_encryption_layer
 from lg_sqla.serde.tags import TypeTag, parse_type_tag
@@ -58,6 +59,7 @@ __all__ = [
     "SerdeError",
     "TypeTag",
     "UnsupportedTagError",
+    "WrongSerializerError",
     "generate_key_spec",
     "needs_rewrite",
     "parse_type_tag",

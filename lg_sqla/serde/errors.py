@@ -18,6 +18,7 @@ __all__ = [
     "PlaintextRejectedError",
     "SerdeError",
     "UnsupportedTagError",
+    "WrongSerializerError",
 ]
 
 
@@ -60,3 +61,10 @@ class DecompressionError(SerdeError):
 
 class MissingDependencyError(SerdeError, ImportError):
     """An optional package needed for this row or setting is not installed."""
+
+
+class WrongSerializerError(SerdeError, LookupError):
+    """A stored row is compressed or encrypted and the saver's serializer cannot read it.
+
+    The message names the serializer (and key id) to configure.
+    """

@@ -728,3 +728,21 @@ def ops_for(dialect: Dialect) -> DialectOps:
     if is_mysql_family(dialect):
         return MySQLOps(dialect)
     return _OPS.get(dialect.name, GenericOps)()
+
+
+@compiles(sa.PrimaryKeyConstraint, "mysql")
+@compiles(sa.PrimaryKeyConstraint, "mariadb")
+def _primary_key_without_name(constraint: sa.PrimaryKeyConstraint, compiler: Any, **kw: Any) -> str:
+    """MySQL/MariaDB: ``PRIMARY KEY (...)`` without ``CONSTRAINT name``.
+
+    The server always calls a primary key ``PRIMARY`` and answers a named one with a
+    warning ("Name 'pk_checkpoints' ignored for PRIMARY key") that asyncmy logs on
+    every ``setup()`` (our tables', and Alembic's version table's ``..._pkc``). The
+    name has no effect there, so it is not sent: the DDL is otherwise the same.
+    """
+    name = constraint.name
+    constraint.name = None
+    try:
+        return cast(str, compiler.visit_primary_key_constraint(constraint, **kw))
+    finally:
+        constraint.name = name

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import threading
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -206,3 +208,34 @@ async def test_calls_survive_dead_pooled_connections_async(backend: Backend) -> 
         assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
     finally:
         await engine.dispose()
+
+
+# --- setup() is quiet -------------------------------------------------------------------
+
+
+def _noise(records: list[logging.LogRecord], caught: list[warnings.WarningMessage]) -> list[str]:
+    messages = [r.getMessage() for r in records] + [str(w.message) for w in caught]
+    return [m for m in messages if "ignored for PRIMARY key" in m]
+
+
+def test_setup_logs_no_primary_key_name_warning_sync(
+    fresh_database: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MariaDB answers a named PRIMARY KEY with "Name 'pk_…' ignored" (a warning
+    drivers log or raise as Python warnings); setup() renders no name there."""
+    caplog.set_level(logging.DEBUG)
+    with warnings.catch_warnings(record=True) as caught, fresh_saver(fresh_database) as saver:
+        warnings.simplefilter("always")
+        saver.setup()
+    assert _noise(caplog.records, caught) == []
+
+
+async def test_setup_logs_no_primary_key_name_warning_async(
+    fresh_database: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with fresh_async_saver(fresh_database) as saver:
+            await saver.setup()
+    assert _noise(caplog.records, caught) == []

@@ -9,6 +9,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -239,3 +240,101 @@ async def test_setup_logs_no_primary_key_name_warning_async(
         async with fresh_async_saver(fresh_database) as saver:
             await saver.setup()
     assert _noise(caplog.records, caught) == []
+
+
+# --- a retry never re-runs what was committed ------------------------------------------
+
+
+def _session_id(dbapi_connection: Any) -> int:
+    raw = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    info = getattr(raw, "info", None)
+    if info is not None and hasattr(info, "backend_pid"):  # psycopg, sync or async
+        return int(info.backend_pid)
+    return int(raw.thread_id())  # PyMySQL / asyncmy
+
+
+def _kill(backend: Backend, session: int) -> None:
+    engine = backend.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            if backend.name == "postgres":
+                conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": session})
+            else:
+                conn.exec_driver_sql(f"KILL {session}")
+    finally:
+        engine.dispose()
+
+
+def _kill_at(backend: Backend, engine: sa.Engine, after_commit: bool) -> list[str]:
+    """End the session under the call at its first statement (``after_commit``: at the
+    first statement after its first COMMIT): a real disconnect, as in a restart."""
+    state = {"committed": False, "done": False}
+    killed: list[str] = []
+
+    def on_commit(conn: Any) -> None:
+        state["committed"] = True
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if state["done"] or (after_commit and not state["committed"]):
+            return
+        state["done"] = True
+        _kill(backend, _session_id(conn.connection.dbapi_connection))
+        killed.append(statement)
+
+    sa.event.listen(engine, "commit", on_commit)
+    sa.event.listen(engine, "before_cursor_execute", before)
+    return killed
+
+
+def _two_threads(saver: SQLAlchemySaver) -> list[str]:
+    threads = [new_thread(), new_thread()]
+    for thread_id in threads:
+        parent = config(thread_id)
+        for i in range(3):
+            parent = saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {}, {"a": i + 1})
+    return threads
+
+
+@SERVERS
+@pytest.mark.parametrize("after_commit", [False, True], ids=["first-unit", "after-commit"])
+def test_retry_only_before_a_commit_sync(backend: Backend, after_commit: bool) -> None:
+    """prune([t1, t2]) commits per thread: a dead connection in t1's transaction is
+    retried; one in t2's, after t1 was committed, reaches the caller."""
+    engine = backend.engine()
+    try:
+        saver = SQLAlchemySaver(engine)
+        threads = _two_threads(saver)
+        killed = _kill_at(backend, engine, after_commit)
+        if after_commit:
+            with pytest.raises(sa.exc.OperationalError):
+                saver.prune(threads)
+        else:
+            saver.prune(threads)
+        assert killed
+        remaining = [len(list(saver.list(config(t)))) for t in threads]
+        assert remaining == ([1, 3] if after_commit else [1, 1])
+    finally:
+        engine.dispose()
+
+
+@SERVERS
+@pytest.mark.parametrize("after_commit", [False, True], ids=["first-unit", "after-commit"])
+async def test_retry_only_before_a_commit_async(backend: Backend, after_commit: bool) -> None:
+    with fresh_saver(backend) as sync:
+        threads = _two_threads(sync)
+    engine = backend.async_engine()
+    try:
+        saver = AsyncSQLAlchemySaver(engine)
+        killed = _kill_at(backend, engine.sync_engine, after_commit)
+        if after_commit:
+            with pytest.raises(sa.exc.OperationalError):
+                await saver.aprune(threads)
+        else:
+            await saver.aprune(threads)
+        assert killed
+        remaining = []
+        for thread_id in threads:
+            remaining.append(len([t async for t in saver.alist(config(thread_id))]))
+        assert remaining == ([1, 3] if after_commit else [1, 1])
+    finally:
+        await engine.dispose()

@@ -85,13 +85,19 @@ def _ratio(cell: Cell | None) -> str:
 
 
 def _errors(results: dict[str, Any]) -> list[str]:
-    out = []
+    """Failed attempts, the same error of the same database counted once."""
+    seen: dict[tuple[str, str], list[str]] = {}
     for r in results["runs"]:
-        where = f"{LABELS[r['dialect']]} {r['level']} {r['mode']} repeat {r['repeat']} {r['saver']}"
+        where = f"{r['level']} {r['mode']} r{r['repeat']} {r['saver']}"
+        outcome = "no figure" if "error" in r else "retried, measured"
         for error in r.get("failed_attempts", []):
-            outcome = "failed again, no figure" if "error" in r else "retried, measured"
-            out.append(f"{where}: {error} ({outcome})")
-    return out
+            first = error.splitlines()[0]
+            key = (LABELS[r["dialect"]], first.split("'/tmp/")[0])  # temp file names vary
+            seen.setdefault(key, []).append(f"{where} ({outcome})")
+    return [
+        f"{db}: `{error}` - {len(places)} attempt(s): {', '.join(dict.fromkeys(places))}"
+        for (db, error), places in seen.items()
+    ]
 
 
 def targets_table(results: dict[str, Any]) -> str:

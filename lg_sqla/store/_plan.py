@@ -339,13 +339,21 @@ def batch_plan(
             if () in prefixes
             else sa.or_(*(_prefix_condition(p) for p in sorted(prefixes)))
         )
-        outcome = yield Step(
+        statement = (
             sa.select(*columns, t.prefix_hash, t.key_hash)
             .where(where, _alive(now, settings.omit_expired))
             # The official stores' order without a query: most recently updated first.
-            .order_by(t.updated_at.desc(), t.prefix, t.key),
-            fetch=True,
+            .order_by(t.updated_at.desc(), t.prefix_hash, t.key_hash)
         )
+        # A lone search without filter or ranking pages in SQL: the prefix condition is
+        # exact on every dialect, so the database's page is the answer.
+        lone = searches[0][1] if len(searches) == 1 else None
+        paged_in_sql = (
+            lone is not None and not lone.filter and not (lone.query and settings.indexed)
+        )
+        if lone is not None and paged_in_sql:
+            statement = statement.limit(lone.limit).offset(lone.offset)
+        outcome = yield Step(statement, fetch=True)
         rows = list(outcome.rows)
         vectors: dict[tuple[str, str], list[list[float]]] = {}
         ranked = [sop for _, sop in searches if sop.query and settings.indexed]
@@ -386,6 +394,8 @@ def batch_plan(
                 if len(page) < sop.limit:
                     skip = max(0, sop.offset - len(scored))
                     page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
+            elif paged_in_sql:
+                page = [(None, r) for r in candidates]
             else:
                 page = [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
             results[i] = [_item(r, SearchItem, score) for score, r in page]

@@ -363,3 +363,31 @@ async def test_from_conn_string_owns_its_engine(backend: Backend, mode: str) -> 
         async with AsyncSQLAlchemyStore.from_conn_string(backend.async_url) as astore:
             item = await astore.aget((r,), "k")
             assert item is not None and item.value == {"v": 1}
+
+
+async def test_refresh_on_read_false_and_the_other_twin(backend: Backend, mode: str) -> None:
+    """TTLConfig(refresh_on_read=False): reads leave the expiry alone unless asked; and
+    the twin API of each store (abatch of the sync store, batch of the async one from
+    a worker thread) reads and writes the same rows."""
+    ttl = {"default_ttl": 0.6 / 60, "refresh_on_read": False}
+    async with open_store(backend, mode, ttl=ttl) as s:  # type: ignore[arg-type]
+        r = root()
+        await s.put((r,), "k", {"v": 1})
+        for _ in range(4):
+            await asyncio.sleep(0.2)
+            await s.get((r,), "k")  # no refresh by default
+        assert await s.get((r,), "k") is None
+        await s.put((r,), "j", {"v": 2})
+        for _ in range(4):
+            await asyncio.sleep(0.2)
+            assert await s.get((r,), "j", refresh_ttl=True) is not None
+        store = s.store
+        if isinstance(store, SQLAlchemyStore):
+            results = await store.abatch([GetOp((r,), "j"), PutOp((r,), "x", {"v": 3})])
+            assert results[0] is not None and results[0].value == {"v": 2}
+        else:
+            results = await asyncio.to_thread(
+                store.batch, [GetOp((r,), "j"), PutOp((r,), "x", {"v": 3})]
+            )
+            assert results[0] is not None and results[0].value == {"v": 2}
+        assert (await s.get((r,), "x")).value == {"v": 3}

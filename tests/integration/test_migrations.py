@@ -211,38 +211,65 @@ def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
             engine.dispose()
 
 
-async def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
+def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
     """Four asyncio tasks on one loop call setup() at once: all succeed, one migration,
-    and the loop keeps running meanwhile (a heartbeat task ticks)."""
-    engine = fresh_database.async_engine()
+    and the loop keeps serving other tasks while the migration runs.
+
+    The tasks run on a loop of their own in a watched thread: a setup() that blocks
+    its loop (e.g. a task waiting on the process lock with a blocking call) would
+    otherwise hang the whole test session instead of failing this test."""
     created: list[str] = []
-    _count_table_creations(engine.sync_engine, created)
+    # Heartbeat count seen at each CREATE TABLE (the listener runs in the migrating
+    # task): it must grow during the migration, proving other tasks ran meanwhile.
+    ticks_at_create: list[int] = []
     ticks = 0
-    done = asyncio.Event()
+    errors: list[BaseException] = []
 
-    async def heartbeat() -> None:
+    async def body() -> None:
         nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await asyncio.sleep(0.001)
+        engine = fresh_database.async_engine()
+        _count_table_creations(engine.sync_engine, created)
 
-    async def run(saver: AsyncSQLAlchemySaver) -> None:
-        await saver.setup()
-        thread_id = new_thread()
-        await saver.aput(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
-        assert await saver.aget_tuple(config(thread_id)) is not None
+        def record_ticks(*args: object) -> None:
+            if str(args[2]).lstrip().upper().startswith("CREATE TABLE"):
+                ticks_at_create.append(ticks)
 
-    try:
-        beat = asyncio.create_task(heartbeat())
-        await asyncio.wait_for(
-            asyncio.gather(*(run(AsyncSQLAlchemySaver(engine)) for _ in range(4))), timeout=120
-        )
-        done.set()
-        await beat
-        assert ticks > 1
-        _assert_migrated_once(fresh_database, created)
-    finally:
-        await engine.dispose()
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", record_ticks)
+        done = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)  # ready again at every turn of the loop
+
+        async def run(saver: AsyncSQLAlchemySaver) -> None:
+            await saver.setup()
+            thread_id = new_thread()
+            await saver.aput(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+            assert await saver.aget_tuple(config(thread_id)) is not None
+
+        try:
+            beat = asyncio.create_task(heartbeat())
+            await asyncio.gather(*(run(AsyncSQLAlchemySaver(engine)) for _ in range(4)))
+            done.set()
+            await beat
+        finally:
+            await engine.dispose()
+
+    def in_thread() -> None:
+        try:
+            asyncio.run(body())
+        except BaseException as error:  # reported below, with the task's traceback
+            errors.append(error)
+
+    thread = threading.Thread(target=in_thread, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "setup() from several tasks hung (event loop blocked?)"
+    assert errors == []
+    assert len(ticks_at_create) > 1 and ticks_at_create[-1] > ticks_at_create[0], ticks_at_create
+    _assert_migrated_once(fresh_database, created)
 
 
 def test_concurrent_setup_from_several_processes(fresh_database: Backend) -> None:

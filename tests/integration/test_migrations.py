@@ -175,6 +175,7 @@ def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
         engine.dispose()
 
 
+@pytest.mark.any_dialect
 def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
     """Four threads of one process call setup() at once (one engine each, and one
     shared): all succeed, the tables are created once, and the savers work."""

@@ -154,9 +154,11 @@ class SQLAlchemySaver(SaverBase):
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
 
-        Idempotent, and safe to call from several processes at once: the migration
-        holds the database's lock (PostgreSQL advisory lock, MySQL ``GET_LOCK``,
-        SQLite write lock), so exactly one applies each revision.
+        Idempotent, and safe to call from several threads, tasks and processes at
+        once: one caller per process runs Alembic at a time, and the migration holds
+        the database's lock (PostgreSQL advisory lock, MySQL ``GET_LOCK``, SQLite
+        write lock), so exactly one applies each revision. A schema already at head
+        costs one read.
 
         Example:
             >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:

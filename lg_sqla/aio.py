@@ -135,16 +135,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         rolled the attempt back (see ``SQLAlchemySaver._run`` and ``lg_sqla.retry``)."""
         if not callable(source):
             return await self._attempt(source, hot)
-        attempts = 0
-        while True:
-            try:
-                return await self._attempt(source(), hot)
-            except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
+        return await retry.awith_retries(lambda: self._attempt(source(), hot))
 
     async def _attempt(self, plan: Plan[T], hot: bool = False) -> T:
         if hot and self._threaded is not None:

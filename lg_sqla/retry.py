@@ -28,7 +28,11 @@ Plans are generators and cannot be rewound: the shells retry by asking a plan
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
@@ -40,6 +44,8 @@ BACKOFF_BASE_S = 0.01
 _MYSQL_LOCK_CONFLICTS = frozenset({1213, 1205})  # deadlock, lock wait timeout
 _POSTGRES_LOCK_CONFLICTS = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 _AFTER_COMMIT = "_lg_sqla_after_commit"
+
+T = TypeVar("T")
 
 
 def mark_after_commit(error: BaseException) -> None:
@@ -73,3 +79,31 @@ def retry_delay(error: DBAPIError, attempt: int) -> float | None:
     if attempt < MAX_ATTEMPTS and is_lock_conflict(error):
         return random.uniform(0, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return None
+
+
+def with_retries(attempt: Callable[[], T]) -> T:
+    """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows."""
+    attempts = 0
+    while True:
+        try:
+            return attempt()
+        except DBAPIError as error:
+            attempts += 1
+            delay = retry_delay(error, attempts)
+            if delay is None:
+                raise
+            time.sleep(delay)
+
+
+async def awith_retries(attempt: Callable[[], Awaitable[T]]) -> T:
+    """Async twin of :func:`with_retries`."""
+    attempts = 0
+    while True:
+        try:
+            return await attempt()
+        except DBAPIError as error:
+            attempts += 1
+            delay = retry_delay(error, attempts)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)

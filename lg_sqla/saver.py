@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -137,16 +136,7 @@ class SQLAlchemySaver(SaverBase):
         connection; see ``lg_sqla.retry``)."""
         if not callable(source):
             return self._attempt(source)
-        attempts = 0
-        while True:
-            try:
-                return self._attempt(source())
-            except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                time.sleep(delay)
+        return retry.with_retries(lambda: self._attempt(source()))
 
     def _attempt(self, plan: Plan[T]) -> T:
         return attempt_plan(self, self.engine, plan)

@@ -15,7 +15,6 @@ import contextlib
 import datetime as dt
 import logging
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -184,16 +183,7 @@ class SQLAlchemyStore(_StoreBase):
         self._schema_checked = True
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
-        attempts = 0
-        while True:
-            try:
-                return self._attempt(factory())
-            except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                time.sleep(delay)
+        return retry.with_retries(lambda: self._attempt(factory()))
 
     def _attempt(self, plan: Plan[T]) -> T:
         with self.engine.connect() as connection:
@@ -332,16 +322,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self._schema_checked = True
 
     async def _run(self, factory: Callable[[], Plan[T]]) -> T:
-        attempts = 0
-        while True:
-            try:
-                return await self._attempt(factory())
-            except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
+        return await retry.awith_retries(lambda: self._attempt(factory()))
 
     async def _attempt(self, plan: Plan[T]) -> T:
         async with self.engine.connect() as connection:

@@ -59,21 +59,28 @@ def _migrate(connection: Connection) -> None:
         # Our revisions name no schema: the translate map puts every table in this one.
         connection.execution_options(schema_translate_map={None: schema})
     ensure_alembic_impl(connection.dialect)
-    context.configure(
-        connection=connection,
-        target_metadata=metadata,
-        version_table=VERSION_TABLE,
-        version_table_schema=schema,
-        # SQLite cannot ALTER most things: batch mode recreates tables instead.
-        render_as_batch=connection.dialect.name == "sqlite",
-        compare_type=True,
-    )
     # One migrator at a time across processes; the others then see it done.
-    with ops_for(connection.dialect).migration_lock(connection), context.begin_transaction():
-        # Under the lock: two processes creating the same schema would collide.
-        if schema is not None and not connection.dialect.has_schema(connection, schema):
-            connection.execute(CreateSchema(schema, if_not_exists=True))
-        context.run_migrations()
+    # The lock is taken before configure() so that the connection is already in
+    # a transaction: Alembic then leaves committing to us, and every revision runs
+    # under the lock. Otherwise, on SQLite (whose Alembic impl is not marked
+    # transactional-DDL), Alembic commits after each revision, which releases the
+    # write lock mid-upgrade: a second process then applies the next revision too
+    # and fails with "table ... already exists".
+    with ops_for(connection.dialect).migration_lock(connection):
+        context.configure(
+            connection=connection,
+            target_metadata=metadata,
+            version_table=VERSION_TABLE,
+            version_table_schema=schema,
+            # SQLite cannot ALTER most things: batch mode recreates tables instead.
+            render_as_batch=connection.dialect.name == "sqlite",
+            compare_type=True,
+        )
+        with context.begin_transaction():
+            # Under the lock: two processes creating the same schema would collide.
+            if schema is not None and not connection.dialect.has_schema(connection, schema):
+                connection.execute(CreateSchema(schema, if_not_exists=True))
+            context.run_migrations()
 
 
 def run_offline() -> None:

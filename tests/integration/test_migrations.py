@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from backends import Backend
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
+from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.models import metadata
 
 REPO = Path(__file__).resolve().parents[2]
@@ -308,6 +312,56 @@ def test_concurrent_setup_from_several_processes(fresh_database: Backend) -> Non
         assert versions == [migrate.head_revision()]
     finally:
         engine.dispose()
+
+
+def _migration_lock_is_free(backend: Backend, probe: sa.Engine) -> bool:
+    """Whether another process could take lg_sqla's migration lock right now."""
+    if backend.name == "sqlite":
+        database = sa.engine.make_url(backend.sync_url).database
+        assert database is not None
+        raw = sqlite3.connect(database, timeout=0, isolation_level=None)
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            assert "locked" in str(error), error
+            return False
+        finally:
+            raw.close()
+        return True
+    with probe.connect() as conn:
+        if backend.name == "postgres":
+            key = zlib.crc32(MIGRATION_LOCK_NAME.encode())
+            got = conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar()
+            if got:
+                conn.execute(sa.select(sa.func.pg_advisory_unlock(key)))
+            return bool(got)
+        free = conn.execute(sa.select(sa.func.is_free_lock(MIGRATION_LOCK_NAME))).scalar()
+        return bool(free)
+
+
+def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -> None:
+    """An upgrade across several revisions holds the cross-process lock until the
+    last one is applied. (On SQLite it once was released after the first revision,
+    so a second process's setup() applied the next one too and failed with
+    "table store_items already exists".)"""
+    engine = fresh_database.engine()
+    probe = fresh_database.engine(poolclass=sa.pool.NullPool)
+    lock_free_at_create: dict[str, bool] = {}
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def before(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        created = re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?[\"`]?(\w+)", statement, re.I)
+        if created:
+            lock_free_at_create[created[1]] = _migration_lock_is_free(fresh_database, probe)
+
+    try:
+        SQLAlchemySaver(engine).setup()
+        assert set(lock_free_at_create) >= TABLES - {migrate.VERSION_TABLE}, lock_free_at_create
+        assert not any(lock_free_at_create.values()), lock_free_at_create
+        assert _migration_lock_is_free(fresh_database, probe)  # and released afterwards
+    finally:
+        engine.dispose()
+        probe.dispose()
 
 
 def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:

@@ -526,6 +526,9 @@ def _local_mariadb() -> Iterator[str]:
         _check_reachable(base, user)
         home = _owned_dir(base / "mysql", user)  # data dir, socket, pid and log live here
         data, log_file, sock = home / "data", home / "error.log", home / "mysqld.sock"
+        # Its own temp dir, not the system /tmp: a /tmp cleaner once removed the
+        # server's temp files mid-run and took the server down with them.
+        tmp = _owned_dir(home / "tmp", user)
         _check_socket_path(sock)
         port = _free_port()
 
@@ -548,6 +551,7 @@ def _local_mariadb() -> Iterator[str]:
             "--no-defaults",
             f"--datadir={data}",
             f"--socket={sock}",
+            f"--tmpdir={tmp}",
             f"--pid-file={home / 'mysqld.pid'}",
             f"--log-error={log_file}",
             "--bind-address=127.0.0.1",

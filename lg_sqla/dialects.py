@@ -23,7 +23,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
@@ -746,3 +746,412 @@ def _primary_key_without_name(constraint: sa.PrimaryKeyConstraint, compiler: Any
         return cast(str, compiler.visit_primary_key_constraint(constraint, **kw))
     finally:
         constraint.name = name
+
+
+# --- The store (lg_sqla.store): JSON filters and namespace labels in SQL ---------------
+#
+# Kept apart from the checkpoint parts above. ``store_sql_for(ops)`` gives the store
+# the primitives its filter compiler (lg_sqla/store/_sql.py) combines. A JSON path is a
+# tuple of member names (str) and array indices (int), always sent as a bound
+# parameter. Every predicate is TRUE or FALSE, never NULL (a missing member is simply
+# FALSE), so the compiler can negate and combine them freely.
+
+JsonPath = tuple[str | int, ...]
+# Kinds of JSON value, as the store's compiler names them (PostgreSQL's jsonb_typeof).
+JSON_KINDS = frozenset({"object", "array", "string", "number", "boolean", "null"})
+# A string that ordering filters read as a number: a JSON number (RFC 8259) with
+# optional JSON whitespace around it and an exponent of at most 4 digits (PostgreSQL's
+# numeric overflows beyond; the limit is the same on every dialect).
+NUMERIC_STRING = r"^[ \t\n\r]*-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]{1,4})?[ \t\n\r]*$"
+# The character namespace labels are sorted around: below every character a label
+# may hold (NUL is refused), so ('a', 'b') sorts before ('a-',) as Python's tuples do.
+NAMESPACE_SORT_SEPARATOR = "\x01"
+
+
+class StoreSQL:
+    """Dialects without JSON functions we know: the store filters in Python."""
+
+    in_sql = False
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        """The value at ``path`` exists and is of one of ``kinds`` (see JSON_KINDS)."""
+        raise NotImplementedError
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        """Nothing at ``path`` (a JSON null is something)."""
+        raise NotImplementedError
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: Any,
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        """``operator(value, number)`` where the value is a number or a boolean (as 1/0,
+        Python's ``True == 1``), or with ``strings`` a NUMERIC_STRING."""
+        raise NotImplementedError
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: str
+    ) -> ColumnElement[bool]:
+        """The value is a string equal to ``text``, code point for code point."""
+        raise NotImplementedError
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        """The value is an array of ``n`` elements or an object of ``n`` members."""
+        raise NotImplementedError
+
+    # Namespaces are stored joined with "." (labels never hold one).
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        """How many labels."""
+        raise NotImplementedError
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        """The label at ``index`` (negative: from the end) of a deep enough namespace."""
+        raise NotImplementedError
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        """The first ``depth`` labels, joined (the whole namespace when shallower)."""
+        raise NotImplementedError
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        """Sorts namespaces in code point order label by label (Python's tuple order)."""
+        raise NotImplementedError
+
+    def text_equals(self, text: ColumnElement[str], value: str) -> ColumnElement[bool]:
+        """Computed text equal to ``value``, code point for code point."""
+        return text == sa.literal(value, sa.String)
+
+
+def _decimal(number: Any) -> Any:
+    import decimal
+
+    # repr: the shortest text that reads back as the same float.
+    return decimal.Decimal(number if isinstance(number, int) else repr(number))
+
+
+class PostgresStoreSQL(StoreSQL):
+    """jsonb path operators with a text[] path (PostgreSQL 9.4+; numeric strings by regex)."""
+
+    in_sql = True
+
+    @staticmethod
+    def _path(path: JsonPath) -> sa.BindParameter[Any]:
+        return sa.bindparam(None, [str(p) for p in path], type_=pg_dialect.ARRAY(sa.Text))
+
+    def _node(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
+        return doc.op("#>", return_type=pg_dialect.JSONB)(self._path(path))
+
+    def _text(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return doc.op("#>>", return_type=sa.Text)(self._path(path))
+
+    def _kind(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.jsonb_typeof(self._node(doc, path), type_=sa.Text)
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(self._kind(doc, path).in_(sorted(kinds)), sa.false())
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return self._node(doc, path).is_(None)
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: Any,
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        kind, text = self._kind(doc, path), self._text(doc, path)
+        # numeric, not float8: jsonb numbers are numeric and may exceed a double.
+        # CASE guarantees the cast only sees what is a number.
+        whens = [
+            (kind == "number", sa.cast(text, sa.Numeric)),
+            (kind == "boolean", sa.case((text == "true", 1), else_=0)),
+        ]
+        if strings:
+            whens.append(
+                (
+                    sa.and_(kind == "string", text.regexp_match(NUMERIC_STRING)),
+                    sa.cast(text, sa.Numeric),
+                )
+            )
+        value = sa.case(*whens, else_=sa.null())
+        bound = sa.literal(_decimal(number), sa.Numeric)
+        return sa.func.coalesce(operator(value, bound), sa.false())
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: str
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(
+            sa.and_(self._kind(doc, path) == "string", self._text(doc, path) == text),
+            sa.false(),
+        )
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        node = self._node(doc, path)
+        kind = sa.func.jsonb_typeof(node)
+        length = sa.case(
+            (kind == "array", sa.func.jsonb_array_length(node)),
+            (
+                kind == "object",
+                sa.select(sa.func.count())
+                .select_from(sa.func.jsonb_object_keys(node).alias())
+                .scalar_subquery(),
+            ),
+        )
+        return sa.func.coalesce(length == n, sa.false())
+
+    @staticmethod
+    def _labels(prefix: ColumnElement[str]) -> Any:
+        return sa.func.string_to_array(prefix, ".", type_=pg_dialect.ARRAY(sa.Text))
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        return sa.func.cardinality(self._labels(prefix), type_=sa.Integer)
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        labels = self._labels(prefix)
+        position = index + 1 if index >= 0 else self.namespace_depth(prefix) + (index + 1)
+        return labels[position]  # type: ignore[no-any-return]
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        return sa.func.array_to_string(self._labels(prefix)[1:depth], ".", type_=sa.Text)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        # "C": byte order, which is code point order in UTF-8, whatever the database's
+        # default collation (en_US sorts by linguistic rules).
+        return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text).collate("C")
+
+
+class SQLiteStoreSQL(StoreSQL):
+    """json_each, never a path: SQLite 3.40's path labels have no escapes, and our
+    documents spell non-ASCII keys as \\uXXXX, which a path label never matches."""
+
+    in_sql = True
+    _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "object": ("object",),
+        "array": ("array",),
+        "string": ("text",),
+        "number": ("integer", "real"),
+        "boolean": ("true", "false"),
+        "null": ("null",),
+    }
+
+    @staticmethod
+    def _member(doc: ColumnElement[Any], path: JsonPath) -> tuple[Any, Any, ColumnElement[bool]]:
+        """The json_each row of the value at ``path``: (row, FROM clause, its condition)."""
+        member = sa.func.json_each(doc).table_valued("key", "value", "type", "atom")
+        source: Any = member
+        condition = member.c.key == path[0]
+        for step in path[1:]:
+            parent = member
+            member = sa.func.json_each(parent.c.value).table_valued("key", "value", "type", "atom")
+            # JOIN, not a comma: the argument refers to the previous row (SQLite allows it).
+            # json_each of a scalar's text would fail: descend into containers only.
+            source = source.join(
+                member, sa.and_(parent.c.type.in_(("object", "array")), member.c.key == step)
+            )
+        return member, source, condition
+
+    def _exists(
+        self, doc: ColumnElement[Any], path: JsonPath, test: Callable[[Any], ColumnElement[bool]]
+    ) -> ColumnElement[bool]:
+        member, source, condition = self._member(doc, path)
+        return sa.exists().select_from(source).where(condition, test(member))
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        types = sorted(t for kind in kinds for t in self._TYPES[kind])
+        return self._exists(doc, path, lambda m: m.c.type.in_(types))
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return ~self._exists(doc, path, lambda m: sa.true())
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: Any,
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        def test(m: Any) -> ColumnElement[bool]:
+            whens = [
+                (m.c.type.in_(("integer", "real")), m.c.atom),
+                (m.c.type == "true", 1),
+                (m.c.type == "false", 0),
+            ]
+            if strings:
+                # SQLite has no regular expressions: json_valid/json_type check the
+                # JSON number syntax (whitespace allowed around it), GLOB the exponent.
+                atom = m.c.atom
+                looks_numeric = sa.and_(
+                    m.c.type == "text",
+                    sa.case(
+                        (sa.func.json_valid(atom) == 1, sa.func.json_type(atom)),
+                        else_=sa.null(),
+                    ).in_(("integer", "real")),
+                    ~sa.func.lower(atom).op("GLOB")("*e*[0-9][0-9][0-9][0-9][0-9]*"),
+                )
+                whens.append((looks_numeric, sa.cast(atom, sa.Float)))
+            return operator(sa.case(*whens, else_=sa.null()), sa.literal(number))
+
+        return self._exists(doc, path, test)
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: str
+    ) -> ColumnElement[bool]:
+        return self._exists(doc, path, lambda m: sa.and_(m.c.type == "text", m.c.atom == text))
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        def test(m: Any) -> ColumnElement[bool]:
+            members = sa.func.json_each(m.c.value).table_valued("key")
+            count = sa.select(sa.func.count()).select_from(members).scalar_subquery()
+            return sa.and_(m.c.type.in_(("object", "array")), count == n)
+
+        return self._exists(doc, path, test)
+
+    @staticmethod
+    def _labels(prefix: ColumnElement[str]) -> ColumnElement[str]:
+        # The labels as a JSON array: json_quote escapes what JSON needs, and no
+        # escape sequence holds a ".", so splitting the quoted text at "." is exact.
+        quoted = sa.func.json_quote(prefix, type_=sa.Text)
+        return sa.literal("[") + sa.func.replace(quoted, ".", '","') + sa.literal("]")
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        return sa.func.json_array_length(self._labels(prefix), type_=sa.Integer)
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        path = f"$[{index}]" if index >= 0 else f"$[#{index}]"
+        return sa.func.json_extract(self._labels(prefix), path, type_=sa.Text)
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        labels = sa.func.json_each(self._labels(prefix)).table_valued("key", "value")
+        # length() counts characters, as substr() does.
+        width = (
+            sa.select(sa.func.sum(sa.func.length(labels.c.value)) + sa.func.count() - 1)
+            .where(labels.c.key < depth)
+            .scalar_subquery()
+        )
+        return sa.func.substr(prefix, 1, width, type_=sa.Text)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text)
+
+
+def mysql_json_path(path: JsonPath) -> str:
+    """``$."k"[0]`` with member names in the canonical form of `mysql_json_text`."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else "." + mysql_json_text(p) for p in path)
+
+
+class MySQLStoreSQL(StoreSQL):
+    """JSON_EXTRACT with a bound path (MySQL 8.0.17+, MariaDB 10.6+)."""
+
+    in_sql = True
+    _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "object": ("OBJECT",),
+        "array": ("ARRAY",),
+        "string": ("STRING",),
+        "number": ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL"),
+        "boolean": ("BOOLEAN",),
+        "null": ("NULL",),
+    }
+
+    def __init__(self, ops: MySQLOps) -> None:
+        self.ops = ops
+
+    @staticmethod
+    def _node(doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
+        return sa.func.json_extract(doc, sa.literal(mysql_json_path(path), sa.String))
+
+    def _kind(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.json_type(self._node(doc, path), type_=sa.String)
+
+    def _text(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.json_unquote(self._node(doc, path), type_=sa.String)
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        types = sorted(t for kind in kinds for t in self._TYPES[kind])
+        return sa.func.coalesce(self._kind(doc, path).in_(types), sa.false())
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return self._node(doc, path).is_(None)
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: Any,
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        kind, text = self._kind(doc, path), self._text(doc, path)
+        # Arithmetic converts text to a double: SQLAlchemy renders no CAST(... AS DOUBLE)
+        # for MySQL, and a DECIMAL would overflow on 1e300.
+        as_double = sa.type_coerce(text, sa.Double) + sa.literal_column("0e0", sa.Double)
+        whens = [
+            (kind.in_(self._TYPES["number"]), as_double),
+            (kind == "BOOLEAN", sa.case((text == "true", 1), else_=0)),
+        ]
+        if strings:
+            whens.append((sa.and_(kind == "STRING", text.regexp_match(NUMERIC_STRING)), as_double))
+        value = sa.case(*whens, else_=sa.null())
+        return sa.func.coalesce(operator(value, sa.literal(number, sa.Double)), sa.false())
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: str
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(
+            sa.and_(
+                self._kind(doc, path) == "STRING",
+                self.text_equals(self._text(doc, path), text),
+            ),
+            sa.false(),
+        )
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        length = sa.func.json_length(doc, sa.literal(mysql_json_path(path), sa.String))
+        kind = self._kind(doc, path)
+        return sa.func.coalesce(sa.and_(kind.in_(("OBJECT", "ARRAY")), length == n), sa.false())
+
+    def text_equals(self, text: ColumnElement[str], value: str) -> ColumnElement[bool]:
+        # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
+        return self.ops.as_key(text) == self.ops.as_key(sa.literal(value, sa.String))
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))
+        return dots + 1
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        if index >= 0:
+            head = sa.func.substring_index(prefix, ".", index + 1)
+            return sa.func.substring_index(head, ".", -1, type_=sa.String)
+        tail = sa.func.substring_index(prefix, ".", index)
+        return sa.func.substring_index(tail, ".", 1, type_=sa.String)
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        return sa.func.substring_index(prefix, ".", depth, type_=sa.String)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        return self.ops.as_key(sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR))
+
+
+def store_sql_for(ops: DialectOps) -> StoreSQL:
+    """The store's SQL primitives for a dialect (``in_sql`` False: filter in Python)."""
+    if isinstance(ops, MySQLOps):
+        return MySQLStoreSQL(ops)
+    if isinstance(ops, PostgresOps):
+        return PostgresStoreSQL()
+    if isinstance(ops, SQLiteOps):
+        return SQLiteStoreSQL()
+    return StoreSQL()

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate, retry
 from lg_sqla.base import in_schema
-from lg_sqla.dialects import ops_for
+from lg_sqla.dialects import ops_for, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Plan, T, adrive, drive
@@ -64,6 +64,7 @@ class _StoreBase(BaseStore):
         check_schema: bool,
     ) -> None:
         self.ops = ops_for(engine.dialect)
+        self.sql = store_sql_for(self.ops)
         self.ttl_config = ttl
         self.index_config = index
         self._schema_checked = not check_schema
@@ -86,7 +87,7 @@ class _StoreBase(BaseStore):
 
     @property
     def _settings(self) -> Settings:
-        return Settings(self.ops, indexed=self.embeddings is not None)
+        return Settings(self.ops, self.sql, indexed=self.embeddings is not None)
 
     def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
         """Validate every op (nothing runs if one is bad) and list what to embed."""

@@ -9,18 +9,20 @@ batch see the state before its puts), then writes.
 statement              when
 =====================  =====================================================
 SELECT items           the batch has ``GetOp`` s (all of them, one ``IN``)
-SELECT items           the batch has ``SearchOp`` s (all their prefixes, ORed)
+SELECT items           the batch has ``SearchOp`` s (a page each, UNION ALL)
 SELECT vectors         a ``SearchOp`` has a ``query`` and the store an index
-SELECT prefixes        the batch has ``ListNamespacesOp`` s
+SELECT namespaces      the batch has ``ListNamespacesOp`` s (a page each, UNION ALL)
 UPDATE expires_at      a read returned items whose TTL is refreshed (executemany)
 DELETE items, vectors  the batch deletes (``PutOp`` with ``value=None``) or re-puts
 INSERT items (upsert)  the batch puts (executemany)
 INSERT vectors         a put was embedded (executemany)
 =====================  =====================================================
 
-Search filters, namespace match conditions, ``max_depth`` and the
-similarity ranking are applied in Python to the rows of those statements
-(docs/store.md says what that costs).
+Search filters (``_sql.py``), ordering and pages, namespace match conditions,
+``max_depth`` and pages of namespaces are SQL on SQLite, PostgreSQL and
+MySQL/MariaDB, so a search reads only its page. The similarity ranking runs in
+Python over the filtered candidates; dialects without JSON functions we know
+(``StoreSQL.in_sql`` False) filter and page in Python.
 """
 
 from __future__ import annotations
@@ -48,10 +50,11 @@ from langgraph.store.base import (
 )
 
 from lg_sqla import limits
-from lg_sqla.dialects import DialectOps
+from lg_sqla.dialects import DialectOps, StoreSQL
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
 from lg_sqla.plans import Plan, Step
+from lg_sqla.store._sql import filter_condition, namespace_condition, ordering_operand
 
 FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
@@ -140,6 +143,11 @@ def check_op(op: Op) -> None:
                             f"{sorted(FILTER_OPERATORS)}"
                         )
                     check_json_value(f"filter[{key!r}][{operator!r}]", operand)
+                    if operator not in ("$eq", "$ne") and ordering_operand(operand) is None:
+                        raise InvalidInputError(
+                            f"filter[{key!r}][{operator!r}] compares numbers: "
+                            f"{operand!r} is not one"
+                        )
             else:
                 check_json_value(f"filter[{key!r}]", wanted)
         if op.query is not None:
@@ -258,6 +266,7 @@ class Embedded:
 @dataclass(frozen=True)
 class Settings:
     ops: DialectOps
+    sql: StoreSQL  # the dialect's JSON and namespace primitives
     indexed: bool  # the store has an IndexConfig
     omit_expired: bool = True
 
@@ -305,6 +314,73 @@ def _item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:
     )
 
 
+def _union(selects: Sequence[sa.Select[Any]]) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+    """One statement for every op of a kind: each op's own query (with its own ORDER BY
+    and LIMIT) as a subquery, tagged with the op's index in a column ``op``."""
+    if len(selects) == 1:
+        return selects[0]
+    return sa.union_all(*(sa.select(s.subquery()) for s in selects))
+
+
+def _op_tag(i: int) -> sa.ColumnElement[int]:
+    # Inline: a bound parameter would be untyped text in a PostgreSQL UNION.
+    return sa.literal_column(str(int(i)), sa.Integer).label("op")
+
+
+def _search_rows(
+    settings: Settings, searches: Sequence[tuple[int, SearchOp]], now: dt.datetime
+) -> Plan[list[Any]]:
+    """The rows of every search of the batch, each tagged with its op's index: a page
+    per search, filtered, ordered and cut in SQL (all filtered candidates of a
+    search that ranks by similarity, which happens in Python)."""
+    t = store_items.c
+    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+    selects = []
+    for i, sop in searches:
+        where = [_prefix_condition(sop.namespace_prefix), _alive(now, settings.omit_expired)]
+        if settings.sql.in_sql:
+            where.append(filter_condition(settings.sql, t.value, sop.filter))
+        statement = (
+            sa.select(_op_tag(i), *columns, t.prefix_hash, t.key_hash)
+            .where(*where)
+            # The official stores' order without a query: most recently updated first
+            # (then the key, so that pages partition the results).
+            .order_by(t.updated_at.desc(), t.prefix_hash, t.key_hash)
+        )
+        if settings.sql.in_sql and not (sop.query and settings.indexed):
+            statement = statement.limit(sop.limit).offset(sop.offset)
+        selects.append(statement)
+    outcome = yield Step(_union(selects), fetch=True)
+    return list(outcome.rows)
+
+
+def _list_statement(
+    settings: Settings, lists: Sequence[tuple[int, ListNamespacesOp]], now: dt.datetime
+) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+    """Every ListNamespacesOp of the batch in one statement: its namespaces (cut at
+    ``max_depth``), distinct, in Python's tuple order, one page each."""
+    t = store_items.c
+    sql = settings.sql
+    selects = []
+    for i, lop in lists:
+        where = [_alive(now, settings.omit_expired)]
+        where += [
+            namespace_condition(sql, t.prefix, c, _prefix_condition)
+            for c in lop.match_conditions or ()
+        ]
+        ns = t.prefix if lop.max_depth is None else sql.namespace_head(t.prefix, lop.max_depth)
+        sort_key = sql.namespace_sort_key(ns).label("sort_key")
+        selects.append(
+            sa.select(_op_tag(i), ns.label("ns"), sort_key)
+            .distinct()
+            .where(*where)
+            .order_by(sort_key)
+            .limit(lop.limit)
+            .offset(lop.offset)
+        )
+    return _union(selects)
+
+
 def batch_plan(
     settings: Settings, ops: Sequence[Op], embedded: Embedded, now: dt.datetime
 ) -> Plan[list[Result]]:
@@ -333,30 +409,9 @@ def batch_plan(
 
     searches = [(i, sop) for i, sop in enumerate(ops) if isinstance(sop, SearchOp)]
     if searches:
-        prefixes = {sop.namespace_prefix for _, sop in searches}
-        where = (
-            sa.true()
-            if () in prefixes
-            else sa.or_(*(_prefix_condition(p) for p in sorted(prefixes)))
-        )
-        statement = (
-            sa.select(*columns, t.prefix_hash, t.key_hash)
-            .where(where, _alive(now, settings.omit_expired))
-            # The official stores' order without a query: most recently updated first.
-            .order_by(t.updated_at.desc(), t.prefix_hash, t.key_hash)
-        )
-        # A lone search without filter or ranking pages in SQL: the prefix condition is
-        # exact on every dialect, so the database's page is the answer.
-        lone = searches[0][1] if len(searches) == 1 else None
-        paged_in_sql = (
-            lone is not None and not lone.filter and not (lone.query and settings.indexed)
-        )
-        if lone is not None and paged_in_sql:
-            statement = statement.limit(lone.limit).offset(lone.offset)
-        outcome = yield Step(statement, fetch=True)
-        rows = list(outcome.rows)
-        vectors: dict[tuple[str, str], list[list[float]]] = {}
+        rows = yield from _search_rows(settings, searches, now)
         ranked = [sop for _, sop in searches if sop.query and settings.indexed]
+        vectors: dict[tuple[str, str], list[list[float]]] = {}
         if ranked and rows:
             wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
             v = store_vectors.c
@@ -371,12 +426,15 @@ def batch_plan(
                     unpack_vector(vr.embedding)
                 )
         for i, sop in searches:
-            candidates = [
-                r
-                for r in rows
-                if split_namespace(r.prefix)[: len(sop.namespace_prefix)] == sop.namespace_prefix
-                and matches_filter(r.value, sop.filter)
-            ]
+            candidates = [r for r in rows if r.op == i]
+            if not settings.sql.in_sql:
+                candidates = [
+                    r
+                    for r in candidates
+                    if split_namespace(r.prefix)[: len(sop.namespace_prefix)]
+                    == sop.namespace_prefix
+                    and matches_filter(r.value, sop.filter)
+                ]
             if sop.query and settings.indexed:
                 query = embedded.queries[sop.query]
                 scored, scoreless = [], []
@@ -394,8 +452,8 @@ def batch_plan(
                 if len(page) < sop.limit:
                     skip = max(0, sop.offset - len(scored))
                     page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
-            elif paged_in_sql:
-                page = [(None, r) for r in candidates]
+            elif settings.sql.in_sql:
+                page = [(None, r) for r in candidates]  # the database's page
             else:
                 page = [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
             results[i] = [_item(r, SearchItem, score) for score, r in page]
@@ -406,20 +464,25 @@ def batch_plan(
 
     lists = [(i, lop) for i, lop in enumerate(ops) if isinstance(lop, ListNamespacesOp)]
     if lists:
-        outcome = yield Step(
-            sa.select(t.prefix).distinct().where(_alive(now, settings.omit_expired)),
-            fetch=True,
-        )
-        namespaces = [split_namespace(row.prefix) for row in outcome.rows]
-        for i, lop in lists:
-            kept = [
-                ns
-                for ns in namespaces
-                if all(matches_condition(c, ns) for c in lop.match_conditions or ())
-            ]
-            if lop.max_depth is not None:
-                kept = list({ns[: lop.max_depth] for ns in kept})
-            results[i] = sorted(kept)[lop.offset : lop.offset + lop.limit]
+        if settings.sql.in_sql:
+            outcome = yield Step(_list_statement(settings, lists, now), fetch=True)
+            for i, _ in lists:
+                results[i] = [split_namespace(row.ns) for row in outcome.rows if row.op == i]
+        else:
+            outcome = yield Step(
+                sa.select(t.prefix).distinct().where(_alive(now, settings.omit_expired)),
+                fetch=True,
+            )
+            namespaces = [split_namespace(row.prefix) for row in outcome.rows]
+            for i, lop in lists:
+                kept = [
+                    ns
+                    for ns in namespaces
+                    if all(matches_condition(c, ns) for c in lop.match_conditions or ())
+                ]
+                if lop.max_depth is not None:
+                    kept = list({ns[: lop.max_depth] for ns in kept})
+                results[i] = sorted(kept)[lop.offset : lop.offset + lop.limit]
 
     if refresh:
         yield Step(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import sqlalchemy as sa
 from backends import Backend
 from helpers import count_statements
 from langgraph.store.base import (
@@ -146,6 +147,37 @@ async def test_search_prefix_filters_order_and_pages(backend: Backend, mode: str
         assert await keys((r, "docs"), filter={"tag": "x", "n": 3}) == ["c"]
         assert await keys((r, "docs"), filter={"missing": "x"}) == []
         assert await keys((r, "docs"), filter={"tag": "x"}, limit=1, offset=1) == ["c"]
+
+
+async def test_search_reads_only_its_page(backend: Backend, mode: str) -> None:
+    """Filter, order and page are SQL: the search statement returns the page's rows, not
+    every match (re-run here exactly as the store sent it)."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.batch([PutOp((r, "p"), f"k{i}", {"n": i, "even": i % 2 == 0}) for i in range(60)])
+        sent: list[tuple[str, object]] = []
+
+        def capture(
+            conn: object, cursor: object, statement: str, params: object, *_: object
+        ) -> None:
+            if "ORDER BY" in statement:
+                sent.append((statement, params))
+
+        sa.event.listen(s.engine, "before_cursor_execute", capture)
+        try:
+            page = await s.search((r,), filter={"even": True, "n": {"$gte": 10}}, limit=4, offset=3)
+        finally:
+            sa.event.remove(s.engine, "before_cursor_execute", capture)
+        assert len(page) == 4
+        assert all(i.value["even"] and i.value["n"] >= 10 for i in page)
+        ((statement, params),) = sent
+        engine = backend.engine()
+        try:
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(statement, params).all()  # type: ignore[arg-type]
+        finally:
+            engine.dispose()
+        assert len(rows) == 4  # of 25 matches
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,10 @@
 
 ``AIOMySQLSaver`` needs one fix, applied here only (see ``patch_aiomysql_bytes``).
 
-SQLite durability differs by default: lg_sqla sets ``PRAGMA synchronous=NORMAL`` (with
-WAL: safe from application crashes, the last commits can be lost to a power cut or
-OS crash), the official savers keep SQLite's default ``FULL`` (an fsync of the WAL at
-every commit). Setup "sqlite-normal" sets the official saver's connection to NORMAL
-too, so that its write figures measure code, not the disk.
+On SQLite both savers commit durably by default (``PRAGMA synchronous=FULL``, SQLite's
+default: an fsync of the WAL at every commit). Setup "sqlite-normal" runs both at
+``synchronous=NORMAL`` (safe from application crashes, the last commits can be lost to
+a power cut), so that their write figures measure code, not the disk.
 """
 
 from __future__ import annotations
@@ -68,11 +67,24 @@ def patch_aiomysql_bytes() -> None:
 # --- sync ----------------------------------------------------------------------------
 
 
+def _sqlite_normal(engine: Any) -> None:
+    """Run this engine's new connections at synchronous=NORMAL (after lg_sqla's FULL)."""
+    from sqlalchemy import event
+
+    def pragma(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+    event.listen(engine, "connect", pragma)
+    engine.dispose()  # connections opened so far had FULL
+
+
 @contextlib.contextmanager
-def _lg_sqla_sync(db: Database) -> Iterator[Any]:
+def _lg_sqla_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Any]:
     from lg_sqla import SQLAlchemySaver
 
     with SQLAlchemySaver.from_conn_string(db.sync_url) as saver:
+        if sqlite_normal:
+            _sqlite_normal(saver.engine)
         saver.setup()
         yield saver
 
@@ -97,10 +109,14 @@ def _official_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def _lg_sqla_async(db: Database) -> AsyncIterator[Any]:
+async def _lg_sqla_async(db: Database, sqlite_normal: bool = False) -> AsyncIterator[Any]:
     from lg_sqla import AsyncSQLAlchemySaver
 
     async with AsyncSQLAlchemySaver.from_conn_string(db.async_url) as saver:
+        if sqlite_normal:
+            _sqlite_normal(saver.engine.sync_engine)
+            if saver._threaded is not None:  # whole calls run on this pysqlite engine
+                _sqlite_normal(saver._threaded)
         await saver.setup()
         yield saver
 
@@ -126,7 +142,14 @@ async def _official_async(db: Database, sqlite_normal: bool = False) -> AsyncIte
 def contenders(setup: str, is_async: bool) -> tuple[Contender, Contender]:
     """(lg_sqla, the official saver) for one setup (see databases.SETUPS) and mode."""
     name = "AsyncSQLAlchemySaver" if is_async else "SQLAlchemySaver"
-    ours = Contender(name, True, is_async, _lg_sqla_async if is_async else _lg_sqla_sync)
+    ours = Contender(
+        name,
+        True,
+        is_async,
+        functools.partial(
+            _lg_sqla_async if is_async else _lg_sqla_sync, sqlite_normal=setup == "sqlite-normal"
+        ),
+    )
     official = Contender(
         OFFICIAL[(base(setup), is_async)],
         False,

@@ -34,8 +34,8 @@ from servers import (  # noqa: E402
 )
 
 DIALECTS = ("sqlite", "postgres", "mysql")
-# "sqlite-normal": SQLite again, the official saver set to lg_sqla's durability (see
-# contenders.py), so its write figures compare code rather than fsync.
+# "sqlite-normal": SQLite again, both savers at synchronous=NORMAL (see contenders.py),
+# so their write figures compare code rather than fsync.
 SETUPS = ("sqlite", "sqlite-normal", "postgres", "mysql")
 PG_TABLE_BYTES = (
     "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lg_sqla import maintenance, migrate, operations, retry, rotation
+from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import (
     configure_engine,
@@ -34,7 +34,7 @@ from lg_sqla.engines import (
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
-from lg_sqla.saver import attempt_plan
+from lg_sqla.saver import attempt_plan, runs_directly
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -156,11 +156,22 @@ class AsyncSQLAlchemySaver(SaverBase):
                 first = next(plan)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            if first.whole_plan and self.ops.autocommit_single_statements:
-                await connection.execution_options(isolation_level="AUTOCOMMIT")
+            autocommit = first.whole_plan and self.ops.autocommit_single_statements
+            sync_connection = connection.sync_connection
+            assert sync_connection is not None  # started by `async with`
+            go_direct = runs_directly(self, sync_connection, first)
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
+                if go_direct:  # the direct path starts from no transaction
+                    await connection.commit()
                 self._schema_checked = True
+            if go_direct:
+                # The DBAPI adapter's calls await the driver from run_sync's greenlet.
+                return await connection.run_sync(
+                    direct.run, self._direct, plan, first, autocommit=autocommit
+                )
+            if autocommit:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             result = await adrive(connection, plan, first)
             try:
                 await connection.commit()

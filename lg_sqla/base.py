@@ -13,6 +13,7 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.direct import DirectCompiler
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Context
 from lg_sqla.serde import with_msgpack_allowlist
@@ -72,6 +73,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
         self.ops = ops_for(dialect)
+        self._direct = DirectCompiler()
         self.list_page_size = list_page_size
         self._schema_checked = not check_schema
 

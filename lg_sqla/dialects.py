@@ -119,12 +119,16 @@ class DialectOps:
     writes_in_one_statement = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
+    # True: hot plans (cached statements) may run on the DBAPI cursor (lg_sqla.direct);
+    # only for the drivers the test suite runs them on.
+    runs_plans_directly = False
     # True: lg_sqla's tables can live in a named schema (``schema=``): a PostgreSQL
     # schema, a MySQL/MariaDB database. SQLite's only other schemas are attached files.
     supports_schemas = False
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
+        self._cached_ids: set[int] = set()
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """Build a statement once per key; statements without values are reusable."""
@@ -132,7 +136,12 @@ class DialectOps:
             return cast(T, self._statements[key])
         except KeyError:
             statement = self._statements[key] = build()
+            self._cached_ids.add(id(statement))
             return statement
+
+    def is_cached(self, statement: object) -> bool:
+        """Whether ``statement`` came from :meth:`cached` (kept for the ops' lifetime)."""
+        return id(statement) in self._cached_ids
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """INSERT that leaves an existing row with the same key untouched."""
@@ -293,6 +302,7 @@ def bulk_params(
 
 class PostgresOps(_OnConflictOps):
     name = "postgresql"
+    runs_plans_directly = True
     supports_schemas = True
     joins_channel_versions = True
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
@@ -383,6 +393,7 @@ class PostgresOps(_OnConflictOps):
 
 class SQLiteOps(_OnConflictOps):
     name = "sqlite"
+    runs_plans_directly = True
     joins_channel_versions = True
 
     _insert = staticmethod(sqlite_dialect.insert)
@@ -562,6 +573,7 @@ class MySQLOps(DialectOps):
 
     name = "mysql"
     joins_channel_versions = True
+    runs_plans_directly = True
     supports_schemas = True
 
     def __init__(self, dialect: Dialect) -> None:

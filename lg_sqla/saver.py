@@ -18,14 +18,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from lg_sqla import maintenance, migrate, operations, retry, rotation
+from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, saver_url
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.plans import Plan, PlanSource, T, drive
+from lg_sqla.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.rotation import RotationReport
 
 
@@ -40,11 +40,17 @@ def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        if first.whole_plan and saver.ops.autocommit_single_statements:
-            connection.execution_options(isolation_level="AUTOCOMMIT")
+        autocommit = first.whole_plan and saver.ops.autocommit_single_statements
+        go_direct = runs_directly(saver, connection, first)
         if not saver._schema_checked:
             migrate.check_schema(connection)
+            if go_direct:  # the direct path starts from no transaction
+                connection.commit()
             saver._schema_checked = True
+        if go_direct:
+            return direct.run(connection, saver._direct, plan, first, autocommit=autocommit)
+        if autocommit:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
         result = drive(connection, plan, first)
         try:
             connection.commit()
@@ -52,6 +58,17 @@ def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
             retry.mark_after_commit(error)  # the outcome is unknown: never run it again
             raise
         return result
+
+
+def runs_directly(saver: SaverBase, connection: Connection, first: Step) -> bool:
+    """Whether this plan may skip SQLAlchemy Core's execution layer (lg_sqla.direct)."""
+    return (
+        saver.ops.runs_plans_directly
+        and first.statement is not None
+        and saver.ops.is_cached(first.statement)
+        and direct.usable_on(connection)
+        and saver._direct.get(first.statement, connection.dialect) is not None
+    )
 
 
 class SQLAlchemySaver(SaverBase):

@@ -1,0 +1,213 @@
+"""Hot plans run straight on the DBAPI connection, with SQL SQLAlchemy compiled once.
+
+``get_tuple``, ``list`` pages, ``put`` and ``put_writes`` are one or two cached
+statements each. Through SQLAlchemy Core, every call pays for a transaction
+object, an execution context, parameter and result objects: on SQLite 70 of the
+85 µs a tiny ``get_tuple`` took, where the statement itself runs in 16 µs. Here
+those statements are compiled by SQLAlchemy once per saver (same SQL text, same
+bind processors: JSON, UTC timestamps, MySQL's canonical JSON), then executed on
+the pooled connection's DBAPI cursor. Errors go through SQLAlchemy's own handler,
+so callers see the same wrapped exceptions and a dead connection is invalidated
+as usual.
+
+It is used only where nothing would notice the difference (see
+:func:`usable_on`): no cursor-level event listeners on the engine (statement
+counters, tracing instrumentations and our fault-injection tests keep the Core
+path, which runs the same plans and the same SQL), no ``schema_translate_map``,
+and only for statements the dialect caches (``DialectOps.cached``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql import Executable
+
+from lg_sqla.plans import Outcome, Plan, Step, T
+from lg_sqla.retry import mark_after_commit
+
+
+@dataclass(frozen=True)
+class DirectStatement:
+    """A statement compiled for one dialect, ready for ``cursor.execute``."""
+
+    sql: str
+    positional: tuple[str, ...] | None  # the order of qmark/format parameters
+    processors: Mapping[str, Callable[[Any], Any]]
+
+    def parameters(self, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
+        values = {**defaults, **params}
+        for name, process in self.processors.items():
+            if name in values:
+                values[name] = process(values[name])
+        if self.positional is None:
+            return values
+        return tuple(values[name] for name in self.positional)
+
+
+class Row:
+    """A fetched row: ``_mapping`` by column name, as SQLAlchemy's rows offer it."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping
+
+
+def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement | None:
+    """The statement compiled for ``dialect``, or None where only Core can run it
+    (parameters expanded at execution time, or names the DBAPI cannot take)."""
+    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        return None
+    if compiled.escaped_bind_names:
+        return None
+    # Private in SQLAlchemy, and what its own execution context applies: the bind
+    # processors of every type (JSON serializers, TypeDecorators such as UTCDateTime).
+    processors = dict(compiled._bind_processors)
+    positional = tuple(compiled.positiontup) if compiled.positional else None
+    return DirectStatement(sql=compiled.string, positional=positional, processors=processors)
+
+
+def usable_on(connection: Connection) -> bool:
+    """Whether this connection may run plans directly: nothing listens to its
+    connection events (cursor execute, begin, commit...), and no schema is mapped."""
+    if connection.get_execution_options().get("schema_translate_map"):
+        return False
+    # SQLAlchemy's own flags for "a ConnectionEvents listener exists" (it skips
+    # event dispatch on them the same way).
+    return not (connection._has_events or connection.engine._has_events)
+
+
+class DirectCompiler:
+    """Each cached statement compiled once per dialect (a saver has one dialect)."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[int, tuple[Executable, DirectStatement | None, dict[str, Any]]] = {}
+
+    def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
+        found = self._compiled.get(id(statement))
+        if found is None or found[0] is not statement:
+            direct = compile_direct(statement, dialect)
+            defaults = _defaults(statement, dialect) if direct is not None else {}
+            found = self._compiled[id(statement)] = (statement, direct, defaults)
+        return found[1]
+
+    def defaults(self, statement: Executable) -> Mapping[str, Any]:
+        return self._compiled[id(statement)][2]
+
+
+def _defaults(statement: Executable, dialect: Dialect) -> dict[str, Any]:
+    """Values of parameters the statement carries itself (``literal()``, LIMIT 1, ...)."""
+    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+    return {
+        name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
+    }
+
+
+def run(
+    connection: Connection,
+    compiler: DirectCompiler,
+    plan: Plan[T],
+    first: Step,
+    *,
+    autocommit: bool,
+) -> T:
+    """Run ``plan`` on ``connection``'s DBAPI connection; commit at its end (or per
+    ``COMMIT`` step), roll back on an error."""
+    dialect = connection.dialect
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    cursor: Any = None
+    step = first
+    committed = False
+    statement_sql: str | None = None
+    parameters: Any = None
+    try:
+        if autocommit:
+            dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+        cursor = dbapi_connection.cursor()
+        while True:
+            if step.statement is None:
+                dbapi_connection.commit()
+                committed = True
+                step = plan.send(Outcome((), 0))
+                continue
+            direct = compiler.get(step.statement, dialect)
+            if direct is None:  # every step of a cached plan compiles: a bug otherwise
+                raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
+            defaults = compiler.defaults(step.statement)
+            statement_sql = direct.sql
+            if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
+                parameters = [direct.parameters(p, defaults) for p in step.params]
+                cursor.executemany(direct.sql, parameters)
+            else:
+                parameters = direct.parameters(step.params or {}, defaults)
+                cursor.execute(direct.sql, parameters)
+            if step.fetch:
+                names = [column[0] for column in cursor.description]
+                rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
+                step = plan.send(Outcome(rows, len(rows)))  # type: ignore[arg-type]
+            else:
+                step = plan.send(Outcome((), cursor.rowcount))
+    except StopIteration as done:
+        try:
+            if not autocommit:
+                dbapi_connection.commit()
+        except dialect.loaded_dbapi.Error as error:
+            _raise_wrapped(connection, error, statement_sql, parameters, cursor, after_commit=True)
+        return done.value  # type: ignore[no-any-return]
+    except dialect.loaded_dbapi.Error as error:
+        _rollback_quietly(dbapi_connection, dialect)
+        _raise_wrapped(connection, error, statement_sql, parameters, cursor, after_commit=committed)
+    except BaseException:
+        _rollback_quietly(dbapi_connection, dialect)
+        raise
+    finally:
+        _restore_quietly(dbapi_connection, dialect, cursor, autocommit)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _restore_quietly(
+    dbapi_connection: Any, dialect: Dialect, cursor: Any, autocommit: bool
+) -> None:
+    """Close the cursor and undo AUTOCOMMIT; on a dead connection, SQLAlchemy's
+    handler has already invalidated it, so errors here change nothing."""
+    try:
+        if cursor is not None:
+            cursor.close()
+        if autocommit:
+            dialect.reset_isolation_level(dbapi_connection)
+    except dialect.loaded_dbapi.Error:
+        pass
+
+
+def _rollback_quietly(dbapi_connection: Any, dialect: Dialect) -> None:
+    # On a dead connection this fails too; SQLAlchemy's handler then invalidates it.
+    with contextlib.suppress(dialect.loaded_dbapi.Error):
+        dbapi_connection.rollback()
+
+
+def _raise_wrapped(
+    connection: Connection,
+    error: Exception,
+    statement: str | None,
+    parameters: Any,
+    cursor: Any,
+    *,
+    after_commit: bool,
+) -> None:
+    """Raise ``error`` as SQLAlchemy would have: wrapped in its DBAPIError class, the
+    connection invalidated if the error says it is dead."""
+    try:
+        # Private in SQLAlchemy: its one place that wraps DBAPI errors, detects
+        # disconnects and invalidates the pool's stale connections.
+        connection._handle_dbapi_exception(error, statement, parameters, cursor, None)
+    except Exception as wrapped:
+        if after_commit and hasattr(wrapped, "orig"):
+            mark_after_commit(wrapped)
+        raise

@@ -86,8 +86,11 @@ def usable_on(connection: Connection) -> bool:
 class DirectCompiler:
     """Each cached statement compiled once per dialect (a saver has one dialect)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cursor_options: Mapping[str, Any] | None = None) -> None:
         self._compiled: dict[int, tuple[Executable, DirectStatement | None, dict[str, Any]]] = {}
+        self._column_names: dict[int, list[str]] = {}
+        # Keyword arguments of the driver's connection.cursor (DialectOps.direct_cursor_options).
+        self.cursor_options = dict(cursor_options or {})
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
@@ -99,6 +102,14 @@ class DirectCompiler:
 
     def defaults(self, statement: Executable) -> Mapping[str, Any]:
         return self._compiled[id(statement)][2]
+
+    def column_names(self, direct: DirectStatement, cursor: Any) -> list[str]:
+        """The result's column names, read from the first cursor (the SQL fixes them;
+        psycopg builds its description objects anew on every call)."""
+        names = self._column_names.get(id(direct))
+        if names is None:
+            names = self._column_names[id(direct)] = [c[0] for c in cursor.description]
+        return names
 
 
 def _defaults(statement: Executable, dialect: Dialect) -> dict[str, Any]:
@@ -130,7 +141,8 @@ def run(
     try:
         if autocommit:
             dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
-        cursor = dbapi_connection.cursor()
+        # SQLAlchemy's async adapters take no driver options (their cursors wrap the driver's).
+        cursor = dbapi_connection.cursor(**({} if dialect.is_async else compiler.cursor_options))
         while True:
             if step.statement is None:
                 dbapi_connection.commit()
@@ -149,7 +161,7 @@ def run(
                 parameters = direct.parameters(step.params or {}, defaults)
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
-                names = [column[0] for column in cursor.description]
+                names = compiler.column_names(direct, cursor)
                 rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
                 step = plan.send(Outcome(rows, len(rows)))  # type: ignore[arg-type]
             else:

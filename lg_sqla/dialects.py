@@ -789,6 +789,21 @@ class StoreSQL:
     """Dialects without JSON functions we know: the store filters in Python."""
 
     in_sql = False
+    # Bound parameters one statement may hold; the store splits longer key lists.
+    # 999: SQLite before 3.32, the lowest limit among the databases we know.
+    max_bound_parameters = 999
+
+    @property
+    def keys_per_statement(self) -> int:
+        """How many (prefix_hash, key_hash) pairs one :meth:`in_keys` list may hold."""
+        return (self.max_bound_parameters - 16) // 2
+
+    def in_keys(self, prefix_hash: ColumnElement[str], key_hash: ColumnElement[str]) -> Any:
+        """``(prefix_hash, key_hash) IN`` the pairs of :meth:`keys_params`."""
+        return sa.tuple_(prefix_hash, key_hash).in_(sa.bindparam("keys", expanding=True))
+
+    def keys_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        return {"keys": list(pairs)}
 
     def kind_in(
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
@@ -856,6 +871,24 @@ class PostgresStoreSQL(StoreSQL):
     """jsonb path operators with a text[] path (PostgreSQL 9.4+; numeric strings by regex)."""
 
     in_sql = True
+    max_bound_parameters = 65535  # the wire protocol counts them in 16 bits
+    # Two array parameters whatever the count (a 30k-pair IN list overflows the
+    # server's max_stack_depth in the parser); the cap only bounds memory.
+    keys_per_statement = 100_000
+
+    def in_keys(self, prefix_hash: ColumnElement[str], key_hash: ColumnElement[str]) -> Any:
+        pairs = (
+            sa.func.unnest(
+                sa.bindparam("key_prefixes", type_=pg_dialect.ARRAY(sa.Text)),
+                sa.bindparam("key_hashes", type_=pg_dialect.ARRAY(sa.Text)),
+            )
+            .table_valued("p", "k")
+            .render_derived()
+        )
+        return sa.tuple_(prefix_hash, key_hash).in_(sa.select(pairs.c.p, pairs.c.k))
+
+    def keys_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        return {"key_prefixes": [p for p, _ in pairs], "key_hashes": [k for _, k in pairs]}
 
     @staticmethod
     def _path(path: JsonPath) -> sa.BindParameter[Any]:
@@ -952,6 +985,8 @@ class SQLiteStoreSQL(StoreSQL):
     documents spell non-ASCII keys as \\uXXXX, which a path label never matches."""
 
     in_sql = True
+    # SQLITE_MAX_VARIABLE_NUMBER's default since SQLite 3.32.
+    max_bound_parameters = 32766
     _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
         "object": ("object",),
         "array": ("array",),
@@ -1073,6 +1108,7 @@ class MySQLStoreSQL(StoreSQL):
     """JSON_EXTRACT with a bound path (MySQL 8.0.17+, MariaDB 10.6+)."""
 
     in_sql = True
+    max_bound_parameters = 65535  # prepared statements count them in 16 bits
     _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
         "object": ("OBJECT",),
         "array": ("ARRAY",),

@@ -192,6 +192,8 @@ class SQLAlchemyStore(_StoreBase):
                 first = next(plan)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
+            if first.whole_plan and self.ops.autocommit_single_statements:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 migrate.check_schema(connection)
                 self._schema_checked = True
@@ -331,6 +333,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 first = next(plan)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
+            if first.whole_plan and self.ops.autocommit_single_statements:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
                 self._schema_checked = True

@@ -31,9 +31,9 @@ import datetime as dt
 import hashlib
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from langgraph.store.base import (
@@ -56,6 +56,7 @@ from lg_sqla.models import store_items, store_vectors
 from lg_sqla.plans import Plan, Step
 from lg_sqla.store._sql import filter_condition, namespace_condition, ordering_operand
 
+T = TypeVar("T")
 FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
@@ -314,6 +315,42 @@ def _item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:
     )
 
 
+def _chunks(settings: Settings, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Parameters of ``_in_keys`` for ``pairs``, split where one statement would exceed
+    the dialect's bound-parameter limit: more statements only past that size."""
+    size = settings.sql.keys_per_statement
+    return [settings.sql.keys_params(pairs[n : n + size]) for n in range(0, len(pairs), size)] or [
+        settings.sql.keys_params(pairs)
+    ]
+
+
+def _in_keys(settings: Settings, table: sa.Table) -> Any:
+    """(prefix_hash, key_hash) IN the pairs of a ``_chunks`` parameter set."""
+    return settings.sql.in_keys(table.c.prefix_hash, table.c.key_hash)
+
+
+def _get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
+    """The items of one key (``prefix_hash``, ``key_hash``) or of many (``keys``),
+    alive at ``now``; built once per store (a get is the hottest path)."""
+
+    def build() -> sa.Select[Any]:
+        t = store_items.c
+        if many:
+            where = _in_keys(settings, store_items)
+        else:
+            where = sa.and_(
+                t.prefix_hash == sa.bindparam("prefix_hash"), t.key_hash == sa.bindparam("key_hash")
+            )
+        alive: sa.ColumnElement[bool] = sa.true()
+        if settings.omit_expired:
+            now = sa.bindparam("now", type_=t.expires_at.type)
+            alive = sa.or_(t.expires_at.is_(None), t.expires_at > now)
+        columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+        return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
+
+    return settings.ops.cached(("store.get", many, settings.omit_expired), build)
+
+
 def _union(selects: Sequence[sa.Select[Any]]) -> sa.Select[Any] | sa.CompoundSelect[Any]:
     """One statement for every op of a kind: each op's own query (with its own ORDER BY
     and LIMIT) as a subquery, tagged with the op's index in a column ``op``."""
@@ -328,7 +365,10 @@ def _op_tag(i: int) -> sa.ColumnElement[int]:
 
 
 def _search_rows(
-    settings: Settings, searches: Sequence[tuple[int, SearchOp]], now: dt.datetime
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    now: dt.datetime,
+    step: Callable[..., Step],
 ) -> Plan[list[Any]]:
     """The rows of every search of the batch, each tagged with its op's index: a page
     per search, filtered, ordered and cut in SQL (all filtered candidates of a
@@ -350,7 +390,7 @@ def _search_rows(
         if settings.sql.in_sql and not (sop.query and settings.indexed):
             statement = statement.limit(sop.limit).offset(sop.offset)
         selects.append(statement)
-    outcome = yield Step(_union(selects), fetch=True)
+    outcome = yield step(_union(selects), fetch=True)
     return list(outcome.rows)
 
 
@@ -388,19 +428,38 @@ def batch_plan(
     t = store_items.c
     results: list[Result] = [None] * len(ops)
     refresh: dict[tuple[str, str], float] = {}  # (prefix_hash, key_hash) -> ttl minutes
-    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+
+    # A plan whose statements need no common transaction runs without BEGIN/COMMIT
+    # where the dialect gains from it (DialectOps.autocommit_single_statements,
+    # PostgreSQL: 1 round trip instead of 3): a batch of reads (their TTL refresh,
+    # if any, is an UPDATE atomic by itself), or a batch that is one write statement.
+    puts = effective_puts(ops)
+    reads = any(not isinstance(op, PutOp) for op in ops)
+    one_write = (
+        not reads
+        and not settings.indexed
+        and settings.ops.native_upsert
+        and len({op.value is None for op in puts.values()}) == 1
+    )
+    autocommit = [not puts or one_write]
+
+    def step(statement: Any, params: Any = None, fetch: bool = False) -> Step:
+        first, autocommit[0] = autocommit[0], False
+        return Step(statement, params, fetch=fetch, whole_plan=first)
 
     gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
     if gets:
-        pairs = {(digest(join_namespace(op.namespace)), digest(op.key)) for _, op in gets}
-        outcome = yield Step(
-            sa.select(*columns, t.prefix_hash, t.key_hash).where(
-                sa.tuple_(t.prefix_hash, t.key_hash).in_(sorted(pairs)),
-                _alive(now, settings.omit_expired),
-            ),
-            fetch=True,
-        )
-        found = {(row.prefix, row.key): row for row in outcome.rows}
+        pairs = sorted({(digest(join_namespace(op.namespace)), digest(op.key)) for _, op in gets})
+        rows: list[Any] = []
+        if len(pairs) == 1:  # the common case, a lone get: the simplest statement
+            ((prefix_hash, key_hash),) = pairs
+            params = {"prefix_hash": prefix_hash, "key_hash": key_hash, "now": now}
+            rows += (yield step(_get_statement(settings, False), params, fetch=True)).rows
+        else:
+            for chunk in _chunks(settings, pairs):
+                statement = _get_statement(settings, True)
+                rows += (yield step(statement, {**chunk, "now": now}, fetch=True)).rows
+        found = {(row.prefix, row.key): row for row in rows}
         for i, op in gets:
             row = found.get((join_namespace(op.namespace), op.key))
             results[i] = _item(row) if row is not None else None
@@ -409,22 +468,24 @@ def batch_plan(
 
     searches = [(i, sop) for i, sop in enumerate(ops) if isinstance(sop, SearchOp)]
     if searches:
-        rows = yield from _search_rows(settings, searches, now)
+        rows = yield from _search_rows(settings, searches, now, step)
         ranked = [sop for _, sop in searches if sop.query and settings.indexed]
         vectors: dict[tuple[str, str], list[list[float]]] = {}
         if ranked and rows:
             wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
             v = store_vectors.c
-            vector_rows = yield Step(
-                sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
-                    sa.tuple_(v.prefix_hash, v.key_hash).in_(wanted)
+            select_vectors = settings.ops.cached(
+                "store.select_vectors",
+                lambda: sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
+                    _in_keys(settings, store_vectors)
                 ),
-                fetch=True,
             )
-            for vr in vector_rows.rows:
-                vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(
-                    unpack_vector(vr.embedding)
-                )
+            for chunk in _chunks(settings, wanted):
+                vector_rows = yield Step(select_vectors, chunk, fetch=True)
+                for vr in vector_rows.rows:
+                    vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(
+                        unpack_vector(vr.embedding)
+                    )
         for i, sop in searches:
             candidates = [r for r in rows if r.op == i]
             if not settings.sql.in_sql:
@@ -465,11 +526,11 @@ def batch_plan(
     lists = [(i, lop) for i, lop in enumerate(ops) if isinstance(lop, ListNamespacesOp)]
     if lists:
         if settings.sql.in_sql:
-            outcome = yield Step(_list_statement(settings, lists, now), fetch=True)
+            outcome = yield step(_list_statement(settings, lists, now), fetch=True)
             for i, _ in lists:
                 results[i] = [split_namespace(row.ns) for row in outcome.rows if row.op == i]
         else:
-            outcome = yield Step(
+            outcome = yield step(
                 sa.select(t.prefix).distinct().where(_alive(now, settings.omit_expired)),
                 fetch=True,
             )
@@ -502,7 +563,7 @@ def batch_plan(
             ],
         )
 
-    yield from _write_plan(settings, effective_puts(ops), embedded, now)
+    yield from _write_plan(settings, puts, embedded, now, step)
     return results
 
 
@@ -511,15 +572,20 @@ def _write_plan(
     puts: Mapping[tuple[tuple[str, ...], str], PutOp],
     embedded: Embedded,
     now: dt.datetime,
+    step: Callable[..., Step] = Step,
 ) -> Plan[None]:
     if not puts:
         return
-    t = store_items.c
     keys = sorted((digest(join_namespace(ns)), digest(key)) for ns, key in puts)
+    ops = settings.ops
     # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
     if settings.indexed:
-        v = store_vectors.c
-        yield Step(sa.delete(store_vectors).where(sa.tuple_(v.prefix_hash, v.key_hash).in_(keys)))
+        delete_vectors = ops.cached(
+            "store.delete_vectors",
+            lambda: sa.delete(store_vectors).where(_in_keys(settings, store_vectors)),
+        )
+        for chunk in _chunks(settings, keys):
+            yield step(delete_vectors, chunk)
     written = [op for op in puts.values() if op.value is not None]
     deleted = [
         (digest(join_namespace(op.namespace)), digest(op.key))
@@ -530,7 +596,12 @@ def _write_plan(
         # No portable upsert: delete every key, then insert (created_at restarts).
         deleted = keys
     if deleted:
-        yield Step(sa.delete(store_items).where(sa.tuple_(t.prefix_hash, t.key_hash).in_(deleted)))
+        delete_items = ops.cached(
+            "store.delete_items",
+            lambda: sa.delete(store_items).where(_in_keys(settings, store_items)),
+        )
+        for chunk in _chunks(settings, sorted(deleted)):
+            yield step(delete_items, chunk)
     if written:
         rows = [
             {
@@ -547,12 +618,14 @@ def _write_plan(
             for op in written
         ]
         update = ("value", "updated_at", "expires_at", "ttl_minutes")
-        statement = (
-            settings.ops.upsert(store_items, update)
-            if settings.ops.native_upsert
-            else sa.insert(store_items)
+        statement = ops.cached(
+            "store.upsert",
+            lambda: (
+                ops.upsert(store_items, update) if ops.native_upsert else sa.insert(store_items)
+            ),
         )
-        yield Step(statement, rows)
+        # One row: a plain execute, not the executemany machinery.
+        yield step(statement, rows[0] if len(rows) == 1 else rows)
     vector_rows = [
         {
             "prefix_hash": digest(join_namespace(ns)),

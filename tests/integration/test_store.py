@@ -4,6 +4,7 @@ semantic search, statement counts per batch, hostile input."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -92,6 +93,65 @@ async def test_batch_mixed_ops_in_constant_statements(backend: Backend, mode: st
         # bookkeeping the driver may send: the same whatever n is.
         assert counts[0] == counts[1] == counts[2], counts
         assert counts[0] <= 6, counts
+
+
+async def test_single_op_batches_are_one_statement_without_a_transaction(
+    backend: Backend, mode: str
+) -> None:
+    """A lone get, put or delete is one statement; where the dialect gains from it
+    (PostgreSQL: BEGIN and COMMIT are round trips of their own) it runs in autocommit.
+    A batch that reads and writes stays one transaction."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.put((r,), "warm", {"v": 0})  # schema check done before counting
+        levels: list[object] = []
+
+        def isolation(
+            conn: object, cursor: object, statement: str, p: object, ctx: Any, *_: object
+        ) -> None:
+            levels.append(ctx.execution_options.get("isolation_level"))
+
+        autocommit = s.store.ops.autocommit_single_statements
+        sa.event.listen(s.engine, "before_cursor_execute", isolation)
+        try:
+            for call in (
+                s.put((r,), "k", {"v": 1}),
+                s.get((r,), "k"),
+                s.search((r,), filter={"v": 1}),
+                s.list_namespaces(prefix=(r,)),
+                s.delete((r,), "k"),
+            ):
+                levels.clear()
+                await call
+                assert levels == (["AUTOCOMMIT"] if autocommit else [None])
+            levels.clear()
+            await s.batch([GetOp((r,), "warm"), PutOp((r,), "k2", {"v": 2})])
+            assert levels == [None, None]  # SELECT, upsert: one transaction
+        finally:
+            sa.event.remove(s.engine, "before_cursor_execute", isolation)
+        assert (await s.get((r,), "k2")).value == {"v": 2}
+        assert await s.get((r,), "k") is None
+
+
+async def test_batches_beyond_the_bound_parameter_limit(backend: Backend, mode: str) -> None:
+    """33,000 distinct keys (66,000 values) exceed SQLite's 32,766 and MySQL's 65,535
+    bound parameters per statement: gets and deletes are split there, results
+    unchanged (PostgreSQL sends two arrays instead: one statement)."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        n = 33_000
+        stored = {f"k{i}" for i in range(0, n, 330)}
+        await s.batch([PutOp((r,), key, {"key": key}) for key in sorted(stored)])
+        with count_statements(s.engine) as counter:
+            results = await s.batch([GetOp((r,), f"k{i}") for i in range(n)])
+        assert len(results) == n
+        found = {item.key for item in results if item is not None}
+        assert found == stored
+        assert all(item.value == {"key": item.key} for item in results if item is not None)
+        per_statement = s.store.sql.keys_per_statement  # SQLite 16375, MySQL 32759
+        assert counter.count == -(-n // per_statement)  # ceil: one statement per chunk
+        await s.batch([PutOp((r,), f"k{i}", None) for i in range(n)])
+        assert s.stored_items(r) == 0
 
 
 async def test_batch_last_put_wins_and_results_in_order(backend: Backend, mode: str) -> None:

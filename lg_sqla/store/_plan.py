@@ -433,8 +433,21 @@ def batch_plan(
     # where the dialect gains from it (DialectOps.autocommit_single_statements,
     # PostgreSQL: 1 round trip instead of 3): a batch of reads (their TTL refresh,
     # if any, is an UPDATE atomic by itself), or a batch that is one write statement.
-    puts = effective_puts(ops)
-    reads = any(not isinstance(op, PutOp) for op in ops)
+    # One pass over the ops, by kind.
+    gets: list[tuple[int, GetOp]] = []
+    searches: list[tuple[int, SearchOp]] = []
+    lists: list[tuple[int, ListNamespacesOp]] = []
+    puts: dict[tuple[tuple[str, ...], str], PutOp] = {}  # the last put of a key wins
+    for i, op in enumerate(ops):
+        if isinstance(op, GetOp):
+            gets.append((i, op))
+        elif isinstance(op, SearchOp):
+            searches.append((i, op))
+        elif isinstance(op, ListNamespacesOp):
+            lists.append((i, op))
+        elif isinstance(op, PutOp):
+            puts[(op.namespace, op.key)] = op
+    reads = bool(gets or searches or lists)
     one_write = (
         not reads
         and not settings.indexed
@@ -447,7 +460,6 @@ def batch_plan(
         first, autocommit[0] = autocommit[0], False
         return Step(statement, params, fetch=fetch, whole_plan=first)
 
-    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
     if gets:
         pairs = sorted({(digest(join_namespace(op.namespace)), digest(op.key)) for _, op in gets})
         rows: list[Any] = []
@@ -466,7 +478,6 @@ def batch_plan(
             if row is not None and op.refresh_ttl and row.ttl_minutes is not None:
                 refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
 
-    searches = [(i, sop) for i, sop in enumerate(ops) if isinstance(sop, SearchOp)]
     if searches:
         rows = yield from _search_rows(settings, searches, now, step)
         ranked = [sop for _, sop in searches if sop.query and settings.indexed]
@@ -523,7 +534,6 @@ def batch_plan(
                     if r.ttl_minutes is not None:
                         refresh[(r.prefix_hash, r.key_hash)] = r.ttl_minutes
 
-    lists = [(i, lop) for i, lop in enumerate(ops) if isinstance(lop, ListNamespacesOp)]
     if lists:
         if settings.sql.in_sql:
             outcome = yield step(_list_statement(settings, lists, now), fetch=True)

@@ -820,15 +820,24 @@ class StoreSQL:
         doc: ColumnElement[Any],
         path: JsonPath,
         operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: Any,
+        number: ColumnElement[Any],
         strings: bool,
     ) -> ColumnElement[bool]:
         """``operator(value, number)`` where the value is a number or a boolean (as 1/0,
-        Python's ``True == 1``), or with ``strings`` a NUMERIC_STRING."""
+        Python's ``True == 1``), or with ``strings`` a NUMERIC_STRING; ``number`` is a
+        :meth:`number_param`."""
         raise NotImplementedError
 
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        """A bound parameter for the numbers of :meth:`number_compare`."""
+        return sa.bindparam(name, type_=sa.Float)
+
+    def number_value(self, number: float | int) -> Any:
+        """The value of a :meth:`number_param`."""
+        return number
+
     def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: str
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
     ) -> ColumnElement[bool]:
         """The value is a string equal to ``text``, code point for code point."""
         raise NotImplementedError
@@ -855,9 +864,15 @@ class StoreSQL:
         """Sorts namespaces in code point order label by label (Python's tuple order)."""
         raise NotImplementedError
 
-    def text_equals(self, text: ColumnElement[str], value: str) -> ColumnElement[bool]:
+    def text_equals(
+        self, text: ColumnElement[str], value: str | ColumnElement[str]
+    ) -> ColumnElement[bool]:
         """Computed text equal to ``value``, code point for code point."""
-        return text == sa.literal(value, sa.String)
+        return text == _as_text(value)
+
+
+def _as_text(value: str | ColumnElement[str]) -> ColumnElement[str]:
+    return sa.literal(value, sa.String) if isinstance(value, str) else value
 
 
 def _decimal(number: Any) -> Any:
@@ -916,7 +931,7 @@ class PostgresStoreSQL(StoreSQL):
         doc: ColumnElement[Any],
         path: JsonPath,
         operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: Any,
+        number: ColumnElement[Any],
         strings: bool,
     ) -> ColumnElement[bool]:
         kind, text = self._kind(doc, path), self._text(doc, path)
@@ -934,11 +949,16 @@ class PostgresStoreSQL(StoreSQL):
                 )
             )
         value = sa.case(*whens, else_=sa.null())
-        bound = sa.literal(_decimal(number), sa.Numeric)
-        return sa.func.coalesce(operator(value, bound), sa.false())
+        return sa.func.coalesce(operator(value, number), sa.false())
+
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=sa.Numeric(asdecimal=True))
+
+    def number_value(self, number: float | int) -> Any:
+        return _decimal(number)
 
     def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: str
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
     ) -> ColumnElement[bool]:
         return sa.func.coalesce(
             sa.and_(self._kind(doc, path) == "string", self._text(doc, path) == text),
@@ -980,9 +1000,29 @@ class PostgresStoreSQL(StoreSQL):
         return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text).collate("C")
 
 
+class _SQLiteNode:
+    """The value at a path as SQLite sees it: its json type, its SQL value (``atom``),
+    its JSON text (containers), and how to turn a condition on them into a predicate."""
+
+    def __init__(
+        self, type_: Any, atom: Any, value: Any, test: Callable[[Any], Any], present: Any
+    ) -> None:
+        self.type, self.atom, self.value, self.test = type_, atom, value, test
+        self.present = present
+
+
+def _sqlite_plain_key(step: str | int) -> bool:
+    """Whether a path label can name this member: SQLite 3.40's quoted labels have no
+    escapes, and our documents spell non-ASCII, quotes, backslashes and control
+    characters as escapes, which a label never matches."""
+    return isinstance(step, int) or (
+        step != "" and all(" " <= c <= "~" and c not in '"\\' for c in step)
+    )
+
+
 class SQLiteStoreSQL(StoreSQL):
-    """json_each, never a path: SQLite 3.40's path labels have no escapes, and our
-    documents spell non-ASCII keys as \\uXXXX, which a path label never matches."""
+    """json_type/json_extract with a bound path where every member name can be a path
+    label (the common case), else json_each, member by member."""
 
     in_sql = True
     # SQLITE_MAX_VARIABLE_NUMBER's default since SQLite 3.32.
@@ -997,8 +1037,16 @@ class SQLiteStoreSQL(StoreSQL):
     }
 
     @staticmethod
-    def _member(doc: ColumnElement[Any], path: JsonPath) -> tuple[Any, Any, ColumnElement[bool]]:
-        """The json_each row of the value at ``path``: (row, FROM clause, its condition)."""
+    def _node(doc: ColumnElement[Any], path: JsonPath) -> _SQLiteNode:
+        if all(_sqlite_plain_key(step) for step in path):
+            label = "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
+            bound = sa.literal(label, sa.String)
+            type_ = sa.func.json_type(doc, bound, type_=sa.String)
+            atom = sa.func.json_extract(doc, bound)
+            return _SQLiteNode(
+                type_, atom, atom, lambda c: sa.func.coalesce(c, 0), type_.is_not(None)
+            )
+        # json_each rows, one per step, each chosen by its key.
         member = sa.func.json_each(doc).table_valued("key", "value", "type", "atom")
         source: Any = member
         condition = member.c.key == path[0]
@@ -1010,64 +1058,71 @@ class SQLiteStoreSQL(StoreSQL):
             source = source.join(
                 member, sa.and_(parent.c.type.in_(("object", "array")), member.c.key == step)
             )
-        return member, source, condition
+        return _SQLiteNode(
+            member.c.type,
+            member.c.atom,
+            member.c.value,
+            lambda c: sa.exists().select_from(source).where(condition, c),
+            sa.exists().select_from(source).where(condition),
+        )
 
     def _exists(
         self, doc: ColumnElement[Any], path: JsonPath, test: Callable[[Any], ColumnElement[bool]]
     ) -> ColumnElement[bool]:
-        member, source, condition = self._member(doc, path)
-        return sa.exists().select_from(source).where(condition, test(member))
+        node = self._node(doc, path)
+        return node.test(test(node))  # type: ignore[no-any-return]
 
     def kind_in(
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
     ) -> ColumnElement[bool]:
         types = sorted(t for kind in kinds for t in self._TYPES[kind])
-        return self._exists(doc, path, lambda m: m.c.type.in_(types))
+        return self._exists(doc, path, lambda m: m.type.in_(types))
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
-        return ~self._exists(doc, path, lambda m: sa.true())
+        return ~self._node(doc, path).present  # type: ignore[no-any-return]
 
     def number_compare(
         self,
         doc: ColumnElement[Any],
         path: JsonPath,
         operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: Any,
+        number: ColumnElement[Any],
         strings: bool,
     ) -> ColumnElement[bool]:
         def test(m: Any) -> ColumnElement[bool]:
-            whens = [
-                (m.c.type.in_(("integer", "real")), m.c.atom),
-                (m.c.type == "true", 1),
-                (m.c.type == "false", 0),
-            ]
+            # CASE type WHEN ...: the type is computed once (a JSON parse each time).
+            whens: dict[str, Any] = {"integer": m.atom, "real": m.atom, "true": 1, "false": 0}
             if strings:
                 # SQLite has no regular expressions: json_valid/json_type check the
                 # JSON number syntax (whitespace allowed around it), GLOB the exponent.
-                atom = m.c.atom
+                atom = m.atom
                 looks_numeric = sa.and_(
-                    m.c.type == "text",
                     sa.case(
                         (sa.func.json_valid(atom) == 1, sa.func.json_type(atom)),
                         else_=sa.null(),
                     ).in_(("integer", "real")),
                     ~sa.func.lower(atom).op("GLOB")("*e*[0-9][0-9][0-9][0-9][0-9]*"),
                 )
-                whens.append((looks_numeric, sa.cast(atom, sa.Float)))
-            return operator(sa.case(*whens, else_=sa.null()), sa.literal(number))
+                whens["text"] = sa.case((looks_numeric, sa.cast(atom, sa.Float)), else_=sa.null())
+            return operator(sa.case(whens, value=m.type, else_=sa.null()), number)
 
         return self._exists(doc, path, test)
 
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        # No type: an int stays an INTEGER for SQLite, compared exactly with integers.
+        return sa.bindparam(name)
+
     def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: str
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
     ) -> ColumnElement[bool]:
-        return self._exists(doc, path, lambda m: sa.and_(m.c.type == "text", m.c.atom == text))
+        # The value first: most rows fail there, and AND stops.
+        return self._exists(doc, path, lambda m: sa.and_(m.atom == text, m.type == "text"))
 
     def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
         def test(m: Any) -> ColumnElement[bool]:
-            members = sa.func.json_each(m.c.value).table_valued("key")
+            members = sa.func.json_each(m.value).table_valued("key")
             count = sa.select(sa.func.count()).select_from(members).scalar_subquery()
-            return sa.and_(m.c.type.in_(("object", "array")), count == n)
+            return sa.and_(m.type.in_(("object", "array")), count == n)
 
         return self._exists(doc, path, test)
 
@@ -1145,7 +1200,7 @@ class MySQLStoreSQL(StoreSQL):
         doc: ColumnElement[Any],
         path: JsonPath,
         operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: Any,
+        number: ColumnElement[Any],
         strings: bool,
     ) -> ColumnElement[bool]:
         kind, text = self._kind(doc, path), self._text(doc, path)
@@ -1159,10 +1214,13 @@ class MySQLStoreSQL(StoreSQL):
         if strings:
             whens.append((sa.and_(kind == "STRING", text.regexp_match(NUMERIC_STRING)), as_double))
         value = sa.case(*whens, else_=sa.null())
-        return sa.func.coalesce(operator(value, sa.literal(number, sa.Double)), sa.false())
+        return sa.func.coalesce(operator(value, number), sa.false())
+
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=sa.Double)
 
     def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: str
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
     ) -> ColumnElement[bool]:
         return sa.func.coalesce(
             sa.and_(
@@ -1177,9 +1235,11 @@ class MySQLStoreSQL(StoreSQL):
         kind = self._kind(doc, path)
         return sa.func.coalesce(sa.and_(kind.in_(("OBJECT", "ARRAY")), length == n), sa.false())
 
-    def text_equals(self, text: ColumnElement[str], value: str) -> ColumnElement[bool]:
+    def text_equals(
+        self, text: ColumnElement[str], value: str | ColumnElement[str]
+    ) -> ColumnElement[bool]:
         # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
-        return self.ops.as_key(text) == self.ops.as_key(sa.literal(value, sa.String))
+        return self.ops.as_key(text) == self.ops.as_key(_as_text(value))
 
     def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
         dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))

@@ -56,79 +56,116 @@ def ordering_operand(operand: Any) -> float | int | None:
     return None
 
 
+# A filter's *shape*: its structure, member names and operators, with each value
+# replaced by a slot number (or, where the value decides the SQL, by what it decides).
+# Filters of one shape share one SQL statement, built once; the values are its bound
+# parameters (see flatten_filter).
+Shape = tuple[Any, ...]
+
+
+def flatten_filter(wanted: Mapping[str, Any] | None) -> tuple[Shape, list[Any]]:
+    """The shape of a search filter (validated by ``check_op``) and its slot values."""
+    values: list[Any] = []
+
+    def slot(value: Any) -> int:
+        values.append(value)
+        return len(values) - 1
+
+    def matches(w: Any) -> Shape:  # InMemoryStore's _compare_values(value, w)
+        if isinstance(w, Mapping):
+            if any(str(k).startswith("$") for k in w):
+                return ("ops", tuple((name, operator_(name, v)) for name, v in w.items()))
+            return ("subset", tuple((k, matches(v)) for k, v in w.items()))
+        if isinstance(w, (list, tuple)):
+            return ("elements", tuple(matches(v) for v in w))
+        return equals(w)
+
+    def equals(w: Any) -> Shape:  # Python's value == w
+        if w is None:
+            return ("null",)
+        if isinstance(w, str):
+            return ("text", slot(w))
+        if isinstance(w, (bool, int, float)):
+            return ("number", slot(ordering_operand(w)))
+        if isinstance(w, Mapping):
+            return ("object", tuple((k, equals(v)) for k, v in w.items()))
+        return ("array", tuple(equals(v) for v in w))
+
+    def operator_(name: str, operand: Any) -> Shape:
+        if name == "$eq":
+            return equals(operand)
+        if name == "$ne":
+            return ("not", equals(operand))
+        number = ordering_operand(operand)
+        assert number is not None, "check_op refuses non-numeric ordering operands"
+        if isinstance(number, float) and not math.isfinite(number):
+            if math.isnan(number):
+                return ("false",)  # NaN is neither greater nor smaller than anything
+            # No stored number is infinite (JSON has none; numeric strings have at most
+            # a 4-digit exponent): compare with the largest finite double instead.
+            above = number > 0
+            if (name in ("$gt", "$gte")) == above:
+                return ("false",)
+            limit = math.copysign(sys.float_info.max, number)
+            return ("order", "$lte" if above else "$gte", slot(limit))
+        return ("order", name, slot(number))
+
+    shape = tuple((key, matches(v)) for key, v in (wanted or {}).items())
+    return shape, values
+
+
 def filter_condition(
-    sql: StoreSQL, doc: ColumnElement[Any], wanted: Mapping[str, Any] | None
+    sql: StoreSQL, doc: ColumnElement[Any], shape: Shape, name: Callable[[int], str]
 ) -> ColumnElement[bool]:
-    """The items whose value matches a search filter (validated by ``check_op``)."""
-    return sa.and_(sa.true(), *(_matches(sql, doc, (key,), v) for key, v in (wanted or {}).items()))
+    """The items whose value matches a filter of this shape; slot ``i``'s value is the
+    bound parameter ``name(i)``."""
 
+    def number(i: int) -> ColumnElement[Any]:
+        return sql.number_param(name(i))
 
-def _matches(sql: StoreSQL, doc: ColumnElement[Any], path: JsonPath, wanted: Any) -> Any:
-    if isinstance(wanted, Mapping):
-        if any(str(k).startswith("$") for k in wanted):
+    def build(path: JsonPath, node: Shape) -> Any:
+        kind = node[0]
+        if kind == "ops":
+            return sa.and_(*(build(path, op) for _, op in node[1]))
+        if kind == "subset":
             return sa.and_(
-                *(_operator(sql, doc, path, name, operand) for name, operand in wanted.items())
+                sql.kind_in(doc, path, frozenset({"object"})),
+                *(build((*path, k), v) for k, v in node[1]),
             )
-        return sa.and_(
-            sql.kind_in(doc, path, frozenset({"object"})),
-            *(_matches(sql, doc, (*path, k), v) for k, v in wanted.items()),
-        )
-    if isinstance(wanted, (list, tuple)):
-        return sa.and_(
-            sql.kind_in(doc, path, frozenset({"array"})),
-            sql.length_equals(doc, path, len(wanted)),
-            *(_matches(sql, doc, (*path, i), v) for i, v in enumerate(wanted)),
-        )
-    return _equals(sql, doc, path, wanted)
+        if kind in ("elements", "array"):
+            return sa.and_(
+                sql.kind_in(doc, path, frozenset({"array"})),
+                sql.length_equals(doc, path, len(node[1])),
+                *(build((*path, i), v) for i, v in enumerate(node[1])),
+            )
+        if kind == "object":  # dict == dict: the same members, each equal
+            return sa.and_(
+                sql.kind_in(doc, path, frozenset({"object"})),
+                sql.length_equals(doc, path, len(node[1])),
+                *(sa.and_(~sql.missing(doc, (*path, k)), build((*path, k), v)) for k, v in node[1]),
+            )
+        if kind == "null":  # a missing member is None too
+            return sa.or_(sql.missing(doc, path), sql.kind_in(doc, path, frozenset({"null"})))
+        if kind == "text":
+            return sql.string_equals(doc, path, sa.bindparam(name(node[1]), type_=sa.String))
+        if kind == "number":
+            return sql.number_compare(doc, path, operator.eq, number(node[1]), strings=False)
+        if kind == "not":
+            return ~build(path, node[1])
+        if kind == "order":
+            return sql.number_compare(doc, path, ORDERING[node[1]], number(node[2]), strings=True)
+        assert kind == "false", kind
+        return sa.false()
+
+    return sa.and_(sa.true(), *(build((key,), node) for key, node in shape))
 
 
-def _equals(sql: StoreSQL, doc: ColumnElement[Any], path: JsonPath, wanted: Any) -> Any:
-    """Python's ``value_at(path) == wanted``, where a missing member is ``None``."""
-    if wanted is None:
-        return sa.or_(sql.missing(doc, path), sql.kind_in(doc, path, frozenset({"null"})))
-    if isinstance(wanted, str):
-        return sql.string_equals(doc, path, wanted)
-    if isinstance(wanted, (bool, int, float)):
-        number = ordering_operand(wanted)
-        return sql.number_compare(doc, path, operator.eq, number, strings=False)
-    if isinstance(wanted, Mapping):  # dict == dict: the same members, each equal
-        return sa.and_(
-            sql.kind_in(doc, path, frozenset({"object"})),
-            sql.length_equals(doc, path, len(wanted)),
-            *(
-                sa.and_(~sql.missing(doc, (*path, k)), _equals(sql, doc, (*path, k), v))
-                for k, v in wanted.items()
-            ),
-        )
-    # A list (or tuple): the same length, each element equal.
-    return sa.and_(
-        sql.kind_in(doc, path, frozenset({"array"})),
-        sql.length_equals(doc, path, len(wanted)),
-        *(_equals(sql, doc, (*path, i), v) for i, v in enumerate(wanted)),
-    )
-
-
-def _operator(
-    sql: StoreSQL, doc: ColumnElement[Any], path: JsonPath, name: str, operand: Any
-) -> Any:
-    if name == "$eq":
-        return _equals(sql, doc, path, operand)
-    if name == "$ne":
-        return ~_equals(sql, doc, path, operand)
-    number = ordering_operand(operand)
-    assert number is not None, "check_op refuses non-numeric ordering operands"
-    compare = ORDERING[name]
-    if isinstance(number, float) and not math.isfinite(number):
-        if math.isnan(number):
-            return sa.false()  # NaN is neither greater nor smaller than anything
-        # No stored number is infinite (JSON has none; numeric strings have at most a
-        # 4-digit exponent): compare with the largest finite double instead.
-        above = number > 0
-        if (name in ("$gt", "$gte")) == above:
-            return sa.false()
-        number = math.copysign(sys.float_info.max, number)
-        compare = operator.le if above else operator.ge
-    return sql.number_compare(doc, path, compare, number, strings=True)
+def filter_params(sql: StoreSQL, values: list[Any], name: Callable[[int], str]) -> dict[str, Any]:
+    """The bound parameters of ``flatten_filter``'s values."""
+    return {
+        name(i): value if isinstance(value, str) else sql.number_value(value)
+        for i, value in enumerate(values)
+    }
 
 
 def namespace_condition(

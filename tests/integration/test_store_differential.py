@@ -91,6 +91,22 @@ FILTERS = EQUALITY | st.builds(
 PATHS = st.lists(LABELS | st.just("*"), max_size=3)
 
 
+def _canonical(value: Any) -> str:
+    """A value's JSON with sorted keys and -0.0 as 0.0: PostgreSQL's jsonb keeps
+    neither key order nor the sign of a zero (numeric has no -0), Python's == neither."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float):
+            return v + 0.0
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return json.dumps(fix(value), sort_keys=True)
+
+
 def _store(backend: Backend, mode: str) -> tuple[BaseStore, Any]:
     if mode == "sync":
         engine = backend.engine()
@@ -137,24 +153,24 @@ def test_search_and_list_namespaces_match_in_memory_store(backend: Backend, mode
 
             def everything_of(s: BaseStore, op: SearchOp) -> set:
                 found = s.search(op.namespace_prefix, filter=op.filter, limit=op.limit)
-                return {(i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in found}
+                return {(i.namespace, i.key, _canonical(i.value)) for i in found}
 
             def everything(s: BaseStore) -> set:
                 found = s.search((r, *prefix), filter=filter_, limit=1000)
-                return {(i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in found}
+                return {(i.namespace, i.key, _canonical(i.value)) for i in found}
 
             expected = everything(memory)
             assert everything(store) == expected
             # Several searches in one batch (one statement): each gets its own results.
             ops = [SearchOp((r, *prefix), filter=f, limit=1000) for f in (filter_, {}, filter_)]
             for want_ops, got in zip(ops, store.batch(ops), strict=True):
-                found = {(i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in got}
+                found = {(i.namespace, i.key, _canonical(i.value)) for i in got}
                 assert found == everything_of(memory, want_ops)
             pages: list = []
             start = 0
             while True:
                 chunk = store.search((r, *prefix), filter=filter_, limit=page, offset=start)
-                pages += [(i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in chunk]
+                pages += [(i.namespace, i.key, _canonical(i.value)) for i in chunk]
                 start += page
                 if len(chunk) < page:
                     break
@@ -198,6 +214,13 @@ CORPUS = {
     "strexp": {"n": "-3e0", "tag": "ünï"},
     "big": {"n": 12345678901234567, "tag": 'say "hi"', "l": [1, 2]},
     "neg": {"n": -0.5, "obj": {"k": ["v"]}},
+    # Member names no SQLite path label can spell (non-ASCII, quote, backslash, newline),
+    # with look-alike siblings: each step must pick its own member.
+    "hostile": {
+        "n": 7,
+        'ké"y': {"x\\": [2, {"\n": "y", "m": "z"}], "w\\": [1, {"\n": "z"}]},
+        "tag": "ü",
+    },
 }
 SEMANTIC_FILTERS = [
     {"n": 1},
@@ -249,6 +272,14 @@ SEMANTIC_FILTERS = [
     {"n": {"$gt": "-inf"}},
     {"n": {"$eq": 2.5}},
     {"n": 1, "tag": "red"},
+    {'ké"y': {"x\\": [2, {"\n": "y"}]}},
+    {'ké"y': {"x\\": [1, {"\n": "z"}]}},
+    {'ké"y': {"w\\": [1, {"\n": "z"}]}},
+    {'ké"y': {"w\\": [True, {"\n": "y"}]}},
+    {'ké"y': {"$eq": {"x\\": [2, {"\n": "y", "m": "z"}], "w\\": [1, {"\n": "z"}]}}},
+    {'ké"y': {"$ne": {"x\\": [2, {"\n": "y"}], "w\\": [1, {"\n": "z"}]}}},
+    {'ké"y': None},
+    {"tag": "ü"},
 ]
 
 

@@ -142,12 +142,23 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
 
 def _strip_nul(value: Any) -> Any:
     """PostgreSQL text and JSONB reject U+0000; LangGraph strips it from metadata too."""
+    try:
+        # The common case, checked in C: nothing to strip (JSON escapes U+0000 as
+        # \u0000, and ensure_ascii leaves no raw one).
+        if "\\u0000" not in json.dumps(value):
+            return value
+    except (TypeError, ValueError):
+        pass  # not JSON (check_json names it later): strip what can be walked
+    return _strip_nul_walk(value)
+
+
+def _strip_nul_walk(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "")
     if isinstance(value, dict):
-        return {_strip_nul(k): _strip_nul(v) for k, v in value.items()}
+        return {_strip_nul_walk(k): _strip_nul_walk(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_strip_nul(v) for v in value]
+        return [_strip_nul_walk(v) for v in value]
     return value
 
 

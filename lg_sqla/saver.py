@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,24 +41,30 @@ def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        autocommit = first.whole_plan and saver.ops.autocommit_single_statements
-        go_direct = runs_directly(saver, connection, first)
-        if not saver._schema_checked:
-            migrate.check_schema(connection)
-            if go_direct:  # the direct path starts from no transaction
-                connection.commit()
-            saver._schema_checked = True
-        if go_direct:
-            return direct.run(connection, saver._direct, plan, first, autocommit=autocommit)
-        if autocommit:
-            connection.execution_options(isolation_level="AUTOCOMMIT")
-        result = drive(connection, plan, first)
-        try:
+        writer_lock = None if first.fetch else saver.ops.writer_lock(engine)
+        with writer_lock or contextlib.nullcontext():
+            return _attempt_on(saver, connection, plan, first)
+
+
+def _attempt_on(saver: SaverBase, connection: Connection, plan: Plan[T], first: Step) -> T:
+    autocommit = first.whole_plan and saver.ops.autocommit_single_statements
+    go_direct = runs_directly(saver, connection, first)
+    if not saver._schema_checked:
+        migrate.check_schema(connection)
+        if go_direct:  # the direct path starts from no transaction
             connection.commit()
-        except DBAPIError as error:
-            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-            raise
-        return result
+        saver._schema_checked = True
+    if go_direct:
+        return direct.run(connection, saver._direct, plan, first, autocommit=autocommit)
+    if autocommit:
+        connection.execution_options(isolation_level="AUTOCOMMIT")
+    result = drive(connection, plan, first)
+    try:
+        connection.commit()
+    except DBAPIError as error:
+        retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+        raise
+    return result
 
 
 def runs_directly(saver: SaverBase, connection: Connection, first: Step) -> bool:

@@ -7,11 +7,13 @@ an explicit choice (``configure_engine(engine, sqlite_synchronous="NORMAL")``).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.engines import configure_engine
@@ -79,3 +81,45 @@ def test_unknown_synchronous_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="sqlite_synchronous must be one of"):
         configure_engine(engine, sqlite_synchronous="SOMETIMES")  # type: ignore[arg-type]
     engine.dispose()
+
+
+def test_writers_of_one_process_share_a_lock_per_database_file(tmp_path: Path) -> None:
+    """Writers queue on one Python lock per file (not SQLite's sleeping busy handler):
+    shared by every saver and engine on that file, separate for another file."""
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    with (
+        SQLAlchemySaver.from_conn_string(url) as one,
+        # The same file spelled another way.
+        SQLAlchemySaver.from_conn_string(f"sqlite:///{tmp_path}/./x/../shared.sqlite") as two,
+        SQLAlchemySaver.from_conn_string(f"sqlite:///{tmp_path / 'other.sqlite'}") as other,
+    ):
+        lock = one.ops.writer_lock(one.engine)
+        assert lock is not None
+        assert two.ops.writer_lock(two.engine) is lock
+        assert other.ops.writer_lock(other.engine) is not lock
+
+
+def test_concurrent_writers_in_one_process_all_land(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'busy.sqlite'}"
+    with SQLAlchemySaver.from_conn_string(url) as saver:
+        saver.setup()
+        threads = [new_thread() for _ in range(8)]
+        errors: list[BaseException] = []
+
+        def write(thread_id: str) -> None:
+            try:
+                for step in range(10):
+                    stored = saver.put(
+                        config(thread_id), checkpoint({"n": step}), {"step": step}, {"n": step + 1}
+                    )
+                    saver.put_writes(stored, [("n", step)], f"task-{step}")
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        workers = [threading.Thread(target=write, args=(t,)) for t in threads]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert errors == []
+        assert [len(list(saver.list(config(t)))) for t in threads] == [10] * 8

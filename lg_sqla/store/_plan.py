@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
+import re
 import struct
 import threading
 from collections import OrderedDict
@@ -52,7 +53,7 @@ from langgraph.store.base import (
 )
 
 from lg_sqla import limits
-from lg_sqla.dialects import DialectOps, StoreSQL
+from lg_sqla.dialects import NUMERIC_STRING, DialectOps, StoreSQL
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
 from lg_sqla.plans import Plan, Step
@@ -198,12 +199,12 @@ def _compare(item_value: Any, wanted: Any) -> bool:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
+    """An item's value as ordering filters read it in SQL (dialects.NUMERIC_STRING)."""
+    if isinstance(value, (bool, int, float)):
         return float(value)
-    except ValueError:
-        return None
+    if isinstance(value, str) and re.match(NUMERIC_STRING, value):
+        return float(value)
+    return None
 
 
 def _apply(value: Any, operator: str, operand: Any) -> bool:
@@ -211,9 +212,9 @@ def _apply(value: Any, operator: str, operand: Any) -> bool:
         return bool(value == operand)
     if operator == "$ne":
         return bool(value != operand)
-    # Ordering compares numbers (numeric strings included, as InMemoryStore's float());
+    # Ordering compares numbers (booleans and JSON-number strings included, as in SQL);
     # a missing or non-numeric value matches no ordering condition.
-    left, right = _number(value), _number(operand)
+    left, right = _number(value), ordering_operand(operand)
     if left is None or right is None:
         return False
     if operator == "$gt":

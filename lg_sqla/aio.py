@@ -160,6 +160,8 @@ class AsyncSQLAlchemySaver(SaverBase):
             sync_connection = connection.sync_connection
             assert sync_connection is not None  # started by `async with`
             go_direct = runs_directly(self, sync_connection, first)
+            if autocommit and not go_direct:  # before any statement: it autobegins
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
                 if go_direct:  # the direct path starts from no transaction
@@ -170,8 +172,6 @@ class AsyncSQLAlchemySaver(SaverBase):
                 return await connection.run_sync(
                     direct.run, self._direct, plan, first, autocommit=autocommit
                 )
-            if autocommit:
-                await connection.execution_options(isolation_level="AUTOCOMMIT")
             result = await adrive(connection, plan, first)
             try:
                 await connection.commit()

@@ -49,6 +49,8 @@ def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
 def _attempt_on(saver: SaverBase, connection: Connection, plan: Plan[T], first: Step) -> T:
     autocommit = first.whole_plan and saver.ops.autocommit_single_statements
     go_direct = runs_directly(saver, connection, first)
+    if autocommit and not go_direct:  # before any statement: it autobegins
+        connection.execution_options(isolation_level="AUTOCOMMIT")
     if not saver._schema_checked:
         migrate.check_schema(connection)
         if go_direct:  # the direct path starts from no transaction
@@ -56,8 +58,6 @@ def _attempt_on(saver: SaverBase, connection: Connection, plan: Plan[T], first: 
         saver._schema_checked = True
     if go_direct:
         return direct.run(connection, saver._direct, plan, first, autocommit=autocommit)
-    if autocommit:
-        connection.execution_options(isolation_level="AUTOCOMMIT")
     result = drive(connection, plan, first)
     try:
         connection.commit()

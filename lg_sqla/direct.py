@@ -38,9 +38,11 @@ class DirectStatement:
     sql: str
     positional: tuple[str, ...] | None  # the order of qmark/format parameters
     processors: Mapping[str, Callable[[Any], Any]]
+    # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...).
+    defaults: Mapping[str, Any]
 
-    def parameters(self, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
-        values = {**defaults, **params}
+    def parameters(self, params: Mapping[str, Any]) -> Any:
+        values = {**self.defaults, **params}
         for name, process in self.processors.items():
             if name in values:
                 values[name] = process(values[name])
@@ -70,7 +72,10 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     # processors of every type (JSON serializers, TypeDecorators such as UTCDateTime).
     processors = dict(compiled._bind_processors)
     positional = tuple(compiled.positiontup) if compiled.positional else None
-    return DirectStatement(sql=compiled.string, positional=positional, processors=processors)
+    defaults = {
+        name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
+    }
+    return DirectStatement(compiled.string, positional, processors, defaults)
 
 
 def usable_on(connection: Connection) -> bool:
@@ -87,21 +92,16 @@ class DirectCompiler:
     """Each cached statement compiled once per dialect (a saver has one dialect)."""
 
     def __init__(self, cursor_options: Mapping[str, Any] | None = None) -> None:
-        self._compiled: dict[int, tuple[Executable, DirectStatement | None, dict[str, Any]]] = {}
+        self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
         self._column_names: dict[int, list[str]] = {}
         # Keyword arguments of the driver's connection.cursor (DialectOps.direct_cursor_options).
         self.cursor_options = dict(cursor_options or {})
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
-        if found is None or found[0] is not statement:
-            direct = compile_direct(statement, dialect)
-            defaults = _defaults(statement, dialect) if direct is not None else {}
-            found = self._compiled[id(statement)] = (statement, direct, defaults)
+        if found is None or found[0] is not statement:  # (the statement keeps its id alive)
+            found = self._compiled[id(statement)] = (statement, compile_direct(statement, dialect))
         return found[1]
-
-    def defaults(self, statement: Executable) -> Mapping[str, Any]:
-        return self._compiled[id(statement)][2]
 
     def column_names(self, direct: DirectStatement, cursor: Any) -> list[str]:
         """The result's column names, read from the first cursor (the SQL fixes them;
@@ -110,14 +110,6 @@ class DirectCompiler:
         if names is None:
             names = self._column_names[id(direct)] = [c[0] for c in cursor.description]
         return names
-
-
-def _defaults(statement: Executable, dialect: Dialect) -> dict[str, Any]:
-    """Values of parameters the statement carries itself (``literal()``, LIMIT 1, ...)."""
-    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-    return {
-        name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
-    }
 
 
 def run(
@@ -152,13 +144,12 @@ def run(
             direct = compiler.get(step.statement, dialect)
             if direct is None:  # every step of a cached plan compiles: a bug otherwise
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
-            defaults = compiler.defaults(step.statement)
             statement_sql = direct.sql
             if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
-                parameters = [direct.parameters(p, defaults) for p in step.params]
+                parameters = [direct.parameters(p) for p in step.params]
                 cursor.executemany(direct.sql, parameters)
             else:
-                parameters = direct.parameters(step.params or {}, defaults)
+                parameters = direct.parameters(step.params or {})
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
                 names = compiler.column_names(direct, cursor)

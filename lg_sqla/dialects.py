@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 import sqlalchemy as sa
@@ -124,8 +124,6 @@ class DialectOps:
     # True: hot plans (cached statements) may run on the DBAPI cursor (lg_sqla.direct);
     # only for the drivers the test suite runs them on.
     runs_plans_directly = False
-    # Keyword arguments for the sync driver's connection.cursor() on that path.
-    direct_cursor_options: Mapping[str, Any] = {}
     # True: lg_sqla's tables can live in a named schema (``schema=``): a PostgreSQL
     # schema, a MySQL/MariaDB database. SQLite's only other schemas are attached files.
     supports_schemas = False
@@ -182,6 +180,9 @@ class DialectOps:
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         """Hold a lock that serializes schema migrations across processes."""
         yield
+
+    def configure_direct_cursor(self, cursor: Any) -> None:
+        """Adjust a DBAPI cursor of the direct path (lg_sqla.direct) before it runs."""
 
     def writer_lock(self, engine: sa.Engine) -> threading.Lock | None:
         """A lock the writing calls of this process take first, where the database
@@ -310,12 +311,23 @@ def bulk_params(
     return params
 
 
+def psycopg_binary_format() -> Any:
+    from psycopg import pq  # only reached with psycopg connections
+
+    return pq.Format.BINARY
+
+
 class PostgresOps(_OnConflictOps):
     name = "postgresql"
     runs_plans_directly = True
-    # Results in binary: bytea arrives as raw bytes, not hex text for psycopg to decode
-    # (15% of a get_tuple's client time on a chat thread), jsonb and integers likewise.
-    direct_cursor_options: Mapping[str, Any] = {"binary": True}
+
+    def configure_direct_cursor(self, cursor: Any) -> None:
+        # Results in binary: bytea arrives as raw bytes, not hex text for psycopg to
+        # decode (15% of a get_tuple's client time on a chat thread), jsonb and
+        # integers likewise. SQLAlchemy's async adapter wraps psycopg's cursor.
+        driver_cursor = getattr(cursor, "_cursor", cursor)
+        driver_cursor.format = psycopg_binary_format()
+
     supports_schemas = True
     joins_channel_versions = True
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official

@@ -91,11 +91,11 @@ def usable_on(connection: Connection) -> bool:
 class DirectCompiler:
     """Each cached statement compiled once per dialect (a saver has one dialect)."""
 
-    def __init__(self, cursor_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, configure_cursor: Callable[[Any], None]) -> None:
         self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
         self._column_names: dict[int, list[str]] = {}
-        # Keyword arguments of the driver's connection.cursor (DialectOps.direct_cursor_options).
-        self.cursor_options = dict(cursor_options or {})
+        # DialectOps.configure_direct_cursor: driver settings for the cursors of this path.
+        self.configure_cursor = configure_cursor
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
@@ -123,6 +123,7 @@ def run(
     """Run ``plan`` on ``connection``'s DBAPI connection; commit at its end (or per
     ``COMMIT`` step), roll back on an error."""
     dialect = connection.dialect
+    configure_cursor = compiler.configure_cursor
     dbapi_connection = connection.connection.dbapi_connection
     assert dbapi_connection is not None
     cursor: Any = None
@@ -133,8 +134,8 @@ def run(
     try:
         if autocommit:
             dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
-        # SQLAlchemy's async adapters take no driver options (their cursors wrap the driver's).
-        cursor = dbapi_connection.cursor(**({} if dialect.is_async else compiler.cursor_options))
+        cursor = dbapi_connection.cursor()
+        configure_cursor(cursor)
         while True:
             if step.statement is None:
                 dbapi_connection.commit()

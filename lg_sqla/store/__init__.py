@@ -19,19 +19,28 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from langgraph.store.base import BaseStore, IndexConfig, Op, Result, SearchOp, TTLConfig
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+)
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lg_sqla import migrate, retry
+from lg_sqla import direct, migrate, retry
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.plans import Plan, T, adrive, drive
+from lg_sqla.plans import Plan, Step, T, adrive, drive
 from lg_sqla.store._plan import (
     Embedded,
     Settings,
@@ -65,6 +74,7 @@ class _StoreBase(BaseStore):
     ) -> None:
         self.ops = ops_for(engine.dialect)
         self.sql = store_sql_for(self.ops)
+        self._direct = direct.DirectCompiler(self.ops.configure_direct_cursor)
         self.ttl_config = ttl
         self.index_config = index
         self._schema_checked = not check_schema
@@ -190,27 +200,49 @@ class SQLAlchemyStore(_StoreBase):
         migrate.upgrade(self.engine)
         self._schema_checked = True
 
-    def _run(self, factory: Callable[[], Plan[T]]) -> T:
-        return retry.with_retries(lambda: self._attempt(factory()))
+    def _run(self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True) -> T:
+        return retry.with_retries(lambda: self._attempt(factory(), hot, writes))
 
-    def _attempt(self, plan: Plan[T]) -> T:
+    def _attempt(self, plan: Plan[T], hot: bool, writes: bool) -> T:
         with self.engine.connect() as connection:
             try:
                 first = next(plan)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            if first.whole_plan and self.ops.autocommit_single_statements:
-                connection.execution_options(isolation_level="AUTOCOMMIT")
-            if not self._schema_checked:
-                migrate.check_schema(connection)
-                self._schema_checked = True
-            result = drive(connection, plan, first)
-            try:
+            # SQLite: this process's writers queue on the savers' lock, not in SQLite's
+            # sleeping busy handler (see DialectOps.writer_lock).
+            writer_lock = self.ops.writer_lock(self.engine) if writes else None
+            with writer_lock or contextlib.nullcontext():
+                return self._attempt_on(connection, plan, first, hot)
+
+    def _attempt_on(self, connection: Connection, plan: Plan[T], first: Step, hot: bool) -> T:
+        autocommit = first.whole_plan and self.ops.autocommit_single_statements
+        # A lone get or put (hot: every statement it may run is built once) skips
+        # SQLAlchemy Core's execution layer, as the savers' hot plans do (lg_sqla.direct).
+        go_direct = (
+            hot
+            and self.ops.runs_plans_directly
+            and first.statement is not None
+            and self.ops.is_cached(first.statement)
+            and direct.usable_on(connection)
+            and self._direct.get(first.statement, connection.dialect) is not None
+        )
+        if autocommit and not go_direct:  # before any statement: it autobegins
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+        if not self._schema_checked:
+            migrate.check_schema(connection)
+            if go_direct:  # the direct path starts from no transaction
                 connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)
-                raise
-            return result
+            self._schema_checked = True
+        if go_direct:
+            return direct.run(connection, self._direct, plan, first, autocommit=autocommit)
+        result = drive(connection, plan, first)
+        try:
+            connection.commit()
+        except DBAPIError as error:
+            retry.mark_after_commit(error)
+            raise
+        return result
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -225,7 +257,9 @@ class SQLAlchemyStore(_StoreBase):
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
         settings, now = self._settings, _now()
-        return self._run(lambda: batch_plan(settings, ops, embedded, now))
+        hot = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
+        writes = any(isinstance(op, PutOp) for op in ops)
+        return self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread."""

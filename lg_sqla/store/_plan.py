@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import math
 import re
 import struct
@@ -36,7 +37,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import sqlalchemy as sa
 from langgraph.store.base import (
@@ -333,6 +334,46 @@ def _prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
     )
 
 
+class _GotRow(NamedTuple):
+    """A fetched item, from SQLAlchemy's processed rows or the raw DBAPI rows of the
+    direct path (lg_sqla.direct): JSON text parsed, timestamps as aware UTC."""
+
+    prefix: str
+    key: str
+    value: dict[str, Any]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    ttl_minutes: float | None
+    prefix_hash: str
+    key_hash: str
+
+    @classmethod
+    def of(cls, row: Any) -> _GotRow:
+        m = row._mapping
+        value = m["value"]
+        if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
+            value = json.loads(value)
+        return cls(
+            m["prefix"],
+            m["key"],
+            value,
+            _utc(m["created_at"]),
+            _utc(m["updated_at"]),
+            m["ttl_minutes"],
+            m["prefix_hash"],
+            m["key_hash"],
+        )
+
+
+def _utc(value: Any) -> dt.datetime:
+    # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)  # type: ignore[no-any-return]
+    return value.astimezone(dt.timezone.utc)  # type: ignore[no-any-return]
+
+
 def _item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:
     namespace = split_namespace(row.prefix)
     if cls is SearchItem:
@@ -557,6 +598,7 @@ def batch_plan(
             for chunk in _chunks(settings, pairs):
                 statement = _get_statement(settings, True)
                 rows += (yield step(statement, {**chunk, "now": now}, fetch=True)).rows
+        rows = [_GotRow.of(row) for row in rows]
         found = {(row.prefix, row.key): row for row in rows}
         for i, op in gets:
             row = found.get((join_namespace(op.namespace), op.key))
@@ -642,13 +684,19 @@ def batch_plan(
                 results[i] = sorted(kept)[lop.offset : lop.offset + lop.limit]
 
     if refresh:
+        refresh_statement = settings.ops.cached(
+            "store.refresh",
+            lambda: (
+                sa.update(store_items)
+                .where(
+                    t.prefix_hash == sa.bindparam("b_prefix_hash"),
+                    t.key_hash == sa.bindparam("b_key_hash"),
+                )
+                .values(expires_at=sa.bindparam("b_expires_at"))
+            ),
+        )
         yield Step(
-            sa.update(store_items)
-            .where(
-                t.prefix_hash == sa.bindparam("b_prefix_hash"),
-                t.key_hash == sa.bindparam("b_key_hash"),
-            )
-            .values(expires_at=sa.bindparam("b_expires_at")),
+            refresh_statement,
             [
                 {
                     "b_prefix_hash": p,

@@ -4,6 +4,7 @@ semantic search, statement counts per batch, hostile input."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from langgraph.store.base import (
 )
 from store_helpers import DIMS, fake_embed, fake_index, open_store, root
 
-from lg_sqla import InvalidInputError, SchemaError, migrate
+from lg_sqla import InvalidInputError, SchemaError, direct, migrate
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 pytestmark = pytest.mark.parametrize("mode", ["sync", "async"])
@@ -152,6 +153,41 @@ async def test_batches_beyond_the_bound_parameter_limit(backend: Backend, mode: 
         assert counter.count == -(-n // per_statement)  # ceil: one statement per chunk
         await s.batch([PutOp((r,), f"k{i}", None) for i in range(n)])
         assert s.stored_items(r) == 0
+
+
+async def test_lone_get_and_put_skip_core_with_the_same_results(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync store runs a lone get or put on the DBAPI cursor (lg_sqla.direct, as the
+    savers' hot calls) when nothing listens to the engine; its items are those the
+    Core path returns (JSON parsed, aware UTC timestamps), TTL refresh included. The
+    async store stays on SQLAlchemy Core."""
+    runs = 0
+    real = direct.run
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(direct, "run", spy)
+    async with open_store(backend, mode, ttl={"default_ttl": 1}) as s:
+        r = root()
+        value = {"ñ": "😀", "n": [1, 2.5, None, True], "o": {"k": "v"}}
+        await s.put((r,), "a", value)  # direct (sync)
+        await s.put((r,), "b", {"v": 1}, ttl=None)  # direct (sync)
+        lone = await s.get((r,), "a")  # direct (sync), refreshes the TTL
+        together = await s.batch([GetOp((r,), "a"), GetOp((r,), "b")])  # Core
+        assert lone is not None and lone.value == value
+        assert lone.created_at.tzinfo is not None and lone.created_at.utcoffset() == dt.timedelta()
+        assert together[0] is not None
+        assert (lone.value, lone.created_at, lone.updated_at) == (
+            together[0].value,
+            together[0].created_at,
+            together[0].updated_at,
+        )
+        assert await s.get((r,), "missing") is None  # direct (sync)
+        assert runs == (0 if s.is_async else 4)
 
 
 async def test_batch_last_put_wins_and_results_in_order(backend: Backend, mode: str) -> None:

@@ -30,8 +30,16 @@ from lg_sqla.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.rotation import RotationReport
 
 
-def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
-    """One attempt at a plan, on a connection of ``engine`` (sync; any thread)."""
+def attempt_plan(
+    saver: SaverBase, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False
+) -> T:
+    """One attempt at a plan, on a connection of ``engine`` (sync; any thread).
+
+    ``in_event_loop``: run by the async saver in a greenlet on the event loop's
+    thread, where other tasks interleave at each driver call: a thread lock held
+    across those calls would block the loop (a task waiting for it would never let
+    the holder resume), so SQLite's in-process writer lock is not taken there.
+    """
     # One transaction per call (plans may COMMIT between threads); an error
     # rolls back whatever the current transaction wrote.
     with engine.connect() as connection:
@@ -41,7 +49,7 @@ def attempt_plan(saver: SaverBase, engine: Engine, plan: Plan[T]) -> T:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        writer_lock = None if first.fetch else saver.ops.writer_lock(engine)
+        writer_lock = None if first.fetch or in_event_loop else saver.ops.writer_lock(engine)
         with writer_lock or contextlib.nullcontext():
             return _attempt_on(saver, connection, plan, first)
 

@@ -414,6 +414,11 @@ STATIC = """\
 | `get_delta_channel_history`, any chain | 2 | 2 | 3 (1 `SET SESSION`) | `test_delta_history.py` |
 | `prune` of one thread (no DeltaChannel) | 4 | 4 | 4 | `test_maintenance.py` |
 
+These counts hold on both execution paths: through SQLAlchemy Core (what an engine
+with event listeners, like the tests' statement counter, gets) and on the direct
+path the benchmark measures (`lg_sqla/direct.py`; `test_direct_path.py` reads what
+SQLite itself executed through its trace callback).
+
 ## Other measurements
 
 `python -m benchmarks prune` (prune a 10,000-checkpoint thread per database) and

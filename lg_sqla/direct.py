@@ -11,10 +11,13 @@ so callers see the same wrapped exceptions and a dead connection is invalidated
 as usual.
 
 It is used only where nothing would notice the difference (see
-:func:`usable_on`): no cursor-level event listeners on the engine (statement
+:func:`usable_on`): no connection event listeners on the engine (statement
 counters, tracing instrumentations and our fault-injection tests keep the Core
 path, which runs the same plans and the same SQL), no ``schema_translate_map``,
-and only for statements the dialect caches (``DialectOps.cached``).
+and only for statements the dialect caches (``DialectOps.cached``). It relies on
+three SQLAlchemy internals, each exercised by tests/integration/test_direct_path.py
+and by the conformance suite that runs on this path: the ``_has_events`` flags,
+``compiled._bind_processors`` and ``Connection._handle_dbapi_exception``.
 """
 
 from __future__ import annotations

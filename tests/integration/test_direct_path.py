@@ -19,6 +19,9 @@ from helpers import checkpoint, config, count_statements, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, direct
 
+# Also on a MariaDB database at the server's default charset (non-ASCII channel names).
+pytestmark = pytest.mark.any_charset
+
 
 class DirectRuns:
     """Counts the plans the real ``direct.run`` executes (a spy: it still runs them)."""

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
-from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
+from lg_sqla import maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import (
     configure_engine,
@@ -35,7 +35,7 @@ from lg_sqla.engines import (
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
-from lg_sqla.saver import attempt_plan, runs_directly
+from lg_sqla.saver import attempt_plan
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -157,8 +157,9 @@ class AsyncSQLAlchemySaver(SaverBase):
             return await greenlet_spawn(
                 attempt_plan, self, self.engine.sync_engine, plan, in_event_loop=True
             )
-        # One transaction per call (plans may COMMIT between threads); an error
-        # rolls back whatever the current transaction wrote.
+        # Other calls (maintenance: its progress callbacks run on the loop): SQLAlchemy
+        # Core on an AsyncConnection. One transaction per call (plans may COMMIT
+        # between threads); an error rolls back whatever the current transaction wrote.
         async with self.engine.connect() as connection:
             # Plans build their statements only now: some depend on what the
             # first connection taught the dialect (e.g. MariaDB or MySQL).
@@ -166,22 +167,11 @@ class AsyncSQLAlchemySaver(SaverBase):
                 first = next(plan)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            autocommit = first.whole_plan and self.ops.autocommit_single_statements
-            sync_connection = connection.sync_connection
-            assert sync_connection is not None  # started by `async with`
-            go_direct = runs_directly(self, sync_connection, first)
-            if autocommit and not go_direct:  # before any statement: it autobegins
+            if first.whole_plan and self.ops.autocommit_single_statements:
                 await connection.execution_options(isolation_level="AUTOCOMMIT")
             if not self._schema_checked:
                 await connection.run_sync(migrate.check_schema)
-                if go_direct:  # the direct path starts from no transaction
-                    await connection.commit()
                 self._schema_checked = True
-            if go_direct:
-                # The DBAPI adapter's calls await the driver from run_sync's greenlet.
-                return await connection.run_sync(
-                    direct.run, self._direct, plan, first, autocommit=autocommit
-                )
             result = await adrive(connection, plan, first)
             try:
                 await connection.commit()

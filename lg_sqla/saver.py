@@ -7,7 +7,7 @@ import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -24,6 +24,8 @@ from sqlalchemy.exc import DBAPIError
 
 from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
+from lg_sqla.dialects import DialectOps
+from lg_sqla.direct import DirectCompiler
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, saver_url
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, Step, T, drive
@@ -51,21 +53,33 @@ def attempt_plan(
             return done.value  # type: ignore[no-any-return]
         writer_lock = None if first.fetch or in_event_loop else saver.ops.writer_lock(engine)
         with writer_lock or contextlib.nullcontext():
-            return _attempt_on(saver, connection, plan, first)
+            return attempt_on(saver, connection, plan, first)
 
 
-def _attempt_on(saver: SaverBase, connection: Connection, plan: Plan[T], first: Step) -> T:
-    autocommit = first.whole_plan and saver.ops.autocommit_single_statements
-    go_direct = runs_directly(saver, connection, first)
+class Shell(Protocol):
+    """What running a plan needs of its owner: a saver or a store."""
+
+    ops: DialectOps
+    _direct: DirectCompiler
+    _schema_checked: bool
+
+
+def attempt_on(
+    shell: Shell, connection: Connection, plan: Plan[T], first: Step, *, may_go_direct: bool = True
+) -> T:
+    """Run a started plan on ``connection`` in one transaction: on the direct path
+    where it can (lg_sqla.direct), else through Core; check the schema on first use."""
+    autocommit = first.whole_plan and shell.ops.autocommit_single_statements
+    go_direct = may_go_direct and runs_directly(shell, connection, first)
     if autocommit and not go_direct:  # before any statement: it autobegins
         connection.execution_options(isolation_level="AUTOCOMMIT")
-    if not saver._schema_checked:
+    if not shell._schema_checked:
         migrate.check_schema(connection)
         if go_direct:  # the direct path starts from no transaction
             connection.commit()
-        saver._schema_checked = True
+        shell._schema_checked = True
     if go_direct:
-        return direct.run(connection, saver._direct, plan, first, autocommit=autocommit)
+        return direct.run(connection, shell._direct, plan, first, autocommit=autocommit)
     result = drive(connection, plan, first)
     try:
         connection.commit()
@@ -75,14 +89,14 @@ def _attempt_on(saver: SaverBase, connection: Connection, plan: Plan[T], first: 
     return result
 
 
-def runs_directly(saver: SaverBase, connection: Connection, first: Step) -> bool:
+def runs_directly(shell: Shell, connection: Connection, first: Step) -> bool:
     """Whether this plan may skip SQLAlchemy Core's execution layer (lg_sqla.direct)."""
     return (
-        saver.ops.runs_plans_directly
+        shell.ops.runs_plans_directly
         and first.statement is not None
-        and saver.ops.is_cached(first.statement)
+        and shell.ops.is_cached(first.statement)
         and direct.usable_on(connection)
-        and saver._direct.get(first.statement, connection.dialect) is not None
+        and shell._direct.get(first.statement, connection.dialect) is not None
     )
 
 

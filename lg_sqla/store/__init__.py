@@ -31,7 +31,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -40,7 +40,8 @@ from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.plans import Plan, Step, T, adrive, drive
+from lg_sqla.plans import Plan, T, adrive
+from lg_sqla.saver import attempt_on
 from lg_sqla.store._plan import (
     Embedded,
     Settings,
@@ -213,36 +214,9 @@ class SQLAlchemyStore(_StoreBase):
             # sleeping busy handler (see DialectOps.writer_lock).
             writer_lock = self.ops.writer_lock(self.engine) if writes else None
             with writer_lock or contextlib.nullcontext():
-                return self._attempt_on(connection, plan, first, hot)
-
-    def _attempt_on(self, connection: Connection, plan: Plan[T], first: Step, hot: bool) -> T:
-        autocommit = first.whole_plan and self.ops.autocommit_single_statements
-        # A lone get or put (hot: every statement it may run is built once) skips
-        # SQLAlchemy Core's execution layer, as the savers' hot plans do (lg_sqla.direct).
-        go_direct = (
-            hot
-            and self.ops.runs_plans_directly
-            and first.statement is not None
-            and self.ops.is_cached(first.statement)
-            and direct.usable_on(connection)
-            and self._direct.get(first.statement, connection.dialect) is not None
-        )
-        if autocommit and not go_direct:  # before any statement: it autobegins
-            connection.execution_options(isolation_level="AUTOCOMMIT")
-        if not self._schema_checked:
-            migrate.check_schema(connection)
-            if go_direct:  # the direct path starts from no transaction
-                connection.commit()
-            self._schema_checked = True
-        if go_direct:
-            return direct.run(connection, self._direct, plan, first, autocommit=autocommit)
-        result = drive(connection, plan, first)
-        try:
-            connection.commit()
-        except DBAPIError as error:
-            retry.mark_after_commit(error)
-            raise
-        return result
+                # A lone get or put (hot: every statement it may run is built once)
+                # may skip Core's execution layer, as the savers' hot plans do.
+                return attempt_on(self, connection, plan, first, may_go_direct=hot)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""

@@ -35,7 +35,33 @@ from lg_sqla.engines import (
 from lg_sqla.maintenance import SweepReport
 from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
-from lg_sqla.saver import attempt_plan
+from lg_sqla.saver import Shell, attempt_plan
+
+
+async def attempt_plan_async(shell: Shell, engine: AsyncEngine, plan: Plan[T]) -> T:
+    """One attempt at a plan through SQLAlchemy Core on an ``AsyncConnection`` (the
+    async saver's and store's calls that do not run whole in one greenlet)."""
+    # One transaction per call (plans may COMMIT between threads); an error
+    # rolls back whatever the current transaction wrote.
+    async with engine.connect() as connection:
+        # Plans build their statements only now: some depend on what the
+        # first connection taught the dialect (e.g. MariaDB or MySQL).
+        try:
+            first = next(plan)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        if first.whole_plan and shell.ops.autocommit_single_statements:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+        if not shell._schema_checked:
+            await connection.run_sync(migrate.check_schema)
+            shell._schema_checked = True
+        result = await adrive(connection, plan, first)
+        try:
+            await connection.commit()
+        except DBAPIError as error:
+            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+            raise
+        return result
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -157,28 +183,8 @@ class AsyncSQLAlchemySaver(SaverBase):
             return await greenlet_spawn(
                 attempt_plan, self, self.engine.sync_engine, plan, in_event_loop=True
             )
-        # Other calls (maintenance: its progress callbacks run on the loop): SQLAlchemy
-        # Core on an AsyncConnection. One transaction per call (plans may COMMIT
-        # between threads); an error rolls back whatever the current transaction wrote.
-        async with self.engine.connect() as connection:
-            # Plans build their statements only now: some depend on what the
-            # first connection taught the dialect (e.g. MariaDB or MySQL).
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if first.whole_plan and self.ops.autocommit_single_statements:
-                await connection.execution_options(isolation_level="AUTOCOMMIT")
-            if not self._schema_checked:
-                await connection.run_sync(migrate.check_schema)
-                self._schema_checked = True
-            result = await adrive(connection, plan, first)
-            try:
-                await connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-                raise
-            return result
+        # Other calls (maintenance: its progress callbacks run on the loop).
+        return await attempt_plan_async(self, self.engine, plan)
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""

@@ -32,15 +32,15 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import direct, migrate, retry
+from lg_sqla.aio import attempt_plan_async
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.plans import Plan, T, adrive
+from lg_sqla.plans import Plan, T
 from lg_sqla.saver import attempt_on
 from lg_sqla.store._plan import (
     Embedded,
@@ -343,23 +343,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         return await retry.awith_retries(lambda: self._attempt(factory()))
 
     async def _attempt(self, plan: Plan[T]) -> T:
-        async with self.engine.connect() as connection:
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if first.whole_plan and self.ops.autocommit_single_statements:
-                await connection.execution_options(isolation_level="AUTOCOMMIT")
-            if not self._schema_checked:
-                await connection.run_sync(migrate.check_schema)
-                self._schema_checked = True
-            result = await adrive(connection, plan, first)
-            try:
-                await connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)
-                raise
-            return result
+        return await attempt_plan_async(self, self.engine, plan)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""

@@ -1,9 +1,10 @@
 """Command line: ``python -m benchmarks MODE [options]`` (``--help`` lists them).
 
-report    graph + api levels on every database, sync and async; writes
+report    graph + api + store levels on every database, sync and async; writes
           docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
 graph     the graph level only, tables printed
 api       the saver-API level only, tables printed
+store     the store level only (lg_sqla's store against the official stores)
 ops | concurrent | async | prune | storage   the older single-purpose modes
 """
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )
-    parser.add_argument("mode", choices=["report", "graph", "api", *LEGACY])
+    parser.add_argument("mode", choices=["report", "graph", "api", "store", *LEGACY])
     parser.add_argument(
         "--dialects",
         default=",".join(SETUPS),
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = set(dialects) - set(SETUPS)
         if unknown:
             parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {SETUPS}")
-        levels = ["graph", "api"] if args.mode == "report" else [args.mode]
+        levels = ["graph", "api", "store"] if args.mode == "report" else [args.mode]
         modes = [m for m in args.modes.split(",") if m]
         repeats = args.repeats or (1 if args.quick else 5)
         results = run(dialects, levels, modes, repeats, shape, log=_log)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import api_level, graph_level
+from . import api_level, graph_level, store_level
 from .contenders import OFFICIAL
 from .databases import LABELS, base
 
-METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS}
+METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS, "store": store_level.METRICS}
 SHORT = {"sqlite": "SQLite", "sqlite-normal": "SQLite=", "postgres": "PG", "mysql": "Maria"}
 
 # Issue 8, item 2: (level, metric, dialects) -> bound; ">=" for throughputs, "<=" else.
@@ -132,14 +132,15 @@ def targets_table(results: dict[str, Any]) -> str:
 def detail_table(results: dict[str, Any], level: str, metrics: list[str]) -> str:
     table = cells(results)
     spec = METRICS[level]
-    head = ["database", "mode", "official saver"]
+    official = store_level.OFFICIAL if level == "store" else OFFICIAL
+    head = ["database", "mode", "official store" if level == "store" else "official saver"]
     for metric in metrics:
         label, unit, higher = spec[metric]
         head.append(f"{label} ({unit}, {'↑' if higher else '↓'})")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for dialect in results["dialects"]:
         for mode in results["modes"]:
-            row = [LABELS[dialect], mode, OFFICIAL[(base(dialect), mode == "async")]]
+            row = [LABELS[dialect], mode, official[(base(dialect), mode == "async")]]
             for metric in metrics:
                 cell = table.get((level, dialect, mode, metric))
                 if cell is None:
@@ -161,6 +162,7 @@ API_COLUMNS = [
 ]
 TINY_COLUMNS = ["tiny_put_us", "tiny_get_us"]
 WORKER_COLUMNS = ["calls_1_per_s", "calls_n_per_s", "scaling"]
+STORE_COLUMNS = list(store_level.METRICS)
 
 
 def text_tables(results: dict[str, Any]) -> str:
@@ -177,7 +179,10 @@ def text_tables(results: dict[str, Any]) -> str:
             f"## saver API: 1 vs {results['shape']['workers']} workers sharing one saver",
             detail_table(results, "api", WORKER_COLUMNS),
         ]
-    parts += ["## targets (issue 8), ratio lg_sqla / official", targets_table(results)]
+    if "store" in results["levels"]:
+        parts += ["## store (long-term memory)", detail_table(results, "store", STORE_COLUMNS)]
+    if {"graph", "api"} & set(results["levels"]):  # the targets are the savers'
+        parts += ["## targets (issue 8), ratio lg_sqla / official", targets_table(results)]
     errors = _errors(results)
     if errors:
         parts += ["## errors", "\n".join(f"* {e}" for e in errors)]
@@ -222,7 +227,8 @@ def plot(results: dict[str, Any], level: str, metrics: list[str], path: Path) ->
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
     fig.suptitle(
-        "lg_sqla / official saver, median of per-repeat ratios; dashed: issue-8 target; "
+        f"lg_sqla / official {'store' if level == 'store' else 'saver'}, median of "
+        "per-repeat ratios; dashed: issue-8 target; "
         "green: target met (or better than 1.0 where none)",
         fontsize=8,
     )
@@ -271,6 +277,9 @@ def write_docs(results: dict[str, Any], docs: Path, note: str = "") -> Path:
     if "api" in results["levels"]:
         plot(results, "api", [*API_COLUMNS, *TINY_COLUMNS, "scaling"], img / "bench-api.png")
         shown.append("api")
+    if "store" in results["levels"]:
+        plot(results, "store", STORE_COLUMNS, img / "bench-store.png")
+        shown.append("store")
     path = docs / "benchmarks.md"
     path.write_text(render(results, shown, note), encoding="utf-8")
     return path
@@ -314,6 +323,15 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             WORKERS_TEXT.format(workers=workers),
             detail_table(results, "api", WORKER_COLUMNS),
         ]
+    if "store" in plots:
+        parts += [
+            "## Store level (long-term memory)",
+            STORE_TEXT.format(calls=results["shape"].get("store_calls", "?")),
+            "![store ratios](img/bench-store.png)",
+            "Each cell: lg_sqla / official store (medians over repeats) = median per-repeat "
+            "ratio. ↑ higher is better.",
+            detail_table(results, "store", STORE_COLUMNS),
+        ]
     parts += [METHOD, STATIC]
     return "\n\n".join(parts) + "\n"
 
@@ -327,7 +345,9 @@ lg_sqla against the saver each user would otherwise pick, on the same database
 server in the same run: `SqliteSaver` / `AsyncSqliteSaver`
 (langgraph-checkpoint-sqlite), `PostgresSaver` / `AsyncPostgresSaver`
 (langgraph-checkpoint-postgres), and on MariaDB the community `PyMySQLSaver` /
-`AIOMySQLSaver` (langgraph-checkpoint-mysql; there is no official MySQL saver).
+`AIOMySQLSaver` (langgraph-checkpoint-mysql; there is no official MySQL saver);
+and lg_sqla's store against the same packages' stores (`SqliteStore`,
+`PostgresStore`, `PyMySQLStore` and their async twins).
 Every figure can be reproduced:
 
 ```sh
@@ -336,6 +356,7 @@ Every figure can be reproduced:
 .venv/bin/python -m benchmarks report --quick --dialects sqlite --docs /tmp/x   # a smoke run
 .venv/bin/python -m benchmarks graph --dialects postgres --modes async         # print tables only
 .venv/bin/python -m benchmarks api --dialects mysql --repeats 5
+.venv/bin/python -m benchmarks store --dialects sqlite,postgres --repeats 5    # stores only
 ```
 
 PostgreSQL and MariaDB are private servers started by `tests/servers.py` (or the
@@ -368,6 +389,16 @@ saver, or asyncio tasks sharing one async saver. Scaling = calls/s with {workers
 workers / calls/s with 1; its ratio is lg_sqla's scaling / the official saver's.
 The official savers serialize calls on an instance-wide lock (one connection);
 lg_sqla draws connections from SQLAlchemy's pool (default size 5, overflow 10)."""
+
+STORE_TEXT = """\
+lg_sqla's `SQLAlchemyStore` / `AsyncSQLAlchemyStore` against the official store of
+each database (benchmarks/store_level.py), each on a fresh database: {calls} calls of
+each kind, one at a time, each timed (rate = calls / time spent in them) after a
+warm-up: `put` of a new item (spread over 4 user namespaces), `get` of each stored
+item, `search` of one user's namespace with an equality filter and `limit=10`, and
+`batch` of 5 mixed ops (a put, two gets, a filtered search, a `list_namespaces`).
+No semantic search. The official async stores (`AsyncBatchedBaseStore`) gather
+concurrent calls into one batch; these calls come one at a time."""
 
 METHOD = """\
 ## Method

@@ -1,4 +1,5 @@
-"""Interleaved repeats of every (database, level, mode), lg_sqla against the official saver.
+"""Interleaved repeats of every (database, level, mode), lg_sqla against the official saver
+(at the store level: the official store).
 
 For each database, level (graph, api) and mode (sync, async), repeat r runs both
 contenders, lg_sqla first on even r and the official saver first on odd r, each on a
@@ -23,12 +24,12 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-from . import api_level, graph_level
+from . import api_level, graph_level, store_level
 from .contenders import Contender, contenders
 from .databases import ROOT, Servers, base, servers
 from .workload import Recording, Shape, record
 
-LEVELS = ("graph", "api")
+LEVELS = ("graph", "api", "store")
 # A measurement that raises is retried once on a fresh database (a shared machine can
 # have a transient server error); both failures are kept in the results and reported.
 ATTEMPTS = 2
@@ -77,12 +78,16 @@ def _measure(
                     with settled():
                         if level == "graph":
                             return await graph_level.run_async(saver, shape)
+                        if level == "store":
+                            return await store_level.run_async(saver, shape)
                         return await api_level.run_async(saver, rec, shape, storage)
 
             return asyncio.run(go())
         with contender.open(db) as saver, settled():
             if level == "graph":
                 return graph_level.run_sync(saver, shape)
+            if level == "store":
+                return store_level.run_sync(saver, shape)
             return api_level.run_sync(saver, rec, shape, storage)
 
 
@@ -152,7 +157,9 @@ def run(
         for dialect in dialects:
             for level in levels:
                 for mode in modes:
-                    pair = contenders(dialect, mode == "async")
+                    # The store level compares stores, the other levels savers.
+                    pick = store_level.contenders if level == "store" else contenders
+                    pair = pick(dialect, mode == "async")
                     for r in range(repeats):
                         for contender in pair if r % 2 == 0 else pair[::-1]:
                             entry: dict[str, Any] = {

@@ -48,9 +48,10 @@ class Shape:
     reads: int = 20  # samples of each read measurement
     tiny_calls: int = 200  # per-call overhead samples
     workers: int = 8  # the "many" side of the 1 vs N scaling measurement
+    store_calls: int = 300  # store level: calls of each kind (benchmarks/store_level.py)
 
 
-QUICK = Shape(threads=2, turns=2, long_turns=3, reads=3, tiny_calls=10, workers=2)
+QUICK = Shape(threads=2, turns=2, long_turns=3, reads=3, tiny_calls=10, workers=2, store_calls=10)
 
 
 def _text(rng: random.Random, n_words: int) -> str:

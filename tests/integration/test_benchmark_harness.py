@@ -1,7 +1,8 @@
 """The benchmark harness (``python -m benchmarks``) runs end to end in --quick mode.
 
-Correctness of the harness only: both savers of each database, sync and async, graph
-and saver-API levels, report and plots written. No timing is asserted.
+Correctness of the harness only: both savers (and both stores) of each database, sync
+and async, graph, saver-API and store levels, report and plots written. No timing is
+asserted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,18 @@ OFFICIAL = {
     "postgres": {"sync": "PostgresSaver", "async": "AsyncPostgresSaver"},
     "mysql": {"sync": "PyMySQLSaver", "async": "AIOMySQLSaver"},
 }
+OUR_STORES = {"sync": "SQLAlchemyStore", "async": "AsyncSQLAlchemyStore"}
+OFFICIAL_STORES = {
+    "sqlite": {"sync": "SqliteStore", "async": "AsyncSqliteStore"},
+    "postgres": {"sync": "PostgresStore", "async": "AsyncPostgresStore"},
+    "mysql": {"sync": "PyMySQLStore", "async": "AIOMySQLStore"},
+}
+
+
+def contenders(dialect: str, level: str, mode: str) -> tuple[str, str]:
+    if level == "store":
+        return OUR_STORES[mode], OFFICIAL_STORES[dialect][mode]
+    return OURS[mode], OFFICIAL[dialect][mode]
 
 
 @pytest.fixture(
@@ -56,17 +69,45 @@ def test_quick_report_runs_both_savers_sync_and_async(dialect: str, tmp_path: Pa
     assert measured == {
         (setup, level, mode, saver)
         for setup in setups
-        for level in ("graph", "api")
+        for level in ("graph", "api", "store")
         for mode in ("sync", "async")
-        for saver in (OURS[mode], OFFICIAL[dialect][mode])
+        for saver in contenders(dialect, level, mode)
     }
     for run in results["runs"]:
         assert set(run["metrics"]) == set(METRICS[run["level"]])
         assert all(v > 0 for v in run["metrics"].values()), run
 
     page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
-    for saver in OFFICIAL[dialect].values():
+    for saver in [*OFFICIAL[dialect].values(), *OFFICIAL_STORES[dialect].values()]:
         assert f"| {saver} |" in page
     assert "## Targets (issue 8)" in page and "×** (" in page  # ratios were computed
-    for plot in ("bench-graph.png", "bench-api.png"):
+    assert "## Store level (long-term memory)" in page
+    for plot in ("bench-graph.png", "bench-api.png", "bench-store.png"):
         assert (tmp_path / "img" / plot).read_bytes().startswith(b"\x89PNG")
+
+
+def test_store_mode_runs_both_stores_sync_and_async(
+    dialect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m benchmarks store``: the store level alone, its table printed."""
+    raw = tmp_path / "store.json"
+    code = main(["store", "--quick", "--dialects", dialect, "--json", str(raw)])
+
+    results = json.loads(raw.read_text(encoding="utf-8"))
+    assert [r["error"] for r in results["runs"] if "error" in r] == []
+    assert code == 0
+    measured = {(r["level"], r["mode"], r["saver"]) for r in results["runs"]}
+    assert measured == {
+        ("store", mode, store)
+        for mode in ("sync", "async")
+        for store in contenders(dialect, "store", mode)
+    }
+    for run in results["runs"]:
+        assert set(run["metrics"]) == set(METRICS["store"])
+        assert all(v > 0 for v in run["metrics"].values()), run
+    printed = capsys.readouterr().out
+    assert "## store (long-term memory)" in printed
+    for store in OFFICIAL_STORES[dialect].values():
+        assert f"| {store} |" in printed
+    assert "= " in printed and "×" in printed  # ratios were computed
+    assert "## graph level" not in printed and "targets (issue 8)" not in printed

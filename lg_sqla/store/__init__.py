@@ -33,12 +33,12 @@ from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import direct, migrate, retry
-from lg_sqla.aio import attempt_plan_async
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, store_sql_for
-from lg_sqla.engines import configure_engine, engine_options
+from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Plan, T
 from lg_sqla.saver import attempt_on
@@ -59,6 +59,60 @@ logger = logging.getLogger(__name__)
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+def _attempt_on_engine(
+    store: _StoreBase,
+    engine: Engine,
+    plan: Plan[T],
+    hot: bool,
+    writes: bool,
+    *,
+    in_event_loop: bool = False,
+) -> T:
+    """One attempt at a batch plan on a connection of ``engine`` (sync code: a thread
+    of its own, or the async store's greenlet on the event loop's thread)."""
+    with engine.connect() as connection:
+        try:
+            first = next(plan)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        # SQLite: this process's writers queue on the savers' lock, not in SQLite's
+        # sleeping busy handler (see DialectOps.writer_lock). On the event loop's
+        # thread the async store has taken it already (see _writer_lock_held).
+        lock = store.ops.writer_lock(engine) if writes and not in_event_loop else None
+        with lock or contextlib.nullcontext():
+            # A lone get or put (hot: every statement it may run is built once)
+            # may skip Core's execution layer, as the savers' hot plans do.
+            return attempt_on(store, connection, plan, first, may_go_direct=hot)
+
+
+@contextlib.asynccontextmanager
+async def _writer_lock_held(lock: threading.Lock | None) -> AsyncIterator[None]:
+    """Hold SQLite's in-process writer lock (a thread lock) from async code.
+
+    The lock is shared with the sync savers and stores of the same file, so it must
+    stay a thread lock; blocking on it on the event loop's thread would stall the
+    task that holds it (its I/O runs on this loop), so a waiting task waits in a
+    worker thread instead. Without the lock, an async writer would poll in SQLite's
+    busy handler while the lock's holders hand the database to each other, and could
+    starve until busy_timeout: "database is locked".
+    """
+    if lock is None:
+        yield
+        return
+    if not lock.acquire(blocking=False):
+        acquiring = asyncio.get_running_loop().run_in_executor(None, lock.acquire)
+        try:
+            await asyncio.shield(acquiring)
+        except asyncio.CancelledError:
+            # The worker thread takes the lock anyway: give it back once it has.
+            acquiring.add_done_callback(lambda _: lock.release())
+            raise
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class _StoreBase(BaseStore):
@@ -138,6 +192,11 @@ class _StoreBase(BaseStore):
             embedded.documents.setdefault((namespace, key), []).append((path, list(vector)))
         return embedded
 
+    def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
+        """(hot: a lone get or put, whose statements are all prebuilt; writes: a put)."""
+        hot = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
+        return hot, any(isinstance(op, PutOp) for op in ops)
+
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:
             minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
@@ -202,21 +261,9 @@ class SQLAlchemyStore(_StoreBase):
         self._schema_checked = True
 
     def _run(self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True) -> T:
-        return retry.with_retries(lambda: self._attempt(factory(), hot, writes))
-
-    def _attempt(self, plan: Plan[T], hot: bool, writes: bool) -> T:
-        with self.engine.connect() as connection:
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            # SQLite: this process's writers queue on the savers' lock, not in SQLite's
-            # sleeping busy handler (see DialectOps.writer_lock).
-            writer_lock = self.ops.writer_lock(self.engine) if writes else None
-            with writer_lock or contextlib.nullcontext():
-                # A lone get or put (hot: every statement it may run is built once)
-                # may skip Core's execution layer, as the savers' hot plans do.
-                return attempt_on(self, connection, plan, first, may_go_direct=hot)
+        return retry.with_retries(
+            lambda: _attempt_on_engine(self, self.engine, factory(), hot, writes)
+        )
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -231,8 +278,7 @@ class SQLAlchemyStore(_StoreBase):
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
         settings, now = self._settings, _now()
-        hot = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
-        writes = any(isinstance(op, PutOp) for op in ops)
+        hot, writes = self._kind(ops)
         return self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -299,6 +345,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self.engine = in_schema(engine, schema)
         self._sweeper: asyncio.Task[None] | None = None
         self._sweeper_stop: asyncio.Event | None = None
+        # A sync engine on the same SQLite file, owned by from_conn_string (see _attempt).
+        self._threaded: Engine | None = None
         # The loop the store runs on (sync calls from worker threads are sent there):
         # the one it is created on, else the one of its latest async call.
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -316,15 +364,29 @@ class AsyncSQLAlchemyStore(_StoreBase):
         schema: str | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemyStore]:
-        """Open a store on an async database URL; the engine is disposed on exit."""
+        """Open a store on an async database URL; the engine is disposed on exit.
+
+        On a SQLite file (``sqlite+aiosqlite:///...``) batches run whole on a pysqlite
+        engine of the same file, as the async saver's calls do (see ``_attempt``);
+        ``engine_kwargs`` go to both engines.
+        """
         engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
         store = None
+        threaded = None
         try:
             store = cls(engine, index=index, ttl=ttl, schema=schema)
+            sync_url = threaded_sqlite_url(url)
+            if sync_url is not None:
+                threaded = configure_engine(
+                    create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
+                )
+                store._threaded = in_schema(threaded, schema)
             yield store
         finally:
             if store is not None:
                 await store.stop_ttl_sweeper()
+            if threaded is not None:
+                threaded.dispose()
             await engine.dispose()
 
     async def setup(self) -> None:
@@ -339,11 +401,29 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await connection.run_sync(migrate.upgrade_connection_locked)
         self._schema_checked = True
 
-    async def _run(self, factory: Callable[[], Plan[T]]) -> T:
-        return await retry.awith_retries(lambda: self._attempt(factory()))
+    async def _run(
+        self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True
+    ) -> T:
+        return await retry.awith_retries(lambda: self._attempt(factory(), hot, writes))
 
-    async def _attempt(self, plan: Plan[T]) -> T:
-        return await attempt_plan_async(self, self.engine, plan)
+    async def _attempt(self, plan: Plan[T], hot: bool, writes: bool) -> T:
+        if self._threaded is not None:
+            # A SQLite file opened by from_conn_string: the batch runs whole on a
+            # pysqlite connection in one worker thread (one thread hop, where
+            # aiosqlite makes one per DBAPI call), writes queued on the writer lock
+            # there, as the async saver's calls and the sync store's.
+            return await asyncio.to_thread(
+                _attempt_on_engine, self, self._threaded, plan, hot, writes
+            )
+        sync_engine = self.engine.sync_engine
+        lock = self.ops.writer_lock(sync_engine) if writes else None
+        async with _writer_lock_held(lock):
+            # The whole batch (checkout, statements, commit, checkin) as the sync
+            # store's code in ONE greenlet, as the async saver's hot calls: the driver
+            # is still awaited on this loop, without a greenlet spawn per step.
+            return await greenlet_spawn(
+                _attempt_on_engine, self, sync_engine, plan, hot, writes, in_event_loop=True
+            )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -361,7 +441,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
         settings, now = self._settings, _now()
-        return await self._run(lambda: batch_plan(settings, ops, embedded, now))
+        hot, writes = self._kind(ops)
+        return await self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in

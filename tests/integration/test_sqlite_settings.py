@@ -60,6 +60,10 @@ async def test_async_saver_and_store_engines_commit_durably(tmp_path: Path) -> N
         store.engine.connect() as connection,
     ):
         assert await connection.run_sync(_settings) == DEFAULTS
+        # Its batches too run whole on a pysqlite engine of the same file.
+        assert store._threaded is not None
+        with store._threaded.connect() as threaded:
+            assert _settings(threaded) == DEFAULTS
 
 
 def test_normal_sync_is_an_explicit_choice(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
 import re
+import struct
 import threading
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -31,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
@@ -39,8 +41,10 @@ from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from lg_sqla import limits
+from lg_sqla.errors import InvalidInputError
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # A row of the (channel, version) pairs of a checkpoint's channel_versions.
 ChannelVersionsSource = tuple[FromClause, ColumnElement[str], ColumnElement[str]]
@@ -919,6 +923,51 @@ class StoreSQL:
         """Computed text equal to ``value``, code point for code point."""
         return text == _as_text(value)
 
+    # Semantic search. ``store_vectors.embedding`` holds float32 little-endian bytes on
+    # every dialect; where the database can rank them itself (an extension it has), the
+    # store ranks in SQL, else in Python over the filtered candidates (the portable path).
+
+    def vector_value(self, vector: Sequence[float]) -> Any:
+        """A vector as ``store_vectors.embedding`` stores it (and as :meth:`vector_param`
+        takes it): float32, little-endian, 4 bytes a dimension."""
+        return struct.pack(f"<{len(vector)}f", *vector)
+
+    def vector_of(self, stored: Any) -> list[float]:
+        """The vector a ``store_vectors.embedding`` value holds."""
+        return list(struct.unpack(f"<{len(stored) // 4}f", stored))
+
+    def native_vectors(self, engine: Engine) -> bool | None:
+        """Whether this engine ranks by cosine similarity in SQL: known from the driver
+        (True, False; may prepare the engine, e.g. load an extension on each connection
+        it hands out), or None: ask the server (:meth:`vector_probe`)."""
+        return False
+
+    def vector_probe(self) -> Executable:
+        """A query whose first row's first column, given to :meth:`vectors_found`,
+        says whether the database has what native ranking needs."""
+        raise NotImplementedError
+
+    def vectors_found(self, answer: Any) -> bool:
+        raise NotImplementedError
+
+    def vector_setup(self, connection: Connection) -> None:
+        """What ``setup()`` of a store with an index does for native ranking."""
+
+    def vector_param(self, name: str) -> sa.BindParameter[Any]:
+        """A query vector (a :meth:`vector_value`) as the similarity functions take it."""
+        return sa.bindparam(name, type_=sa.LargeBinary)
+
+    def vector_similarity(
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+    ) -> ColumnElement[float]:
+        """Cosine similarity of a stored vector and the query; 0 where either is all
+        zeros (as the portable path, where the cosine is undefined)."""
+        raise NotImplementedError
+
+    def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
+        """The stored vector has ``dims`` dimensions."""
+        return sa.func.length(embedding) == 4 * dims
+
 
 def _as_text(value: str | ColumnElement[str]) -> ColumnElement[str]:
     return sa.literal(value, sa.String) if isinstance(value, str) else value
@@ -1047,6 +1096,81 @@ class PostgresStoreSQL(StoreSQL):
         # "C": byte order, which is code point order in UTF-8, whatever the database's
         # default collation (en_US sorts by linguistic rules).
         return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text).collate("C")
+
+    # Vectors are real[] here (revision 0003): pgvector, where the database has it,
+    # casts them to its own type, and the schema stays the same with or without it.
+    # The extension's schema is found by the probe and named in the SQL, so it need
+    # not be on the search_path.
+    _vector_schema: str | None = None
+
+    def vector_value(self, vector: Sequence[float]) -> Any:
+        return [float(x) for x in vector]
+
+    def vector_of(self, stored: Any) -> list[float]:
+        return list(stored)
+
+    def native_vectors(self, engine: Engine) -> bool | None:
+        return None  # the extension is per database: probed on the first ranked search
+
+    def vector_probe(self) -> Executable:
+        return sa.text(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector'"
+        )
+
+    def vectors_found(self, answer: Any) -> bool:
+        self._vector_schema = answer
+        return answer is not None
+
+    def vector_setup(self, connection: Connection) -> None:
+        # As LangGraph's PostgresStore with an index: create pgvector where the server
+        # has it (pg_available_extensions). Not being allowed to (it is not a trusted
+        # extension: it takes a superuser or the database owner with the right grants)
+        # leaves the portable path, which needs nothing.
+        available = connection.execute(
+            sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        ).first()
+        if available is None:
+            return
+        try:
+            with connection.begin_nested():
+                connection.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+        except sa.exc.DBAPIError as error:
+            logger.warning("pgvector is available but not created (%s): portable ranking", error)
+
+    def vector_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=pg_dialect.ARRAY(pg_dialect.REAL))
+
+    def _as_vector(self, array: ColumnElement[Any]) -> ColumnElement[Any]:
+        return sa.cast(array, _PgVector(self._vector_schema or "public"))
+
+    def vector_similarity(
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+    ) -> ColumnElement[float]:
+        schema = self._vector_schema or "public"
+        distance = getattr(sa.func, schema).cosine_distance(
+            self._as_vector(embedding), self._as_vector(query), type_=sa.Double
+        )
+        # pgvector's cosine distance is NaN when a vector is all zeros, and NaN sorts
+        # above every number in PostgreSQL: similarity 0 instead, as the portable path.
+        # NULLIF evaluates the distance once (a CASE would compute it twice).
+        nan = sa.literal_column("'NaN'::float8", sa.Double)
+        return 1.0 - sa.func.coalesce(sa.func.nullif(distance, nan), 1.0)
+
+    def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
+        return sa.func.coalesce(sa.func.cardinality(embedding) == dims, sa.false())
+
+
+class _PgVector(sa.types.UserDefinedType[Any]):
+    """pgvector's ``vector`` type, qualified by the schema the extension is in."""
+
+    cache_ok = True
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return f'"{self.schema.replace(chr(34), chr(34) * 2)}".vector'
 
 
 class _SQLiteNode:
@@ -1201,6 +1325,121 @@ class SQLiteStoreSQL(StoreSQL):
 
     def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
         return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text)
+
+    def native_vectors(self, engine: Engine) -> bool:
+        # sqlite-vec is a loadable extension: it needs its package (`sqlite_vec`) and a
+        # driver whose connections can load extensions. CPython's sqlite3 may be built
+        # without (this project's is), pysqlite3 has it; aiosqlite drives whichever
+        # sqlite module its SQLAlchemy adapter was given (see sqlite_vec_engine_options).
+        path = sqlite_vec_path()
+        driver = getattr(engine.dialect.dbapi, "sqlite", engine.dialect.dbapi)
+        if path is None or not hasattr(
+            getattr(driver, "Connection", None), "enable_load_extension"
+        ):
+            return False
+        if not sa.event.contains(engine.pool, "checkout", _load_sqlite_vec):
+            # checkout, not connect: connections pooled before the store existed too.
+            sa.event.listen(engine.pool, "checkout", _load_sqlite_vec)
+        return True
+
+    def vector_similarity(
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+    ) -> ColumnElement[float]:
+        # vec_distance_cosine is 1 - cosine, NULL when a vector is all zeros.
+        distance = sa.func.vec_distance_cosine(embedding, query, type_=sa.Double)
+        return sa.func.coalesce(1.0 - distance, 0.0)
+
+
+_SQLITE_VEC_LOADED = "lg_sqla.sqlite_vec"
+
+
+def sqlite_vec_path() -> str | None:
+    """The sqlite-vec extension's file (PyPI ``sqlite-vec``), None when not installed."""
+    try:
+        import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    return cast(str, sqlite_vec.loadable_path())
+
+
+def _load_sqlite_vec(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Pool checkout hook: load sqlite-vec once per DBAPI connection."""
+    if record.info.get(_SQLITE_VEC_LOADED):
+        return
+    path = sqlite_vec_path()
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    try:
+        if driver is not None and driver is not dbapi_connection:
+            # aiosqlite: its methods are coroutines run on its own thread; a pool hook of
+            # an async engine runs where SQLAlchemy can await them (await_only).
+            from sqlalchemy.util import await_only
+
+            await_only(driver.enable_load_extension(True))
+            try:
+                await_only(driver.load_extension(path))
+            finally:
+                await_only(driver.enable_load_extension(False))
+        else:
+            dbapi_connection.enable_load_extension(True)
+            try:
+                dbapi_connection.load_extension(path)
+            finally:
+                # Loading stays off otherwise: SQL could load any library with it on.
+                dbapi_connection.enable_load_extension(False)
+    except AttributeError as error:
+        raise InvalidInputError(
+            "this SQLite connection cannot load extensions, so not sqlite-vec: an aiosqlite "
+            "engine must open pysqlite3 connections (lg_sqla.dialects.sqlite_vec_engine_options)"
+        ) from error
+    record.info[_SQLITE_VEC_LOADED] = True
+
+
+def sqlite_vec_engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Engine options under which a SQLite URL's connections can load sqlite-vec.
+
+    Unchanged when sqlite-vec is not installed, the URL is not SQLite, the caller chose
+    a driver module, or Python's sqlite3 can load extensions itself. Otherwise the
+    driver's SQLite module becomes pysqlite3 (PyPI ``pysqlite3-binary``, in the
+    ``lg_sqla[sqlite-vec]`` extra): ``module=`` for pysqlite, and for aiosqlite also a
+    connection factory, since aiosqlite always opens ``sqlite3`` connections itself.
+    """
+    import sqlite3
+
+    parsed = sa.make_url(url)
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or "module" in options
+        or sqlite_vec_path() is None
+        or hasattr(sqlite3.Connection, "enable_load_extension")
+    ):
+        return options
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return options
+    driver = parsed.get_driver_name()
+    if driver == "pysqlite":
+        return {"module": dbapi2, **options}
+    if driver != "aiosqlite" or "async_creator" in options:
+        return options
+    import functools
+
+    import aiosqlite
+    from sqlalchemy.dialects.sqlite.aiosqlite import (
+        AsyncAdapt_aiosqlite_dbapi,
+        SQLiteDialect_aiosqlite,
+    )
+
+    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(parsed)
+    kwargs.update(options.get("connect_args", {}))
+    connector = functools.partial(dbapi2.connect, *args, **kwargs)
+
+    def connect() -> Any:
+        return aiosqlite.Connection(connector, iter_chunk_size=64)
+
+    # The adapter takes its exception classes from the module: pysqlite3's, as raised.
+    module = AsyncAdapt_aiosqlite_dbapi(aiosqlite, dbapi2)
+    return {"module": module, "async_creator": connect, **options}
 
 
 def mysql_json_path(path: JsonPath) -> str:

@@ -21,7 +21,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
 from lg_sqla.migrate import VERSION_TABLE
-from lg_sqla.types import big_binary, json_document, key_string, long_text, timestamp
+from lg_sqla.types import (
+    big_binary,
+    json_document,
+    key_string,
+    long_text,
+    timestamp,
+    vector_blob,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -148,14 +155,15 @@ class StoreItemRow(Base):
 
 
 class StoreVectorRow(Base):
-    """The embedding of one indexed field of a store item (float32 little-endian bytes)."""
+    """The embedding of one indexed field of a store item (float32 little-endian bytes;
+    ``real[]`` on PostgreSQL, revision 0003)."""
 
     __tablename__ = "store_vectors"
 
     prefix_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     field: Mapped[str] = mapped_column(key_string(limits.FIELD_PATH_MAX), primary_key=True)
-    embedding: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
+    embedding: Mapped[Any] = mapped_column(vector_blob(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)

@@ -52,6 +52,12 @@ def big_binary() -> TypeEngine[bytes]:
     return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 
 
+def vector_blob() -> TypeEngine[Any]:
+    """A store embedding: float32 little-endian bytes, ``real[]`` on PostgreSQL (which
+    pgvector casts to its ``vector``); see ``StoreSQL.vector_value``."""
+    return big_binary().with_variant(postgresql.ARRAY(postgresql.REAL()), "postgresql")
+
+
 class MySQLJSON(TypeDecorator[Any]):
     """MySQL/MariaDB JSON, written in the canonical form of ``dialects.mysql_json_text``
     (whatever serializer the engine was given), so keys of any name can be found."""

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 # tests/ is not a package; make tests/servers.py importable from any test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import mysql_server, postgres_server
+from servers import mysql_server, pgvector_server, postgres_server
 
 # ---------------------------------------------------------------------------
 # Database servers (provisioning lives in tests/servers.py)
@@ -30,6 +30,13 @@ from servers import mysql_server, postgres_server
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> Iterator[str]:
     with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """A second PostgreSQL server, with pgvector (tests/servers.py: pgvector_server)."""
+    with pgvector_server() as url:
         yield url
 
 

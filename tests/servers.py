@@ -40,6 +40,7 @@ from sqlalchemy.pool import NullPool
 
 POSTGRES_URL_ENV = "LG_SQLA_TEST_POSTGRES_URL"
 MYSQL_URL_ENV = "LG_SQLA_TEST_MYSQL_URL"
+PGVECTOR_URL_ENV = "LG_SQLA_TEST_PGVECTOR_URL"
 TMP_ENV = "LG_SQLA_TEST_TMP"
 DOCKER_ENV = "LG_SQLA_TEST_DOCKER"
 
@@ -75,6 +76,36 @@ def postgres_server() -> Iterator[str]:
         return
     with _local_postgres() as url:
         yield url
+
+
+@contextlib.contextmanager
+def pgvector_server() -> Iterator[str]:
+    """Yield an admin URL for a PostgreSQL server that has the pgvector extension.
+
+    ``LG_SQLA_TEST_PGVECTOR_URL`` if set; else a private throwaway server run from the
+    binaries of the PyPI package ``pgserver`` (PostgreSQL 16 built with pgvector; in the
+    dev dependency group): Debian bookworm has no pgvector package for our PostgreSQL 15.
+    Only the vector tests use it; everything else runs on :func:`postgres_server`.
+    """
+    from_env = os.environ.get(PGVECTOR_URL_ENV)
+    if from_env:
+        yield from_env
+        return
+    with _local_postgres(_pgserver_bindir(), name="pgvector") as url:
+        yield url
+
+
+def _pgserver_bindir() -> Path:
+    import importlib.util
+
+    # Found, not imported: only its binaries are used.
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the PyPI package pgserver (PostgreSQL with pgvector) is not installed: run "
+            f"`bash tests/bootstrap.sh`, or set {PGVECTOR_URL_ENV} to a server with pgvector"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
 @contextlib.contextmanager
@@ -417,13 +448,14 @@ def _postgres_bindir() -> Path:
 
 
 @contextlib.contextmanager
-def _local_postgres() -> Iterator[str]:
-    bindir = _postgres_bindir()
+def _local_postgres(bindir: Path | None = None, name: str = "pg") -> Iterator[str]:
+    bindir = bindir or _postgres_bindir()
     user = _service_user("postgres")
     base = _base_dir()
     try:
         _check_reachable(base, user)
-        home = _owned_dir(base / "pg", user)  # data dir, socket and log all live here
+        _check_reachable(bindir, user)
+        home = _owned_dir(base / name, user)  # data dir, socket and log all live here
         data, log_file = home / "data", home / "server.log"
         _check_socket_path(home / ".s.PGSQL.65535")
         port = _free_port()

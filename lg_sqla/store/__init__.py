@@ -31,19 +31,20 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import direct, migrate, retry
 from lg_sqla.base import in_schema
-from lg_sqla.dialects import ops_for, store_sql_for
+from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Plan, T
 from lg_sqla.saver import attempt_on
 from lg_sqla.store._plan import (
     Embedded,
+    NativeVectors,
     Settings,
     batch_plan,
     check_op,
@@ -144,6 +145,10 @@ class _StoreBase(BaseStore):
                 raise InvalidInputError("index needs 'embed': an Embeddings or a function")
             self.embeddings = ensure_embeddings(index["embed"])
             self._fields = list(index.get("fields") or ["$"])
+        # Whether searches rank in SQL (sqlite-vec, pgvector) or in Python (docs/store.md):
+        # known now from the driver, or None: asked on the first ranking search.
+        sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        self._native_vectors = self.sql.native_vectors(sync_engine) if index else False
         if ttl is not None:
             for name in ("default_ttl", "sweep_interval_minutes"):
                 value = ttl.get(name)
@@ -155,9 +160,28 @@ class _StoreBase(BaseStore):
         # Built once (a get is ~100 µs on SQLite: every µs of bookkeeping shows).
         settings: Settings | None = self.__dict__.get("_settings_once")
         if settings is None:
-            settings = Settings(self.ops, self.sql, indexed=self.embeddings is not None)
+            settings = Settings(
+                self.ops,
+                self.sql,
+                indexed=self.embeddings is not None,
+                native_vectors=NativeVectors(self._native_vectors),
+                dims=self.index_config["dims"] if self.index_config else 0,
+            )
             self.__dict__["_settings_once"] = settings
         return settings
+
+    @property
+    def native_vectors(self) -> bool | None:
+        """Whether searches with ``query`` rank in SQL (sqlite-vec, pgvector) rather than
+        in Python; None until the first such search asked the database (PostgreSQL)."""
+        return self._settings.native_vectors.known
+
+    def _vectors_set_up(self, connection: Connection) -> None:
+        """After ``setup()``: what native ranking needs (pgvector), and ask again."""
+        if self.index_config is not None:
+            self.sql.vector_setup(connection)
+            if self._native_vectors is None:
+                self._settings.native_vectors.known = None
 
     def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
         """Validate every op (nothing runs if one is bad) and list what to embed."""
@@ -245,6 +269,8 @@ class SQLAlchemyStore(_StoreBase):
     ) -> Iterator[SQLAlchemyStore]:
         """Open a store on a database URL; the engine is disposed (and the sweeper
         stopped) on exit."""
+        if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
+            engine_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         store = None
         try:
@@ -258,6 +284,8 @@ class SQLAlchemyStore(_StoreBase):
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
         migrate.upgrade(self.engine)
+        with self.engine.begin() as connection:
+            self._vectors_set_up(connection)
         self._schema_checked = True
 
     def _run(self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True) -> T:
@@ -370,17 +398,25 @@ class AsyncSQLAlchemyStore(_StoreBase):
         engine of the same file, as the async saver's calls do (see ``_attempt``);
         ``engine_kwargs`` go to both engines.
         """
-        engine = configure_engine(create_async_engine(url, **engine_options(url, engine_kwargs)))
+        async_kwargs = engine_kwargs
+        if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
+            async_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
+        engine = configure_engine(create_async_engine(url, **engine_options(url, async_kwargs)))
         store = None
         threaded = None
         try:
             store = cls(engine, index=index, ttl=ttl, schema=schema)
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
+                sync_kwargs = engine_kwargs
+                if index is not None:
+                    sync_kwargs = sqlite_vec_engine_options(sync_url, engine_kwargs)
                 threaded = configure_engine(
-                    create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
+                    create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
                 )
                 store._threaded = in_schema(threaded, schema)
+                if index is not None:  # batches run there: so does the ranking
+                    store._native_vectors = store.sql.native_vectors(threaded)
             yield store
         finally:
             if store is not None:
@@ -399,6 +435,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 self.engine.connect() as connection,
             ):
                 await connection.run_sync(migrate.upgrade_connection_locked)
+        async with self.engine.begin() as connection:
+            await connection.run_sync(self._vectors_set_up)
         self._schema_checked = True
 
     async def _run(

@@ -32,7 +32,6 @@ import hashlib
 import json
 import math
 import re
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -244,15 +243,6 @@ def matches_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> 
 # --- vectors -----------------------------------------------------------------------
 
 
-def pack_vector(vector: Sequence[float]) -> bytes:
-    """float32, little-endian: 4 bytes a dimension on every dialect."""
-    return struct.pack(f"<{len(vector)}f", *vector)
-
-
-def unpack_vector(blob: bytes) -> list[float]:
-    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
-
-
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
@@ -297,12 +287,23 @@ class Statements:
         return statement
 
 
+@dataclass
+class NativeVectors:
+    """Whether searches rank by similarity in SQL: known from the driver, or None until
+    the first ranking search asks the database (``StoreSQL.vector_probe``)."""
+
+    known: bool | None
+
+
 @dataclass(frozen=True)
 class Settings:
     ops: DialectOps
     sql: StoreSQL  # the dialect's JSON and namespace primitives
     indexed: bool  # the store has an IndexConfig
     omit_expired: bool = True
+    # Ranking by similarity in SQL (sqlite-vec, pgvector; see StoreSQL.native_vectors).
+    native_vectors: NativeVectors = field(default_factory=lambda: NativeVectors(False))
+    dims: int = 0  # the IndexConfig's: stored vectors of another length are refused
     statements: Statements = field(default_factory=Statements, compare=False)
 
 
@@ -457,6 +458,78 @@ def _search_rows(
     return list(outcome.rows)
 
 
+class _RankedRow(NamedTuple):
+    op: int
+    row: _GotRow
+    score: float | None
+
+
+def _refuse_dims(settings: Settings, found: int | None) -> None:
+    length = "another number of" if found is None else str(found)
+    raise InvalidInputError(
+        f"a stored vector has {length} dimensions, but index dims is {settings.dims}: "
+        "re-put the items of this namespace after changing dims"
+    )
+
+
+def _ranked_rows(
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    embedded: Embedded,
+    now: dt.datetime,
+    step: Callable[..., Step],
+) -> Plan[list[_RankedRow]]:
+    """The page of every ranking search of the batch, ranked in SQL (native vectors):
+    one statement, each search its own ranked page. The order is the portable path's:
+    by best cosine similarity over the item's vectors, highest first, items without a
+    vector after them (as InMemoryStore fills a short page), ties by the order of a
+    search without query (updated_at, then the key hashes)."""
+    selects = []
+    params: dict[str, Any] = {"now": now}
+    for j, (i, sop) in enumerate(searches):
+        candidates, own = _search_select(settings, j, i, sop)
+
+        def build(j: int = j, candidates: sa.Select[Any] = candidates) -> sa.Select[Any]:
+            t, v = store_items.c, store_vectors.c
+            sql = settings.sql
+            its_own = sa.and_(v.prefix_hash == t.prefix_hash, v.key_hash == t.key_hash)
+            fits = sql.vector_has_dims(v.embedding, settings.dims)
+            query = sql.vector_param(f"s{j}_query")
+            best = sa.func.max(sql.vector_similarity(v.embedding, query))
+            score = sa.select(best).where(its_own, fits).scalar_subquery().label("score")
+            # Counted, not skipped: a vector of another length means dims changed, which
+            # the portable path refuses too (_refuse_dims).
+            misfits = sa.select(sa.func.count()).where(its_own, ~fits)
+            return (
+                candidates.add_columns(score, misfits.scalar_subquery().label("misfits"))
+                .order_by(None)
+                .order_by(
+                    sa.desc(score).nulls_last(), t.updated_at.desc(), t.prefix_hash, t.key_hash
+                )
+                .limit(sa.bindparam(f"s{j}_limit", type_=sa.Integer))
+                .offset(sa.bindparam(f"s{j}_offset", type_=sa.Integer))
+            )
+
+        # The candidates' statement is cached per shape: so is its ranked form.
+        selects.append(settings.statements.get(("ranked", j, candidates), build))
+        assert sop.query is not None
+        params.update(own)
+        params.update(
+            {
+                f"s{j}_query": settings.sql.vector_value(embedded.queries[sop.query]),
+                f"s{j}_limit": sop.limit,
+                f"s{j}_offset": sop.offset,
+            }
+        )
+    outcome = yield step(_union(selects), params, fetch=True)
+    ranked = []
+    for row in outcome.rows:
+        if row.misfits:
+            _refuse_dims(settings, None)
+        ranked.append(_RankedRow(row.op, _GotRow.of(row), row.score))
+    return ranked
+
+
 def _search_select(
     settings: Settings, j: int, i: int, sop: SearchOp
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
@@ -607,7 +680,22 @@ def batch_plan(
                 refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
 
     if searches:
-        rows = yield from _search_rows(settings, searches, now, step)
+        # Native ranking: each ranking search is one page of its own, scored in SQL.
+        native: list[tuple[int, SearchOp]] = []
+        if settings.indexed and any(sop.query for _, sop in searches):
+            mode = settings.native_vectors
+            if mode.known is None:  # asked once per store
+                probe = yield step(settings.sql.vector_probe(), fetch=True)
+                mode.known = settings.sql.vectors_found(probe.rows[0][0] if probe.rows else None)
+            if mode.known:
+                native = [(i, sop) for i, sop in searches if sop.query]
+        ranked_rows: list[Any] = []
+        if native:
+            ranked_rows = yield from _ranked_rows(settings, native, embedded, now, step)
+            searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
+        rows = []
+        if searches:
+            rows = yield from _search_rows(settings, searches, now, step)
         ranked = [sop for _, sop in searches if sop.query and settings.indexed]
         vectors: dict[tuple[str, str], list[list[float]]] = {}
         if ranked and rows:
@@ -622,9 +710,10 @@ def batch_plan(
             for chunk in _chunks(settings, wanted):
                 vector_rows = yield Step(select_vectors, chunk, fetch=True)
                 for vr in vector_rows.rows:
-                    vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(
-                        unpack_vector(vr.embedding)
-                    )
+                    vector = settings.sql.vector_of(vr.embedding)
+                    if len(vector) != settings.dims:
+                        _refuse_dims(settings, len(vector))
+                    vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
         for i, sop in searches:
             candidates = [r for r in rows if r.op == i]
             if not settings.sql.in_sql:
@@ -636,6 +725,11 @@ def batch_plan(
                     and matches_filter(r.value, sop.filter)
                 ]
             if sop.query and settings.indexed:
+                # Ties (and items without vectors) keep the order of a search without
+                # query. Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited
+                # query inside a UNION, which a batch of several searches sends.
+                candidates.sort(key=lambda r: (r.prefix_hash, r.key_hash))
+                candidates.sort(key=lambda r: _utc(r.updated_at), reverse=True)
                 query = embedded.queries[sop.query]
                 scored, scoreless = [], []
                 for r in candidates:
@@ -661,6 +755,13 @@ def batch_plan(
                 for _, r in page:
                     if r.ttl_minutes is not None:
                         refresh[(r.prefix_hash, r.key_hash)] = r.ttl_minutes
+        for i, sop in native:
+            ranked_page = [r for r in ranked_rows if r.op == i]
+            results[i] = [_item(r.row, SearchItem, r.score) for r in ranked_page]
+            if sop.refresh_ttl:
+                for r in ranked_page:
+                    if r.row.ttl_minutes is not None:
+                        refresh[(r.row.prefix_hash, r.row.key_hash)] = r.row.ttl_minutes
 
     if lists:
         if settings.sql.in_sql:
@@ -775,7 +876,7 @@ def _write_plan(
             "prefix_hash": digest(join_namespace(ns)),
             "key_hash": digest(key),
             "field": path,
-            "embedding": pack_vector(vector),
+            "embedding": settings.sql.vector_value(vector),
             "created_at": now,
         }
         for (ns, key), fields in embedded.documents.items()

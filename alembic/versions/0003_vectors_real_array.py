@@ -1,0 +1,105 @@
+"""Store vectors as real[] on PostgreSQL, so pgvector can rank them in SQL.
+
+Revision ID: 0003_vectors_real_array
+Revises: 0002_store_cache
+Create Date: 2026-11-23
+
+On PostgreSQL, ``store_vectors.embedding`` becomes ``real[]`` (float4, the same
+values the float32 bytes held): pgvector casts a ``real[]`` to its ``vector``
+type, where the server has the extension, and the column needs nothing from the
+extension, so the schema is the same with or without it. Other dialects keep
+float32 little-endian bytes: nothing changes there.
+
+The conversion runs in SQL (offline ``--sql`` too): a temporary function decodes
+the IEEE 754 bytes exactly (upgrade), ``float4send`` encodes them (downgrade).
+
+Self-contained on purpose (no lg_sqla imports): a revision is a frozen record
+of the schema, it must not change when the package's models do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from alembic import op
+
+revision: str = "0003_vectors_real_array"
+down_revision: str | None = "0002_store_cache"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# float32 little-endian bytes -> real[], exactly: sign, exponent and mantissa read from
+# the bits (PostgreSQL cannot reinterpret an int as a float), scaled by powers of two,
+# exact in float8 and then in real. ALTER ... USING allows no subquery: a function.
+_TO_REAL_ARRAY = """
+CREATE FUNCTION pg_temp.lg_sqla_f4_array(b bytea) RETURNS real[]
+LANGUAGE sql IMMUTABLE STRICT AS $$
+SELECT coalesce(array_agg((CASE
+    WHEN e = 255 AND m = 0 THEN 'Infinity'::float8
+    WHEN e = 255 THEN 'NaN'::float8
+    WHEN e = 0 THEN m * power(2::float8, -149)
+    ELSE (8388608 + m) * power(2::float8, e - 150)
+  END * (1 - 2 * s))::real ORDER BY i), '{}')
+FROM (
+  SELECT i, (x >> 31) & 1 AS s, (x >> 23) & 255 AS e, x & 8388607 AS m
+  FROM (
+    SELECT i, (get_byte(b, 4 * i)::bigint)
+            | (get_byte(b, 4 * i + 1)::bigint << 8)
+            | (get_byte(b, 4 * i + 2)::bigint << 16)
+            | (get_byte(b, 4 * i + 3)::bigint << 24) AS x
+    FROM generate_series(0, length(b) / 4 - 1) AS i
+  ) AS words
+) AS fields
+$$
+"""
+
+# real[] -> float32 little-endian bytes: float4send gives each big-endian.
+_TO_BYTES = """
+CREATE FUNCTION pg_temp.lg_sqla_f4_bytes(a real[]) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT AS $$
+SELECT coalesce(string_agg(
+    substring(w FROM 4 FOR 1) || substring(w FROM 3 FOR 1)
+    || substring(w FROM 2 FOR 1) || substring(w FROM 1 FOR 1), ''::bytea ORDER BY n), ''::bytea)
+FROM (SELECT float4send(x) AS w, n FROM unnest(a) WITH ORDINALITY AS u(x, n)) AS words
+$$
+"""
+
+
+def _schema() -> str | None:
+    # Alembic's ALTER names the table as given: the schema the tables are in (env.py's
+    # schema_translate_map, the savers' schema=) must be spelled out.
+    options = op.get_bind().get_execution_options()
+    return options.get("schema_translate_map", {}).get(None)
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    op.execute(_TO_REAL_ARRAY)
+    op.alter_column(
+        "store_vectors",
+        "embedding",
+        schema=_schema(),
+        type_=postgresql.ARRAY(postgresql.REAL()),
+        existing_nullable=False,
+        postgresql_using="pg_temp.lg_sqla_f4_array(embedding)",
+    )
+    op.execute("DROP FUNCTION pg_temp.lg_sqla_f4_array(bytea)")
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    op.execute(_TO_BYTES)
+    op.alter_column(
+        "store_vectors",
+        "embedding",
+        schema=_schema(),
+        type_=sa.LargeBinary(),
+        existing_nullable=False,
+        postgresql_using="pg_temp.lg_sqla_f4_bytes(embedding)",
+    )
+    op.execute("DROP FUNCTION pg_temp.lg_sqla_f4_bytes(real[])")

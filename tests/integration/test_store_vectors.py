@@ -1,0 +1,400 @@
+"""Semantic search ranked in the database where it can (sqlite-vec on SQLite, pgvector on
+PostgreSQL) and in Python elsewhere: both give the same pages as each other and as
+LangGraph's InMemoryStore, on every dialect, sync and async store.
+
+Databases: the session's SQLite file (read natively through pysqlite3, which can load
+sqlite-vec, and portably through Python's sqlite3, which cannot), the session's
+PostgreSQL 15 (no pgvector: portable) and a second PostgreSQL server with pgvector
+(tests/servers.py: pgvector_server), and MariaDB (portable: no vector functions before
+11.7). The embedding is a deterministic fake (store_helpers.fake_embed), never a model.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from backends import Backend, assert_no_leaked_connections
+from langgraph.store.base import IndexConfig, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
+from servers import create_database, sqlalchemy_url
+from store_helpers import DIMS, Stores, fake_embed, root
+
+from lg_sqla import InvalidInputError, SQLAlchemySaver, migrate
+from lg_sqla.dialects import sqlite_vec_engine_options
+from lg_sqla.models import store_vectors
+from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
+
+MODES = pytest.mark.parametrize("mode", ["sync", "async"])
+
+# The SQL function each native path ranks with: seeing it in the statements sent
+# proves the ranking happened in the database.
+NATIVE_FUNCTION = {"sqlite": "vec_distance_cosine", "postgres": "cosine_distance"}
+
+
+def embed(texts: Sequence[str]) -> list[list[float]]:
+    """fake_embed, and an all-zero vector for "zero" (cosine undefined: scored 0)."""
+    return [[0.0] * DIMS if t == "zero" else fake_embed([t])[0] for t in texts]
+
+
+def index(dims: int = DIMS, fields: list[str] | None = None) -> IndexConfig:
+    return {"dims": dims, "embed": embed, "fields": fields or ["text", "extra"]}
+
+
+@pytest.fixture(scope="module")
+def pgvector_database(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A migrated database on the PostgreSQL server that has pgvector."""
+    admin = request.getfixturevalue("pgvector_admin_url")
+    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
+    create_database(admin, name)
+    url = sqlalchemy_url(admin, "psycopg", name)
+    database = Backend("postgres", url, url)
+    engine = database.engine()
+    try:
+        SQLAlchemySaver(engine).setup()
+    finally:
+        engine.dispose()
+    yield database
+
+
+class Engines:
+    """The engines of one dialect: ``native`` ranks in SQL where the dialect can,
+    ``portable`` cannot (Python's sqlite3; a PostgreSQL without pgvector)."""
+
+    def __init__(self, backend: Backend, request: pytest.FixtureRequest) -> None:
+        self.name = backend.name
+        self.portable = backend
+        self.native = backend
+        self.kwargs: dict[str, Any] = {}
+        if backend.name == "postgres":
+            self.native = request.getfixturevalue("pgvector_database")
+        self.expect_native = backend.name in NATIVE_FUNCTION
+
+    def shared(self) -> bool:
+        """Whether both read the same database (else the corpus is put into each)."""
+        return self.native is self.portable
+
+    def native_kwargs(self, is_async: bool) -> dict[str, Any]:
+        if self.name != "sqlite":
+            return {}
+        url = self.native.async_url if is_async else self.native.sync_url
+        return sqlite_vec_engine_options(url, {})
+
+
+@asynccontextmanager
+async def store_on(
+    backend: Backend, mode: str, config: IndexConfig, **engine_kwargs: Any
+) -> AsyncIterator[Stores]:
+    if mode == "sync":
+        engine = backend.engine(**engine_kwargs)
+        try:
+            store = SQLAlchemyStore(engine, index=config)
+            store.setup()
+            yield Stores(store, engine, backend)
+            assert_no_leaked_connections(engine)
+        finally:
+            engine.dispose()
+    else:
+        async_engine = backend.async_engine(**engine_kwargs)
+        try:
+            async_store = AsyncSQLAlchemyStore(async_engine, index=config)
+            await async_store.setup()
+            yield Stores(async_store, async_engine.sync_engine, backend)
+            assert_no_leaked_connections(async_engine.sync_engine)
+        finally:
+            await async_engine.dispose()
+
+
+@asynccontextmanager
+async def both(
+    backend: Backend, request: pytest.FixtureRequest, mode: str, config: IndexConfig
+) -> AsyncIterator[tuple[Engines, Stores, Stores]]:
+    engines = Engines(backend, request)
+    async with (
+        store_on(engines.native, mode, config, **engines.native_kwargs(mode == "async")) as n,
+        store_on(engines.portable, mode, config) as p,
+    ):
+        yield engines, n, p
+
+
+def record_statements(engine: sa.Engine) -> list[str]:
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    return sent
+
+
+def corpus(r: str) -> list[PutOp]:
+    """Items under three namespaces: one vector, two (best one counts), none (index=False,
+    or no indexed field), an all-zero one; distinct texts, so no two scores tie."""
+    ops = []
+    for n in range(24):
+        namespace = (r, "a") if n % 3 else (r, "b", "deep")
+        value: dict[str, Any] = {"text": f"memory {n}", "n": n, "even": n % 2 == 0}
+        if n % 5 == 0:
+            value["extra"] = f"extra note {n}"
+        index: Any = None if n % 7 else False  # n = 0, 7, 14, 21: no vectors
+        ops.append(PutOp(namespace, f"k{n}", value, index=index))
+    ops.append(PutOp((r, "a"), "untitled", {"body": "no indexed field", "n": 99}))
+    ops.append(PutOp((r, "b"), "zero", {"text": "zero", "n": 50}))
+    return ops
+
+
+def mutations(r: str) -> list[PutOp]:
+    """Updates that must move the vectors with the items."""
+    return [
+        PutOp((r, "a"), "k1", {"text": "memory 3 again", "n": 1}),  # re-embedded
+        PutOp((r, "a"), "k2", {"text": "memory 2", "n": 2}, index=False),  # vectors go
+        PutOp((r, "a"), "k4", None),  # deleted with its vectors
+        PutOp((r, "a"), "k7", {"text": "memory 7", "n": 7}),  # now indexed
+        PutOp((r, "b", "deep"), "k6", {"text": "memory 6", "n": 6}, index=["text"]),  # 1 field
+    ]
+
+
+def searches(r: str) -> list[SearchOp]:
+    found = []
+    filters: list[dict[str, Any] | None] = [None, {"even": True}, {"n": {"$gte": 10}}]
+    for query in ("memory 3", "extra note 5", "memory 17"):
+        for prefix in ((r,), (r, "a"), (r, "b")):
+            for wanted in filters:
+                for limit, offset in ((4, 0), (3, 2), (100, 0), (5, 17), (10, 200)):
+                    found.append(SearchOp(prefix, wanted, limit, offset, query))
+    return found
+
+
+def in_memory(r: str, ops: list[PutOp]) -> InMemoryStore:
+    reference = InMemoryStore(index=index())
+    for op in ops:
+        if op.index is False:
+            # Ours (and PostgresStore) drop an item's vectors when it is re-put with
+            # index=False; InMemoryStore keeps the old ones: start it from scratch.
+            reference.delete(op.namespace, op.key)
+        reference.put(op.namespace, op.key, op.value, index=op.index)  # type: ignore[arg-type]
+    return reference
+
+
+def same_page(ours: list[Any], theirs: list[Any], what: str) -> None:
+    assert [(h.namespace, h.key) for h in ours] == [(h.namespace, h.key) for h in theirs], what
+    for a, b in zip(ours, theirs, strict=True):
+        if a.score is None or b.score is None:
+            assert a.score is b.score is None, what
+        else:
+            assert a.score == pytest.approx(b.score, abs=1e-5), what
+
+
+def same_as_in_memory(ours: list[Any], theirs: list[Any], op: SearchOp) -> None:
+    """Scored items: same order and scores. Items without vectors fill a short page on
+    both, but InMemoryStore lists them in insertion order and ignores the offset among
+    them, where ours order them as a search without query and page them: compared as
+    sets on first pages."""
+    what = repr(op)
+    ours_scored = [h for h in ours if h.score is not None]
+    theirs_scored = [h for h in theirs if h.score is not None]
+    same_page(ours_scored, theirs_scored, what)
+    if op.offset == 0:
+        assert {h.key for h in ours} == {h.key for h in theirs}, what
+
+
+async def put_corpus(stores: Sequence[Stores], ops: list[PutOp]) -> None:
+    for s in stores:
+        for op in ops:  # one at a time: distinct updated_at, as InMemoryStore's order
+            await s.batch([op])
+
+
+@MODES
+async def test_native_and_portable_rankings_match_in_memory_store(
+    backend: Backend, request: pytest.FixtureRequest, mode: str
+) -> None:
+    async with both(backend, request, mode, index()) as (engines, native, portable):
+        r = root()
+        writers = [native] if engines.shared() else [native, portable]
+        await put_corpus(writers, corpus(r))
+        sent_native = record_statements(native.engine)
+        sent_portable = record_statements(portable.engine)
+
+        async def compare(ops: list[PutOp]) -> None:
+            reference = in_memory(r, ops)
+            for op in searches(r):
+                sent_native.clear()
+                got = await native.search(
+                    op.namespace_prefix,
+                    query=op.query,
+                    filter=op.filter,
+                    limit=op.limit,
+                    offset=op.offset,
+                )
+                ranked_in_sql = [s for s in sent_native if "cosine" in s]
+                if engines.expect_native:
+                    # One statement, ranked and paged in SQL; no vectors read back.
+                    assert len(ranked_in_sql) == 1, sent_native
+                    assert NATIVE_FUNCTION[engines.name] in ranked_in_sql[0]
+                    assert not any("store_vectors.embedding \nFROM" in s for s in sent_native)
+                else:
+                    assert ranked_in_sql == []
+                sent_portable.clear()
+                expected = await portable.search(
+                    op.namespace_prefix,
+                    query=op.query,
+                    filter=op.filter,
+                    limit=op.limit,
+                    offset=op.offset,
+                )
+                assert not any("cosine" in s for s in sent_portable)
+                same_page(got, expected, repr(op))
+                theirs = reference.search(
+                    op.namespace_prefix,
+                    query=op.query,
+                    filter=op.filter,
+                    limit=op.limit,
+                    offset=op.offset,
+                )
+                same_as_in_memory(got, theirs, op)
+
+        await compare(corpus(r))
+        await put_corpus(writers, mutations(r))
+        await compare(corpus(r) + mutations(r))
+        assert native.store.native_vectors is engines.expect_native
+        assert portable.store.native_vectors is False
+
+        # Several searches in one batch: one ranking statement, the same pages.
+        ops = searches(r)[::9]
+        sent_native.clear()
+        batched = await native.batch(ops)
+        if engines.expect_native:
+            assert len([s for s in sent_native if "cosine" in s]) == 1
+        for op, page in zip(ops, batched, strict=True):
+            alone = await native.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            same_page(page, alone, repr(op))  # type: ignore[arg-type]
+
+
+@MODES
+async def test_zero_vectors_score_zero_on_both_paths(
+    backend: Backend, request: pytest.FixtureRequest, mode: str
+) -> None:
+    async with both(backend, request, mode, index()) as (engines, native, portable):
+        r = root()
+        writers = [native] if engines.shared() else [native, portable]
+        await put_corpus(writers, corpus(r))
+        for query in ("zero", "memory 5"):
+            got = await native.search((r,), query=query, limit=40)
+            expected = await portable.search((r,), query=query, limit=40)
+            same_page(got, expected, query)
+            scores = {h.key: h.score for h in got}
+            assert scores["zero"] == 0.0
+            if query == "zero":  # every scored item ties at 0: updated_at order
+                assert {s for s in scores.values() if s is not None} == {0.0}
+
+
+@MODES
+async def test_stored_vectors_of_other_dims_are_refused(
+    backend: Backend, request: pytest.FixtureRequest, mode: str
+) -> None:
+    engines = Engines(backend, request)
+    r = root()
+    for database, kwargs in (
+        (engines.native, engines.native_kwargs(mode == "async")),
+        (engines.portable, {}),
+    ):
+        async with store_on(database, mode, index()) as s:
+            await s.put((r, "x"), "k", {"text": "eight dims"})
+            await s.put((r, "x"), "plain", {"text": "no vector"}, index=False)
+
+        def short(texts: Sequence[str]) -> list[list[float]]:
+            return [v[:4] for v in embed(texts)]
+
+        fewer: IndexConfig = {"dims": 4, "embed": short, "fields": ["text"]}
+        async with store_on(database, mode, fewer, **kwargs) as s:
+            with pytest.raises(InvalidInputError, match="index dims is 4"):
+                await s.search((r, "x"), query="eight dims")
+            # Without a query nothing is ranked: no vector is read, nothing refused.
+            assert len(await s.search((r, "x"))) == 2
+            # A put re-embeds the item: consistent again.
+            await s.put((r, "x"), "k", {"text": "eight dims"})
+            hits = await s.search((r, "x"), query="eight dims")
+            assert hits[0].key == "k" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+        # An embedding function that does not return index dims: refused, nothing written.
+        wrong: IndexConfig = {"dims": 4, "embed": embed, "fields": ["text"]}
+        async with store_on(database, mode, wrong, **kwargs) as s:
+            with pytest.raises(InvalidInputError, match="returned 8 dimensions; index dims is 4"):
+                await s.search((r, "x"), query="eight dims")
+            with pytest.raises(InvalidInputError, match="returned 8 dimensions; index dims is 4"):
+                await s.put((r, "x"), "k2", {"text": "x"})
+            assert await s.get((r, "x"), "k2") is None
+
+
+@MODES
+async def test_from_conn_string_ranks_natively_where_it_can(
+    backend: Backend, request: pytest.FixtureRequest, mode: str
+) -> None:
+    engines = Engines(backend, request)
+    url = engines.native.async_url if mode == "async" else engines.native.sync_url
+    r = root()
+    if mode == "sync":
+        with SQLAlchemyStore.from_conn_string(url, index=index()) as store:
+            store.setup()
+            store.put((r,), "k", {"text": "memory 1"})
+            hits = store.search((r,), query="memory 1")
+            native = store.native_vectors
+    else:
+        async with AsyncSQLAlchemyStore.from_conn_string(url, index=index()) as async_store:
+            await async_store.setup()
+            await async_store.aput((r,), "k", {"text": "memory 1"})
+            hits = await async_store.asearch((r,), query="memory 1")
+            native = async_store.native_vectors
+    assert native is engines.expect_native
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_revision_0003_keeps_vectors_exactly(fresh_database: Backend) -> None:
+    """Upgrading to 0003 (PostgreSQL: bytes -> real[]) and back keeps every float32."""
+    values = [1.0, -0.0, 0.1, -2.5e-3, 1e-45, -1.17549435e-38, 3.4028234e38, math.inf, -math.inf]
+    packed = struct.pack(f"<{len(values)}f", *values)
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine, "0002_store_cache")
+        row = {
+            "prefix_hash": "p" * 32,
+            "key_hash": "k" * 32,
+            "field": "text",
+            "embedding": packed,
+            "created_at": sa.func.current_timestamp(),
+        }
+        legacy = sa.table(
+            "store_vectors",
+            *(sa.column(name) for name in ("prefix_hash", "key_hash", "field", "created_at")),
+            sa.column("embedding", sa.LargeBinary),
+        )
+        with engine.begin() as conn:
+            conn.execute(sa.insert(legacy).values(row))
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            stored = conn.execute(sa.select(store_vectors.c.embedding)).scalar_one()
+        as_floats = list(stored) if isinstance(stored, list) else None
+        if fresh_database.name == "postgres":
+            assert as_floats is not None
+            assert struct.pack(f"<{len(values)}f", *as_floats) == packed
+        else:
+            assert bytes(stored) == packed
+        with engine.connect() as conn:
+            migrate.downgrade_connection(conn, "0002_store_cache")
+        with engine.connect() as conn:
+            back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
+        assert bytes(back) == packed
+    finally:
+        engine.dispose()

@@ -91,7 +91,27 @@ def pgvector_server() -> Iterator[str]:
     if from_env:
         yield from_env
         return
-    with _local_postgres(_pgserver_bindir(), name="pgvector") as url:
+    bindir, user = _pgserver_bindir(), _service_user("postgres")
+    try:
+        _check_reachable(bindir, user)
+    except RuntimeError:
+        # As root, the server runs as "postgres", who may not enter the directory of
+        # this checkout's virtualenv: a copy of the binaries (~35 MB) where it can.
+        # The layout is kept: the binaries find their libraries in ../../../pgserver.libs
+        # (the wheel's RPATH).
+        copy = _base_dir()
+        try:
+            package = bindir.parent.parent
+            shutil.copytree(package / "pginstall", copy / "pgserver" / "pginstall", symlinks=True)
+            libs = package.parent / "pgserver.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, copy / "pgserver.libs", symlinks=True)
+            with _local_postgres(copy / "pgserver" / "pginstall" / "bin", name="pgvector") as url:
+                yield url
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+        return
+    with _local_postgres(bindir, name="pgvector") as url:
         yield url
 
 

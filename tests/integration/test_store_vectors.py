@@ -12,18 +12,21 @@ PostgreSQL 15 (no pgvector: portable) and a second PostgreSQL server with pgvect
 from __future__ import annotations
 
 import math
+import sqlite3
 import struct
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiosqlite
 import pytest
 import sqlalchemy as sa
 from backends import Backend, assert_no_leaked_connections
 from langgraph.store.base import IndexConfig, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 from servers import create_database, sqlalchemy_url
+from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
 from store_helpers import DIMS, Stores, fake_embed, root
 
 from lg_sqla import InvalidInputError, SQLAlchemySaver, migrate
@@ -63,15 +66,26 @@ def pgvector_database(request: pytest.FixtureRequest) -> Iterator[Backend]:
     yield database
 
 
+class _SQLiteWithoutExtensions:
+    """Python's sqlite3 as a driver whose connections cannot load extensions, as this
+    project's Python is built (CPython's may or may not be): the portable SQLite engine
+    on any Python."""
+
+    class Connection:  # what the store looks at: no enable_load_extension
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sqlite3, name)
+
+
 class Engines:
     """The engines of one dialect: ``native`` ranks in SQL where the dialect can,
-    ``portable`` cannot (Python's sqlite3; a PostgreSQL without pgvector)."""
+    ``portable`` cannot (sqlite3 without extensions; a PostgreSQL without pgvector)."""
 
     def __init__(self, backend: Backend, request: pytest.FixtureRequest) -> None:
         self.name = backend.name
         self.portable = backend
         self.native = backend
-        self.kwargs: dict[str, Any] = {}
         if backend.name == "postgres":
             self.native = request.getfixturevalue("pgvector_database")
         self.expect_native = backend.name in NATIVE_FUNCTION
@@ -85,6 +99,13 @@ class Engines:
             return {}
         url = self.native.async_url if is_async else self.native.sync_url
         return sqlite_vec_engine_options(url, {})
+
+    def portable_kwargs(self, is_async: bool) -> dict[str, Any]:
+        if self.name != "sqlite":
+            return {}
+        if is_async:
+            return {"module": AsyncAdapt_aiosqlite_dbapi(aiosqlite, _SQLiteWithoutExtensions())}
+        return {"module": _SQLiteWithoutExtensions()}
 
 
 @asynccontextmanager
@@ -118,7 +139,7 @@ async def both(
     engines = Engines(backend, request)
     async with (
         store_on(engines.native, mode, config, **engines.native_kwargs(mode == "async")) as n,
-        store_on(engines.portable, mode, config) as p,
+        store_on(engines.portable, mode, config, **engines.portable_kwargs(mode == "async")) as p,
     ):
         yield engines, n, p
 
@@ -308,9 +329,9 @@ async def test_stored_vectors_of_other_dims_are_refused(
     r = root()
     for database, kwargs in (
         (engines.native, engines.native_kwargs(mode == "async")),
-        (engines.portable, {}),
+        (engines.portable, engines.portable_kwargs(mode == "async")),
     ):
-        async with store_on(database, mode, index()) as s:
+        async with store_on(database, mode, index(), **kwargs) as s:
             await s.put((r, "x"), "k", {"text": "eight dims"})
             await s.put((r, "x"), "plain", {"text": "no vector"}, index=False)
 

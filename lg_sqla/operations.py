@@ -31,7 +31,7 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla import codec, limits
 from lg_sqla.codec import Record
-from lg_sqla.dialects import bulk_params
+from lg_sqla.dialects import bulk_params, bulk_rows_shape
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.history import delta_channel_history
 from lg_sqla.models import checkpoint_blobs as B
@@ -115,14 +115,16 @@ _WRITE_UPDATE = ("channel", "type", "blob", "task_path")
 _SPECIAL_WRITE = W.c.idx < sa.literal_column("0")
 
 
-def _one_statement_put(ctx: Context, update: Sequence[str], with_blobs: bool) -> Executable:
+def _one_statement_put(
+    ctx: Context, update: Sequence[str], with_blobs: bool, blob_rows: int
+) -> Executable:
     """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it."""
     checkpoint = ctx.ops.upsert(C, update).values(
         {c.name: sa.bindparam(f"c_{c.name}", type_=c.type) for c in C.columns}
     )
     if not with_blobs:
         return checkpoint
-    blobs = ctx.ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING)
+    blobs = ctx.ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=blob_rows)
     return ctx.ops.one_statement([blobs, checkpoint])
 
 
@@ -160,8 +162,10 @@ def put(
     }
     update = ("checkpoint", "metadata", "run_id", "updated_at")
     if ctx.ops.writes_in_one_statement:
+        shape = bulk_rows_shape(blob_rows)
         statement = ctx.ops.cached(
-            ("put", bool(blob_rows)), lambda: _one_statement_put(ctx, update, bool(blob_rows))
+            ("put", bool(blob_rows), shape),
+            lambda: _one_statement_put(ctx, update, bool(blob_rows), shape),
         )
         params = {f"c_{name}": value for name, value in checkpoint_row.items()}
         if blob_rows:
@@ -221,10 +225,11 @@ def put_writes(
     if not rows:
         return
     if ctx.ops.writes_in_one_statement:
+        shape = bulk_rows_shape(rows)
         statement = ctx.ops.cached(
-            "put_writes",
+            ("put_writes", shape),
             lambda: ctx.ops.bulk_insert(
-                W, _WRITE_SHARED, _WRITE_VARYING, _WRITE_UPDATE, replace=_SPECIAL_WRITE
+                W, _WRITE_SHARED, _WRITE_VARYING, _WRITE_UPDATE, replace=_SPECIAL_WRITE, rows=shape
             ),
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)

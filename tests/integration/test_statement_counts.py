@@ -124,3 +124,27 @@ def test_list_pages_across_threads(backend: Backend, page_size: int) -> None:
         assert [t.config["configurable"] for t in limited] == listed[:5]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 32, 33, 70])
+def test_puts_of_any_size_keep_their_statement_counts(backend: Backend, rows: int) -> None:
+    """PostgreSQL builds a statement per row count up to dialects.VALUES_ROWS_MAX and
+    sends arrays beyond it: every size is one statement and stores every row."""
+    engine = backend.engine()
+    try:
+        saver = SQLAlchemySaver(engine)
+        thread_id = new_thread()
+        saver.get_tuple(config(thread_id))  # the one-off schema check
+        values = {f"canal-{c}-ñ": {"c": c, "blob": bytes([c % 256]) * c} for c in range(rows)}
+        versions = {k: saver.get_next_version(None) for k in values}
+        writes = [(f"canal-{w % 3}", {"w": w}) for w in range(rows)]
+        with count_statements(engine) as c:
+            stored = saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
+            saver.put_writes(stored, writes, task_id="tâche")
+        assert c.count == (1 if backend.name == "postgres" else 2) + 1, c.statements
+        loaded = saver.get_tuple(stored)
+        assert loaded is not None
+        assert loaded.checkpoint["channel_values"] == values
+        assert loaded.pending_writes == [("tâche", ch, v) for ch, v in writes]
+    finally:
+        engine.dispose()

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import event, pool
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -110,13 +110,12 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
       the saver from several threads, and each new connection to ``sqlite://``
       would open a different, empty database).
     * PostgreSQL with psycopg: statements are prepared on their first execution
-      on a connection and run with generic plans (``PSYCOPG_PREPARE_THRESHOLD``,
-      ``POSTGRES_SESSION_OPTIONS``).
+      on a connection (``PSYCOPG_PREPARE_THRESHOLD``).
     """
     options = {"pool_reset_on_return": None, **options}
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in _PSYCOPG:
-        options["connect_args"] = _psycopg_connect_args(parsed, options.get("connect_args", {}))
+        options["connect_args"] = _psycopg_connect_args(options.get("connect_args", {}))
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
         options = {"poolclass": pool.StaticPool, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
@@ -128,30 +127,21 @@ _PSYCOPG = ("psycopg", "psycopg_async")
 # psycopg prepares a statement on its first execution on a connection (one extra
 # round trip, once) instead of its 6th. lg_sqla's pool spreads the calls over its
 # connections (LangGraph writes from background threads while the next step
-# reads), so with psycopg's default many calls were parsed and planned anew: about
-# 1 ms of a get_tuple's 2.6 on a chat thread, measured in a real graph (the
-# official saver works on one connection). psycopg keeps at most 100 prepared
-# statements per connection (least recently used are deallocated).
+# reads), so with psycopg's default many calls were parsed anew. In the graph
+# benchmark (same run, medians of 3): get_state on a long thread 3.05 -> 1.85 ms,
+# its full history 143 -> 98 ms (the official saver, on one connection: 1.80 and
+# 85). psycopg keeps at most 100 prepared statements per connection (the least
+# recently used are deallocated).
 PSYCOPG_PREPARE_THRESHOLD = 0
-# Prepared statements run with their generic plan from the first execution, not
-# after five custom plans (a custom plan is planned anew on every execution). Each
-# of lg_sqla's statements is a lookup by key or a keyset page, whose plan does
-# not depend on the values; a session setting, so only on engines lg_sqla creates.
-POSTGRES_SESSION_OPTIONS = "-c plan_cache_mode=force_generic_plan"
+# (PostgreSQL still plans the first five executions of a prepared statement with
+# the values, then keeps a generic plan where it is not worse. Forcing generic
+# plans from the first execution, plan_cache_mode=force_generic_plan, made
+# get_tuple faster but a whole thread's history twice as slow: measured, rejected.)
 
 
-def _psycopg_connect_args(parsed: URL, connect_args: dict[str, Any]) -> dict[str, Any]:
-    """psycopg connection arguments of the engines lg_sqla creates; the caller's
-    ``connect_args`` (and an ``options`` in the URL) take precedence."""
-    # Later -c settings win in PostgreSQL's startup options, so the caller's go last.
-    theirs = connect_args.get("options", parsed.query.get("options", ""))
-    if not isinstance(theirs, str):  # a URL may repeat a key: SQLAlchemy gives a tuple
-        theirs = " ".join(theirs)
-    return {
-        "prepare_threshold": PSYCOPG_PREPARE_THRESHOLD,
-        **connect_args,
-        "options": f"{POSTGRES_SESSION_OPTIONS} {theirs}".strip(),
-    }
+def _psycopg_connect_args(connect_args: dict[str, Any]) -> dict[str, Any]:
+    """psycopg connection arguments of the engines lg_sqla creates (the caller's win)."""
+    return {"prepare_threshold": PSYCOPG_PREPARE_THRESHOLD, **connect_args}
 
 
 def threaded_sqlite_url(url: str) -> str | None:

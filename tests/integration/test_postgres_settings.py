@@ -1,9 +1,9 @@
-"""The session settings lg_sqla gives the PostgreSQL (psycopg) engines it creates.
+"""The connection settings lg_sqla gives the PostgreSQL (psycopg) engines it creates.
 
-Statements are prepared on their first execution on a connection and run with
-their generic plan, so no call pays for parsing and planning once its connection
-has seen the statement (``lg_sqla.engines.PSYCOPG_PREPARE_THRESHOLD`` and
-``POSTGRES_SESSION_OPTIONS``). The caller's ``connect_args`` and URL options win.
+Statements are prepared on their first execution on a connection, so no call
+parses a statement its connection has already seen
+(``lg_sqla.engines.PSYCOPG_PREPARE_THRESHOLD``). The caller's ``connect_args`` win,
+and the server's session settings are left alone.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ def _prepared_statements(connection: sa.Connection) -> list[str]:
     )
 
 
-def test_saver_and_store_engines_prepare_at_once_with_generic_plans(pg: Database) -> None:
+def test_saver_and_store_engines_prepare_statements_at_once(pg: Database) -> None:
     expected = {
-        "plan_cache_mode": "force_generic_plan",
+        "plan_cache_mode": "auto",
         "statement_timeout": "0",
         "prepare_threshold": 0,
     }
@@ -86,12 +86,12 @@ def test_saver_and_store_engines_prepare_at_once_with_generic_plans(pg: Database
         assert _session(connection) == expected
 
 
-async def test_async_saver_engine_prepares_at_once_with_generic_plans(pg: Database) -> None:
+async def test_async_saver_engine_prepares_statements_at_once(pg: Database) -> None:
     async with AsyncSQLAlchemySaver.from_conn_string(pg.async_url) as saver:
         async with saver.engine.connect() as connection:
             settings = await connection.run_sync(_session)
         assert settings == {
-            "plan_cache_mode": "force_generic_plan",
+            "plan_cache_mode": "auto",
             "statement_timeout": "0",
             "prepare_threshold": 0,
         }
@@ -100,7 +100,7 @@ async def test_async_saver_engine_prepares_at_once_with_generic_plans(pg: Databa
         assert (await saver.aget_tuple(stored)) is not None
 
 
-def test_the_callers_connect_args_and_url_options_win(pg: Database) -> None:
+def test_the_callers_connect_args_and_url_options_are_kept(pg: Database) -> None:
     own = {"prepare_threshold": 5, "options": "-c plan_cache_mode=auto -c statement_timeout=7000"}
     with (
         SQLAlchemySaver.from_conn_string(pg.sync_url, connect_args=own) as saver,
@@ -111,14 +111,14 @@ def test_the_callers_connect_args_and_url_options_win(pg: Database) -> None:
             "statement_timeout": "7s",
             "prepare_threshold": 5,
         }
-    # Options in the URL are kept beside ours (psycopg would otherwise take ours only).
+    # Options in the URL reach the server unchanged.
     url = sa.make_url(pg.sync_url).update_query_dict({"options": "-c statement_timeout=9000"})
     with (
         SQLAlchemySaver.from_conn_string(url.render_as_string(hide_password=False)) as saver,
         saver.engine.connect() as connection,
     ):
         assert _session(connection) == {
-            "plan_cache_mode": "force_generic_plan",
+            "plan_cache_mode": "auto",
             "statement_timeout": "9s",
             "prepare_threshold": 0,
         }

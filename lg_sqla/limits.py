@@ -18,3 +18,8 @@ NS_HASH_LEN = 32
 # A store item's indexed field path ("content", "sections[*].text.0"); LangGraph's
 # IndexConfig fields are short JSON paths.
 FIELD_PATH_MAX = 255
+# The first characters of a store item's namespace, kept in an indexed column
+# (store_items.prefix_head) so that a search of a namespace reads its subtree only;
+# 800 bytes in utf8mb4, a small index entry on every dialect (the full namespace is
+# unbounded: PostgreSQL's B-tree entries stop near 2.7 kB).
+NS_HEAD_LEN = 200

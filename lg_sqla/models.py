@@ -26,6 +26,7 @@ from lg_sqla.types import (
     json_document,
     key_string,
     long_text,
+    ordered_key_string,
     timestamp,
     vector_blob,
 )
@@ -140,6 +141,11 @@ class StoreItemRow(Base):
     prefix_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     prefix: Mapped[str] = mapped_column(long_text(), nullable=False)
+    # prefix[:NS_HEAD_LEN], indexed (revision 0004): a search of a namespace reads the
+    # index range of its subtree, not every item (the full prefix is unbounded text).
+    prefix_head: Mapped[str] = mapped_column(
+        ordered_key_string(limits.NS_HEAD_LEN), nullable=False, server_default=""
+    )
     key: Mapped[str] = mapped_column(long_text(), nullable=False)
     value: Mapped[dict[str, Any]] = mapped_column(json_document(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
@@ -150,6 +156,7 @@ class StoreItemRow(Base):
 
     __table_args__ = (
         Index(None, "expires_at"),
+        Index(None, "prefix_head"),
         {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
     )
 

@@ -40,6 +40,27 @@ def key_string(length: int) -> TypeEngine[str]:
     return KeyString(length)
 
 
+class OrderedKeyString(KeyString):
+    """A :class:`KeyString` whose ``<`` and ``>`` compare code points, so that a range
+    of an index on it selects the strings that start with a given text.
+
+    MySQL/MariaDB's binary collation already compares bytes (UTF-8: code point
+    order); PostgreSQL's default collation follows linguistic rules, "C" compares bytes.
+    """
+
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            length = cast(String, self.impl_instance).length
+            return dialect.type_descriptor(postgresql.VARCHAR(length, collation="C"))
+        return super().load_dialect_impl(dialect)
+
+
+def ordered_key_string(length: int) -> TypeEngine[str]:
+    return OrderedKeyString(length)
+
+
 def long_text() -> TypeEngine[str]:
     """Unbounded text (namespaces, task paths): TEXT is 64 KiB on MySQL, so MEDIUMTEXT."""
     return Text().with_variant(

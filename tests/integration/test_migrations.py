@@ -25,6 +25,7 @@ from helpers import checkpoint, config, new_thread
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.models import metadata
+from lg_sqla.store import SQLAlchemyStore
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = {
@@ -90,6 +91,42 @@ def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
             migrate.downgrade_connection(conn, "0001_initial")
         assert _tables(engine) & STORE_TABLES == set()
         assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
+    finally:
+        engine.dispose()
+
+
+def test_store_items_keep_across_revision_0004_and_search_by_their_head(
+    fresh_database: Backend,
+) -> None:
+    """Revision 0004 gives existing store items their indexed namespace head in place
+    (long namespaces included) and its downgrade keeps every item."""
+    engine = fresh_database.engine()
+    try:
+        migrate.upgrade(engine)
+        long = ("n", "x" * 150, "y" * 150)  # joined: 303 characters, beyond the head
+        namespaces = [("a",), ("a", "b"), ("a-",), ("ab",), long, (*long, "z")]
+        namespaces.append(("n", "x" * 150, "y" * 149 + "z"))  # the same head as `long`
+        store = SQLAlchemyStore(engine)
+        for n, namespace in enumerate(namespaces):
+            store.put(namespace, f"k{n}", {"n": n})
+        with engine.connect() as conn:
+            migrate.downgrade_connection(conn, "0003_vectors_real_array")
+        columns = {c["name"] for c in sa.inspect(engine).get_columns("store_items")}
+        assert "prefix_head" not in columns
+        with engine.connect() as conn:
+            count = sa.text("SELECT count(*) FROM store_items")
+            assert conn.execute(count).scalar_one() == len(namespaces)
+        migrate.upgrade(engine)
+        store = SQLAlchemyStore(engine)
+
+        def keys(prefix: tuple[str, ...]) -> list[str]:
+            return sorted(item.key for item in store.search(prefix, limit=100))
+
+        assert keys(("a",)) == ["k0", "k1"]
+        assert keys(("a-",)) == ["k2"]
+        assert keys(long) == ["k4", "k5"]
+        assert keys(("n",)) == ["k4", "k5", "k6"]
+        assert keys(namespaces[-1]) == ["k6"]
     finally:
         engine.dispose()
 

@@ -245,6 +245,33 @@ async def test_search_prefix_filters_order_and_pages(backend: Backend, mode: str
         assert await keys((r, "docs"), filter={"tag": "x"}, limit=1, offset=1) == ["c"]
 
 
+async def test_search_and_list_find_subtrees_around_the_indexed_head(
+    backend: Backend, mode: str
+) -> None:
+    """A search reads the index range of its namespace's subtree (``prefix_head``, the
+    first 200 characters): namespaces longer than that, at its edges, and neighbours
+    that share its head or sort right next to it ("a-", "a/", "a0": "." < "/" < "0")
+    give the same items as a scan of everything."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        pad = 200 - len(r) - 2  # (r, label): the joined namespace is len(r) + 1 + len(label)
+        namespaces = [(r, "a"), (r, "a", "b"), (r, "a-"), (r, "a/"), (r, "a0"), (r, "ab")]
+        for width in (pad - 2, pad - 1, pad, pad + 1, pad + 40):
+            long = (r, "x" * width)
+            namespaces += [long, (*long, "c"), (r, "x" * width + "y"), (r, "x" * (width - 1))]
+        namespaces += [(r, "y" * 300, "deep"), (r, "y" * 299 + "z", "deep")]  # same head
+        for n, namespace in enumerate(namespaces):
+            await s.put(namespace, f"k{n}", {"n": n})
+        for prefix in {ns[:depth] for ns in namespaces for depth in range(1, len(ns) + 1)}:
+            expected = sorted(
+                f"k{n}" for n, ns in enumerate(namespaces) if ns[: len(prefix)] == prefix
+            )
+            found = await s.search(prefix, limit=100)
+            assert sorted(item.key for item in found) == expected, prefix
+            listed = await s.list_namespaces(prefix=prefix, limit=100)
+            assert listed == sorted({ns for ns in namespaces if ns[: len(prefix)] == prefix})
+
+
 async def test_search_reads_only_its_page(backend: Backend, mode: str) -> None:
     """Filter, order and page are SQL: the search statement returns the page's rows, not
     every match (re-run here exactly as the store sent it)."""

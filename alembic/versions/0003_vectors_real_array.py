@@ -69,10 +69,11 @@ $$
 
 
 def _schema() -> str | None:
-    # Alembic's ALTER names the table as given: the schema the tables are in (env.py's
-    # schema_translate_map, the savers' schema=) must be spelled out.
-    options = op.get_bind().get_execution_options()
-    return options.get("schema_translate_map", {}).get(None)
+    # Alembic's ALTER names the table as given, where CREATE TABLE followed env.py's
+    # schema_translate_map: the schema the tables are in (the savers' schema=) must be
+    # spelled out. env.py puts the version table there too (None offline, --sql).
+    schema: str | None = op.get_context().version_table_schema
+    return schema
 
 
 def upgrade() -> None:

@@ -5,7 +5,7 @@ Engines passed in by the caller are used as they are: their owner decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -37,6 +37,44 @@ def _sqlite_pragmas(synchronous: SqliteSynchronous, dbapi_connection: Any, _reco
         cursor.execute(f"PRAGMA synchronous={synchronous}")
     finally:
         cursor.close()
+
+
+# MySQL string-literal escapes: what asyncmy (and PyMySQL) apply to a str parameter.
+_MYSQL_STRING_ESCAPES = {
+    0: "\\0",
+    ord("\\"): "\\\\",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    0x1A: "\\Z",
+    ord('"'): '\\"',
+    ord("'"): "\\'",
+}
+_NO_BACKSLASH_ESCAPES = 512  # SERVER_STATUS_NO_BACKSLASH_ESCAPES (MySQL protocol)
+
+
+def _asyncmy_literal(connection: Any, literal: Callable[[Any], str], value: Any) -> str:
+    """asyncmy's ``Connection.literal`` for str and bytes, with C-speed escaping.
+
+    asyncmy (0.2) escapes in Cython loops: a 23 KB blob took 1.1 ms (47 µs/KB, every
+    non-ASCII byte goes through a surrogate and a failed table lookup), a 46 KB
+    ASCII string 0.19 ms; a put of the benchmark's chat workload spent more client
+    CPU escaping than anything else. Here: bytes as a hex literal (what PyMySQL
+    sends, 17 µs for 23 KB) and str through ``str.translate`` with asyncmy's own
+    escape table. Everything else, and servers in NO_BACKSLASH_ESCAPES mode, keep
+    asyncmy's code.
+    """
+    if type(value) is bytes:
+        return f"_binary X'{value.hex()}'"
+    if type(value) is str and not connection.server_status & _NO_BACKSLASH_ESCAPES:
+        return "'" + value.translate(_MYSQL_STRING_ESCAPES) + "'"
+    return literal(value)
+
+
+def _fast_asyncmy_escaping(dbapi_connection: Any, _record: Any) -> None:
+    driver_connection = dbapi_connection._connection  # SQLAlchemy's asyncio adapter
+    driver_connection.literal = partial(
+        _asyncmy_literal, driver_connection, driver_connection.literal
+    )
 
 
 # The driver lg_sqla uses when a URL names none (`postgresql://`, `mysql://`): the
@@ -167,7 +205,8 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
     On SQLite, every new connection gets ``journal_mode=WAL``, a 30 s
     ``busy_timeout`` and ``synchronous=FULL`` (durable commits). Pass
     ``sqlite_synchronous="NORMAL"`` to trade the durability of the last commits
-    on power loss for faster writes.
+    on power loss for faster writes. asyncmy connections escape str and bytes
+    parameters at C speed (``_asyncmy_literal``).
     """
     if sqlite_synchronous not in ("EXTRA", "FULL", "NORMAL", "OFF"):
         raise ValueError(
@@ -177,4 +216,6 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
     if sync_engine.dialect.name == "sqlite":
         event.listen(sync_engine, "connect", partial(_sqlite_pragmas, sqlite_synchronous))
+    if sync_engine.dialect.driver == "asyncmy":
+        event.listen(sync_engine, "connect", _fast_asyncmy_escaping)
     return engine

@@ -27,6 +27,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from operator import eq as operator_eq
 from typing import Any, ClassVar, TypeVar, cast
 
 import sqlalchemy as sa
@@ -1298,6 +1299,14 @@ class SQLiteStoreSQL(StoreSQL):
         number: ColumnElement[Any],
         strings: bool,
     ) -> ColumnElement[bool]:
+        if operator is operator_eq and not strings and all(map(_sqlite_plain_key, path)):
+            # Equality needs no type: json_extract gives JSON numbers as numbers, true
+            # and false as 1 and 0 (Python: True == 1), and strings, objects and arrays
+            # as TEXT, which never equals a number (no affinity: storage classes
+            # differ). One JSON parse per row instead of two (json_type, json_extract).
+            node = self._node(doc, path)
+            return node.test(node.atom == number)  # type: ignore[no-any-return]
+
         def test(m: Any) -> ColumnElement[bool]:
             # CASE type WHEN ...: the type is computed once (a JSON parse each time).
             whens: dict[str, Any] = {"integer": m.atom, "real": m.atom, "true": 1, "false": 0}

@@ -51,24 +51,36 @@ def _on_duckdb() -> bool:
     return op.get_bind().dialect.name == "duckdb"
 
 
+def _schema() -> str | None:
+    # ALTER, UPDATE and CREATE INDEX name the table as given, where CREATE TABLE followed
+    # env.py's schema_translate_map: the schema the tables are in (the stores' schema=)
+    # is spelled out. env.py puts the version table there too (None offline, --sql).
+    schema: str | None = op.get_context().version_table_schema
+    return schema
+
+
 def upgrade() -> None:
+    schema = _schema()
     # NOT NULL needs a default for the rows already there (SQLite cannot make a
     # column NOT NULL later without rebuilding the table); they get their head next.
     op.add_column(
         "store_items",
         sa.Column("prefix_head", _ordered_key(HEAD_LEN), nullable=_on_duckdb(), server_default=""),
+        schema=schema,
     )
-    op.execute(f"UPDATE store_items SET prefix_head = substr(prefix, 1, {HEAD_LEN})")
+    items = sa.table("store_items", sa.column("prefix"), sa.column("prefix_head"), schema=schema)
+    op.execute(items.update().values(prefix_head=sa.func.substr(items.c.prefix, 1, HEAD_LEN)))
     if not _on_duckdb():
-        op.create_index("ix_store_items_prefix_head", "store_items", ["prefix_head"])
+        op.create_index("ix_store_items_prefix_head", "store_items", ["prefix_head"], schema=schema)
 
 
 def downgrade() -> None:
     if _on_duckdb():
         _rebuild_without_head()
         return
-    op.drop_index("ix_store_items_prefix_head", table_name="store_items")
-    op.drop_column("store_items", "prefix_head")
+    schema = _schema()
+    op.drop_index("ix_store_items_prefix_head", table_name="store_items", schema=schema)
+    op.drop_column("store_items", "prefix_head", schema=schema)
 
 
 def _rebuild_without_head() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -164,53 +163,50 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         return self.engine
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
+        """Run a plan in one transaction, again from scratch when the database rolled
+        it back (deadlock, dead pooled connection: ``lg_sqla.retry``, as the savers)."""
         engine = self._sync_engine()
-        attempts = 0
-        while True:
+        return retry.with_retries(lambda: self._attempt(engine, factory()))
+
+    def _attempt(self, engine: Engine, plan: Plan[T]) -> T:
+        with engine.connect() as connection:
             try:
-                with engine.connect() as connection:
-                    plan = factory()
-                    try:
-                        first = next(plan)
-                    except StopIteration as done:
-                        return done.value  # type: ignore[no-any-return]
-                    if not self._schema_checked:
-                        migrate.check_schema(connection)
-                        self._schema_checked = True
-                    result = drive(connection, plan, first)
-                    connection.commit()
-                    return result
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if not self._schema_checked:
+                migrate.check_schema(connection)
+                self._schema_checked = True
+            result = drive(connection, plan, first)
+            try:
+                connection.commit()
             except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                time.sleep(delay)
+                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+                raise
+            return result
 
     async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
         if not isinstance(self.engine, AsyncEngine):
             return await asyncio.to_thread(self._run, factory)
-        attempts = 0
-        while True:
+        engine = self.engine
+        return await retry.awith_retries(lambda: self._aattempt(engine, factory()))
+
+    async def _aattempt(self, engine: AsyncEngine, plan: Plan[T]) -> T:
+        async with engine.connect() as connection:
             try:
-                async with self.engine.connect() as connection:
-                    plan = factory()
-                    try:
-                        first = next(plan)
-                    except StopIteration as done:
-                        return done.value  # type: ignore[no-any-return]
-                    if not self._schema_checked:
-                        await connection.run_sync(migrate.check_schema)
-                        self._schema_checked = True
-                    result = await adrive(connection, plan, first)
-                    await connection.commit()
-                    return result
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if not self._schema_checked:
+                await connection.run_sync(migrate.check_schema)
+                self._schema_checked = True
+            result = await adrive(connection, plan, first)
+            try:
+                await connection.commit()
             except DBAPIError as error:
-                attempts += 1
-                delay = retry.retry_delay(error, attempts)
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
+                retry.mark_after_commit(error)
+                raise
+            return result
 
     # --- BaseCache -----------------------------------------------------------
 

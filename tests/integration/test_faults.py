@@ -18,6 +18,7 @@ from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.cache import SQLAlchemyCache
 
 PUTS = 120
 
@@ -207,6 +208,46 @@ async def test_calls_survive_dead_pooled_connections_async(backend: Backend) -> 
         latest = await saver.aget_tuple(config(thread_id))
         assert latest is not None
         assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+    finally:
+        await engine.dispose()
+
+
+@SERVERS
+def test_the_node_cache_survives_dead_pooled_connections_sync(backend: Backend) -> None:
+    engine = backend.engine(pool_size=POOL)
+    try:
+        cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
+        key = (("nœud",), new_thread())
+        cache.set({key: ({"v": 0}, None)})
+        connections = [engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            connection.close()
+        assert _kill_sessions(backend) >= POOL
+        disconnects = _count_disconnects(engine)
+        for i in range(2 * POOL):
+            assert cache.get([key]) == {key: {"v": i}}
+            cache.set({key: ({"v": i + 1}, None)})
+        assert disconnects, "no call met a dead connection: the test proved nothing"
+    finally:
+        engine.dispose()
+
+
+@SERVERS
+async def test_the_node_cache_survives_dead_pooled_connections_async(backend: Backend) -> None:
+    engine = backend.async_engine(pool_size=POOL)
+    try:
+        cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
+        key = (("nœud",), new_thread())
+        await cache.aset({key: ({"v": 0}, None)})
+        connections = [await engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            await connection.close()
+        assert _kill_sessions(backend) >= POOL
+        disconnects = _count_disconnects(engine.sync_engine)
+        for i in range(2 * POOL):
+            assert await cache.aget([key]) == {key: {"v": i}}
+            await cache.aset({key: ({"v": i + 1}, None)})
+        assert disconnects, "no call met a dead connection: the test proved nothing"
     finally:
         await engine.dispose()
 

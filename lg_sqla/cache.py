@@ -17,15 +17,17 @@ import sqlalchemy as sa
 from langgraph.cache.base import BaseCache, FullKey, Namespace
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lg_sqla import migrate, retry
+from lg_sqla import retry
+from lg_sqla.aio import attempt_plan_async
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for
+from lg_sqla.direct import DirectCompiler
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import cache_entries
-from lg_sqla.plans import Plan, Step, T, adrive, drive
+from lg_sqla.plans import Plan, Step, T
+from lg_sqla.saver import attempt_plan
 from lg_sqla.store._plan import digest
 
 __all__ = ["SQLAlchemyCache"]
@@ -88,6 +90,9 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         else:
             self.engine = in_schema(engine, schema)
         self.ops = ops_for(engine.dialect)
+        # What the savers' attempt needs of its shell (lg_sqla.saver.Shell); the
+        # cache's statements are built per call, so they never take the direct path.
+        self._direct = DirectCompiler(self.ops.configure_direct_cursor)
         self._schema_checked = not check_schema
 
     # --- plans ---------------------------------------------------------------
@@ -164,49 +169,16 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
         """Run a plan in one transaction, again from scratch when the database rolled
-        it back (deadlock, dead pooled connection: ``lg_sqla.retry``, as the savers)."""
+        it back (deadlock, dead pooled connection: ``lg_sqla.retry``), as the savers do
+        (their attempt: schema check, SQLite writer lock, COMMIT never re-run)."""
         engine = self._sync_engine()
-        return retry.with_retries(lambda: self._attempt(engine, factory()))
-
-    def _attempt(self, engine: Engine, plan: Plan[T]) -> T:
-        with engine.connect() as connection:
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if not self._schema_checked:
-                migrate.check_schema(connection)
-                self._schema_checked = True
-            result = drive(connection, plan, first)
-            try:
-                connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-                raise
-            return result
+        return retry.with_retries(lambda: attempt_plan(self, engine, factory()))
 
     async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
         if not isinstance(self.engine, AsyncEngine):
             return await asyncio.to_thread(self._run, factory)
         engine = self.engine
-        return await retry.awith_retries(lambda: self._aattempt(engine, factory()))
-
-    async def _aattempt(self, engine: AsyncEngine, plan: Plan[T]) -> T:
-        async with engine.connect() as connection:
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if not self._schema_checked:
-                await connection.run_sync(migrate.check_schema)
-                self._schema_checked = True
-            result = await adrive(connection, plan, first)
-            try:
-                await connection.commit()
-            except DBAPIError as error:
-                retry.mark_after_commit(error)
-                raise
-            return result
+        return await retry.awith_retries(lambda: attempt_plan_async(self, engine, factory()))
 
     # --- BaseCache -----------------------------------------------------------
 

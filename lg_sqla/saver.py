@@ -32,9 +32,7 @@ from lg_sqla.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.rotation import RotationReport
 
 
-def attempt_plan(
-    saver: SaverBase, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False
-) -> T:
+def attempt_plan(saver: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False) -> T:
     """One attempt at a plan, on a connection of ``engine`` (sync; any thread).
 
     ``in_event_loop``: run by the async saver in a greenlet on the event loop's

@@ -32,7 +32,7 @@ from lg_sqla.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.rotation import RotationReport
 
 
-def attempt_plan(saver: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False) -> T:
+def attempt_plan(shell: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False) -> T:
     """One attempt at a plan, on a connection of ``engine`` (sync; any thread).
 
     ``in_event_loop``: run by the async saver in a greenlet on the event loop's
@@ -49,13 +49,13 @@ def attempt_plan(saver: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: 
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        writer_lock = None if first.fetch or in_event_loop else saver.ops.writer_lock(engine)
+        writer_lock = None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
         with writer_lock or contextlib.nullcontext():
-            return attempt_on(saver, connection, plan, first)
+            return attempt_on(shell, connection, plan, first)
 
 
 class Shell(Protocol):
-    """What running a plan needs of its owner: a saver or a store."""
+    """What running a plan needs of its owner: a saver, a store or the node cache."""
 
     ops: DialectOps
     _direct: DirectCompiler

@@ -27,11 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.retry import mark_after_commit
+
+_UNSET = object()
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,30 @@ class DirectStatement:
         if self.positional is None:
             return values
         return tuple(values[name] for name in self.positional)
+
+    def parameters_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """:meth:`parameters` of each row; a value the rows share (the same object:
+        a call's timestamp, its thread) goes through its bind processor once."""
+        if not rows:
+            return []
+        first = rows[0]
+        done = {
+            name: (first[name], process(first[name]))
+            for name, process in self.processors.items()
+            if name in first
+        }
+        processors = self.processors
+        positional = self.positional
+        out = []
+        for row in rows:
+            values = {**self.defaults, **row}
+            for name, process in processors.items():
+                if name in values:
+                    value = values[name]
+                    raw, processed = done.get(name, (_UNSET, None))
+                    values[name] = processed if value is raw else process(value)
+            out.append(values if positional is None else tuple(values[n] for n in positional))
+        return out
 
 
 class Row:
@@ -99,6 +126,9 @@ class DirectCompiler:
         self._column_names: dict[int, list[str]] = {}
         # DialectOps.configure_direct_cursor: driver settings for the cursors of this path.
         self.configure_cursor = configure_cursor
+        # Set once a connection of the owner's engine was made: the dialect then knows
+        # its server, so plans may build their statements before a checkout.
+        self.warm = False
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
@@ -115,20 +145,46 @@ class DirectCompiler:
         return names
 
 
+def engine_allows(engine: Engine) -> bool:
+    """Whether plans on ``engine`` may skip Core even for checkout: the engine-level
+    twin of :func:`usable_on`, for calls that take a pooled connection without
+    building a ``Connection`` at all."""
+    if engine._execution_options.get("schema_translate_map"):
+        return False
+    # Connection._has_events: a listener on the Connection class itself.
+    return not (engine._has_events or Connection._has_events)
+
+
+def checkout(engine: Engine) -> PoolProxiedConnection:
+    """A connection from ``engine``'s pool, its errors wrapped as ``engine.connect()``
+    wraps them (a refused or dead server is a DBAPIError the retry loop knows)."""
+    try:
+        return engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as error:
+        # Private in SQLAlchemy: what Connection.__init__ does with a failed checkout.
+        Connection._handle_dbapi_exception_noconnection(error, engine.dialect, engine)
+        raise
+
+
 def run(
-    connection: Connection,
+    pooled: PoolProxiedConnection,
+    dialect: Dialect,
+    core: Callable[[], Connection],
     compiler: DirectCompiler,
     plan: Plan[T],
     first: Step,
     *,
     autocommit: bool,
 ) -> T:
-    """Run ``plan`` on ``connection``'s DBAPI connection; commit at its end (or per
-    ``COMMIT`` step), roll back on an error."""
-    dialect = connection.dialect
-    configure_cursor = compiler.configure_cursor
-    dbapi_connection = connection.connection.dbapi_connection
+    """Run ``plan`` on ``pooled``'s DBAPI connection; commit at its end (or per
+    ``COMMIT`` step), roll back on an error.
+
+    ``core`` gives the ``Connection`` through which a DBAPI error is raised as
+    SQLAlchemy raises it (callers without one build it only then).
+    """
+    dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
+    configure_cursor = compiler.configure_cursor
     cursor: Any = None
     step = first
     committed = False
@@ -150,7 +206,7 @@ def run(
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
             statement_sql = direct.sql
             if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
-                parameters = [direct.parameters(p) for p in step.params]
+                parameters = direct.parameters_many(step.params)
                 cursor.executemany(direct.sql, parameters)
             else:
                 parameters = direct.parameters(step.params or {})
@@ -166,11 +222,11 @@ def run(
             if not autocommit:
                 dbapi_connection.commit()
         except dialect.loaded_dbapi.Error as error:
-            _raise_wrapped(connection, error, statement_sql, parameters, cursor, after_commit=True)
+            _raise_wrapped(core(), error, statement_sql, parameters, cursor, after_commit=True)
         return done.value  # type: ignore[no-any-return]
     except dialect.loaded_dbapi.Error as error:
         _rollback_quietly(dbapi_connection, dialect)
-        _raise_wrapped(connection, error, statement_sql, parameters, cursor, after_commit=committed)
+        _raise_wrapped(core(), error, statement_sql, parameters, cursor, after_commit=committed)
     except BaseException:
         _rollback_quietly(dbapi_connection, dialect)
         raise

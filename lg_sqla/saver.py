@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 
 from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
@@ -40,18 +40,59 @@ def attempt_plan(shell: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: 
     across those calls would block the loop (a task waiting for it would never let
     the holder resume), so SQLite's in-process writer lock is not taken there.
     """
+    if shell._direct.warm and shell._schema_checked and direct.engine_allows(engine):
+        return _attempt_direct(shell, engine, plan, in_event_loop)
     # One transaction per call (plans may COMMIT between threads); an error
     # rolls back whatever the current transaction wrote.
     with engine.connect() as connection:
         # Plans build their statements only now: some depend on what the
         # first connection taught the dialect (e.g. MariaDB or MySQL).
+        shell._direct.warm = True
         try:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        writer_lock = None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
-        with writer_lock or contextlib.nullcontext():
+        with _writer_lock(shell, engine, first, in_event_loop):
             return attempt_on(shell, connection, plan, first)
+
+
+def _attempt_direct(shell: Shell, engine: Engine, plan: Plan[T], in_event_loop: bool) -> T:
+    """:func:`attempt_plan` once the dialect knows its server and nothing listens to
+    the engine: the plan serializes and validates its data *before* a connection is
+    checked out (the pool's connections are held only for I/O), and a hot plan runs
+    on the pooled DBAPI connection without a Core ``Connection``."""
+    try:
+        first = next(plan)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    if not runs_directly(shell, engine.dialect, first):
+        with engine.connect() as connection, _writer_lock(shell, engine, first, in_event_loop):
+            return attempt_on(shell, connection, plan, first)
+    pooled = direct.checkout(engine)
+    wrapped: list[Connection] = []
+
+    def core() -> Connection:
+        # Only on an error: SQLAlchemy's Connection wraps it, and invalidates a dead
+        # connection, as on the Core path.
+        wrapped.append(Connection(engine, connection=pooled))
+        return wrapped[0]
+
+    try:
+        with _writer_lock(shell, engine, first, in_event_loop):
+            autocommit = first.whole_plan and shell.ops.autocommit_single_statements
+            return direct.run(
+                pooled, engine.dialect, core, shell._direct, plan, first, autocommit=autocommit
+            )
+    finally:
+        (wrapped[0] if wrapped else pooled).close()
+
+
+def _writer_lock(
+    shell: Shell, engine: Engine, first: Step, in_event_loop: bool
+) -> contextlib.AbstractContextManager[object]:
+    """SQLite's in-process writer lock for a plan that writes (DialectOps.writer_lock)."""
+    lock = None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
+    return lock or contextlib.nullcontext()
 
 
 class Shell(Protocol):
@@ -68,7 +109,11 @@ def attempt_on(
     """Run a started plan on ``connection`` in one transaction: on the direct path
     where it can (lg_sqla.direct), else through Core; check the schema on first use."""
     autocommit = first.whole_plan and shell.ops.autocommit_single_statements
-    go_direct = may_go_direct and runs_directly(shell, connection, first)
+    go_direct = (
+        may_go_direct
+        and direct.usable_on(connection)
+        and runs_directly(shell, connection.dialect, first)
+    )
     if autocommit and not go_direct:  # before any statement: it autobegins
         connection.execution_options(isolation_level="AUTOCOMMIT")
     if not shell._schema_checked:
@@ -77,7 +122,15 @@ def attempt_on(
             connection.commit()
         shell._schema_checked = True
     if go_direct:
-        return direct.run(connection, shell._direct, plan, first, autocommit=autocommit)
+        return direct.run(
+            connection.connection,
+            connection.dialect,
+            lambda: connection,
+            shell._direct,
+            plan,
+            first,
+            autocommit=autocommit,
+        )
     result = drive(connection, plan, first)
     try:
         connection.commit()
@@ -87,14 +140,13 @@ def attempt_on(
     return result
 
 
-def runs_directly(shell: Shell, connection: Connection, first: Step) -> bool:
+def runs_directly(shell: Shell, dialect: Dialect, first: Step) -> bool:
     """Whether this plan may skip SQLAlchemy Core's execution layer (lg_sqla.direct)."""
     return (
         shell.ops.runs_plans_directly
         and first.statement is not None
         and shell.ops.is_cached(first.statement)
-        and direct.usable_on(connection)
-        and shell._direct.get(first.statement, connection.dialect) is not None
+        and shell._direct.get(first.statement, dialect) is not None
     )
 
 

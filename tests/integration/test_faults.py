@@ -17,7 +17,7 @@ from backends import Backend, fresh_async_saver, fresh_saver
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, direct
 from lg_sqla.cache import SQLAlchemyCache
 
 PUTS = 120
@@ -208,6 +208,87 @@ async def test_calls_survive_dead_pooled_connections_async(backend: Backend) -> 
         latest = await saver.aget_tuple(config(thread_id))
         assert latest is not None
         assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+    finally:
+        await engine.dispose()
+
+
+def _count_invalidations(engine: sa.Engine) -> list[int]:
+    """Dead connections the pool dropped, seen by a pool listener: unlike a
+    ``handle_error`` listener, it leaves the savers on their direct path."""
+    seen: list[int] = []
+    sa.event.listen(engine, "invalidate", lambda *_: seen.append(1))
+    return seen
+
+
+def _count_direct_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    runs: list[int] = []
+    real = direct.run
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(direct, "run", spy)
+    return runs
+
+
+@SERVERS
+def test_direct_calls_survive_dead_pooled_connections_sync(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same restart, met by calls that run on the pooled DBAPI connection without
+    a Core Connection (lg_sqla.direct): each dead connection is dropped and the call
+    retried on a new one, nothing lost."""
+    engine = backend.engine(pool_size=POOL)
+    try:
+        saver = SQLAlchemySaver(engine)
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+        connections = [engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            connection.close()
+        assert _kill_sessions(backend) >= POOL
+        invalidated = _count_invalidations(engine)
+        runs = _count_direct_runs(monkeypatch)
+        for i in range(2 * POOL):
+            assert saver.get_tuple(stored) is not None
+            stored = saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
+            saver.put_writes(stored, [("a", i)], "task-1")
+        assert invalidated, "no call met a dead connection: the test proved nothing"
+        assert len(runs) >= 3 * 2 * POOL, "the calls did not take the direct path"
+        latest = saver.get_tuple(config(thread_id))
+        assert latest is not None
+        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+        assert latest.pending_writes == [("task-1", "a", 2 * POOL - 1)]
+    finally:
+        engine.dispose()
+
+
+@SERVERS
+async def test_direct_calls_survive_dead_pooled_connections_async(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = backend.async_engine(pool_size=POOL)
+    try:
+        saver = AsyncSQLAlchemySaver(engine)
+        thread_id = new_thread()
+        stored = await saver.aput(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+        connections = [await engine.connect() for _ in range(POOL)]
+        for connection in connections:
+            await connection.close()
+        assert _kill_sessions(backend) >= POOL
+        invalidated = _count_invalidations(engine.sync_engine)
+        runs = _count_direct_runs(monkeypatch)
+        for i in range(2 * POOL):
+            assert await saver.aget_tuple(stored) is not None
+            stored = await saver.aput(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
+            await saver.aput_writes(stored, [("a", i)], "task-1")
+        assert invalidated, "no call met a dead connection: the test proved nothing"
+        assert len(runs) >= 3 * 2 * POOL, "the calls did not take the direct path"
+        latest = await saver.aget_tuple(config(thread_id))
+        assert latest is not None
+        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+        assert latest.pending_writes == [("task-1", "a", 2 * POOL - 1)]
     finally:
         await engine.dispose()
 

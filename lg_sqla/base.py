@@ -80,10 +80,13 @@ class SaverBase(BaseCheckpointSaver[str]):
     @property
     def _ctx(self) -> Context:
         # Built per call: `with_allowlist` clones carry another serde.
-        return Context(self.ops, self.serde, self.get_next_version(None, None))
+        return Context(self.ops, self.serde, self._first_version)
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         return next_version(current)
+
+    def _first_version(self) -> str:
+        return self.get_next_version(None, None)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SaverBase:
         """A shallow clone whose serializer also allows these msgpack types.

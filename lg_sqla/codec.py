@@ -12,11 +12,12 @@ Storage shape:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -44,6 +45,7 @@ EMPTY_TYPE = "empty"
 Record = Mapping[Any, Any]
 
 
+@functools.lru_cache(maxsize=4096)  # a graph's namespaces repeat on every call
 def ns_hash(checkpoint_ns: str) -> str:
     """Fixed-width key for a namespace of any length (MD5 hex; not a security use)."""
     return hashlib.md5(checkpoint_ns.encode("utf-8"), usedforsecurity=False).hexdigest()
@@ -214,14 +216,23 @@ def run_id_of(metadata: Mapping[str, Any]) -> str | None:
     return check_length("metadata run_id", str(run_id), limits.RUN_ID_MAX)
 
 
+_CHECKED_PARTS = ("channel_values", "channel_versions", "versions_seen")
+
+
 def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
-    document: dict[str, Any] = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    # Channel names and versions are checked (a NUL in them is refused), so only the
+    # rest of the document is searched for NUL characters to strip.
+    rest = {k: v for k, v in checkpoint.items() if k not in _CHECKED_PARTS}
+    document: dict[str, Any] = _strip_nul(rest)
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
-    document["versions_seen"] = {
+    versions_seen = {
         node: _stringify_versions(seen) for node, seen in checkpoint["versions_seen"].items()
     }
-    return cast(dict[str, Any], _strip_nul(document))
+    if any("\x00" in node for node in versions_seen if isinstance(node, str)):
+        versions_seen = _strip_nul_walk(versions_seen)  # node names: stripped, as before
+    document["versions_seen"] = versions_seen
+    return document
 
 
 def dump_blobs(
@@ -344,7 +355,7 @@ def build_tuple(
     writes: Iterable[Record],
     parent_sends: Iterable[Record] = (),
     *,
-    next_version: Any = None,
+    next_version: Callable[[], Any],
 ) -> CheckpointTuple:
     """Assemble a CheckpointTuple from a checkpoint row and its blob and write rows.
 
@@ -366,7 +377,10 @@ def build_tuple(
         if sends:
             values[TASKS] = [load_value(serde, s["type"], s["blob"]) for s in sends]
             versions = checkpoint["channel_versions"]
-            versions[TASKS] = max(versions.values()) if versions else next_version
+            if versions:
+                versions[TASKS] = max(versions.values())
+            else:
+                versions[TASKS] = next_version()
 
     pending: list[PendingWrite] = [
         (w["task_id"], w["channel"], load_value(serde, w["type"], w["blob"]))

@@ -71,7 +71,9 @@ class Context:
 
     ops: DialectOps
     serde: SerializerProtocol
-    next_version: Any = None  # the saver's get_next_version(None, None)
+    # The saver's get_next_version(None, None), called only where a tuple needs it
+    # (a v<4 checkpoint with pending sends and no versions).
+    next_version: Callable[[], Any] = lambda: None  # (callers that build no tuples)
 
 
 def drive(connection: Connection, plan: Plan[T], first: Step) -> T:

@@ -73,7 +73,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
         self.ops = ops_for(dialect)
-        self._direct = DirectCompiler(self.ops.configure_direct_cursor)
+        self._direct = DirectCompiler(self.ops)
         self.list_page_size = list_page_size
         self._schema_checked = not check_schema
 

@@ -92,7 +92,7 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         self.ops = ops_for(engine.dialect)
         # What the savers' attempt needs of its shell (lg_sqla.saver.Shell); the
         # cache's statements are built per call, so they never take the direct path.
-        self._direct = DirectCompiler(self.ops.configure_direct_cursor)
+        self._direct = DirectCompiler(self.ops)
         self._schema_checked = not check_schema
 
     # --- plans ---------------------------------------------------------------

@@ -27,6 +27,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from functools import partial
 from operator import eq as operator_eq
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -189,6 +190,12 @@ class DialectOps:
     def configure_direct_cursor(self, cursor: Any) -> None:
         """Adjust a DBAPI cursor of the direct path (lg_sqla.direct) before it runs."""
 
+    def direct_autocommit(self, dialect: Dialect, dbapi_connection: Any) -> Callable[[], None]:
+        """Put a DBAPI connection of the direct path in autocommit for one plan;
+        returns what restores its previous state."""
+        dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+        return partial(dialect.reset_isolation_level, dbapi_connection)
+
     def writer_lock(self, engine: sa.Engine) -> threading.Lock | None:
         """A lock the writing calls of this process take first, where the database
         lets one writer in at a time (None: the database queues writers well)."""
@@ -339,6 +346,10 @@ def psycopg_binary_format() -> Any:
     return pq.Format.BINARY
 
 
+def _nothing_to_restore() -> None:
+    pass
+
+
 class PostgresOps(_OnConflictOps):
     name = "postgresql"
     runs_plans_directly = True
@@ -349,6 +360,17 @@ class PostgresOps(_OnConflictOps):
         # integers likewise. SQLAlchemy's async adapter wraps psycopg's cursor.
         driver_cursor = getattr(cursor, "_cursor", cursor)
         driver_cursor.format = psycopg_binary_format()
+
+    def direct_autocommit(self, dialect: Dialect, dbapi_connection: Any) -> Callable[[], None]:
+        if dialect.driver not in ("psycopg", "psycopg_async"):
+            return super().direct_autocommit(dialect, dbapi_connection)
+        # psycopg's autocommit flag alone, set and restored: SQLAlchemy's isolation
+        # level API also sets and resets `isolation_level`, two more driver calls per
+        # plan (with the async driver, each one a greenlet switch to the event loop).
+        if dbapi_connection.autocommit:
+            return _nothing_to_restore
+        dbapi_connection.autocommit = True
+        return partial(setattr, dbapi_connection, "autocommit", False)
 
     supports_schemas = True
     joins_channel_versions = True

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
+from lg_sqla.dialects import DialectOps
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.retry import mark_after_commit
 
@@ -121,11 +122,13 @@ def usable_on(connection: Connection) -> bool:
 class DirectCompiler:
     """Each cached statement compiled once per dialect (a saver has one dialect)."""
 
-    def __init__(self, configure_cursor: Callable[[Any], None]) -> None:
+    def __init__(self, ops: DialectOps) -> None:
         self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
         self._column_names: dict[int, list[str]] = {}
         # DialectOps.configure_direct_cursor: driver settings for the cursors of this path.
-        self.configure_cursor = configure_cursor
+        self.configure_cursor = ops.configure_direct_cursor
+        # DialectOps.direct_autocommit: how this path puts a connection in autocommit.
+        self.autocommit = ops.direct_autocommit
         # Set once a connection of the owner's engine was made: the dialect then knows
         # its server, so plans may build their statements before a checkout.
         self.warm = False
@@ -190,9 +193,10 @@ def run(
     committed = False
     statement_sql: str | None = None
     parameters: Any = None
+    restore: Callable[[], None] | None = None
     try:
         if autocommit:
-            dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+            restore = compiler.autocommit(dialect, dbapi_connection)
         cursor = dbapi_connection.cursor()
         configure_cursor(cursor)
         while True:
@@ -231,20 +235,18 @@ def run(
         _rollback_quietly(dbapi_connection, dialect)
         raise
     finally:
-        _restore_quietly(dbapi_connection, dialect, cursor, autocommit)
+        _restore_quietly(dialect, cursor, restore)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _restore_quietly(
-    dbapi_connection: Any, dialect: Dialect, cursor: Any, autocommit: bool
-) -> None:
+def _restore_quietly(dialect: Dialect, cursor: Any, restore: Callable[[], None] | None) -> None:
     """Close the cursor and undo AUTOCOMMIT; on a dead connection, SQLAlchemy's
     handler has already invalidated it, so errors here change nothing."""
     try:
         if cursor is not None:
             cursor.close()
-        if autocommit:
-            dialect.reset_isolation_level(dbapi_connection)
+        if restore is not None:
+            restore()
     except dialect.loaded_dbapi.Error:
         pass
 

@@ -130,7 +130,7 @@ class _StoreBase(BaseStore):
     ) -> None:
         self.ops = ops_for(engine.dialect)
         self.sql = store_sql_for(self.ops)
-        self._direct = direct.DirectCompiler(self.ops.configure_direct_cursor)
+        self._direct = direct.DirectCompiler(self.ops)
         self.ttl_config = ttl
         self.index_config = index
         self._schema_checked = not check_schema

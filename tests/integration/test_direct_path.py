@@ -135,3 +135,38 @@ def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
     assert len(reads) == 2 and all(s.lstrip().startswith("WITH page") for s in reads), reads
     kinds = [s.split()[0].upper() for s in executed]
     assert kinds == ["BEGIN", "INSERT", "INSERT", "COMMIT"], executed
+
+
+def test_connections_go_back_to_the_pool_transactional(backend: Backend) -> None:
+    """Single-statement calls run in autocommit where the dialect gains from it; the
+    pooled connection is handed back as it was, so its next user's transaction can
+    still be rolled back."""
+    with SQLAlchemySaver.from_conn_string(backend.sync_url, pool_size=1, max_overflow=0) as saver:
+        saver.setup()
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+        saver.put_writes(stored, [("a", 2)], "task-1")
+        assert saver.get_tuple(config(thread_id)) is not None
+        with saver.engine.connect() as connection:  # the pool's only connection
+            delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
+            assert connection.execute(delete, {"t": thread_id}).rowcount == 1
+            connection.rollback()
+        assert saver.get_tuple(config(thread_id)) is not None, "the DELETE was autocommitted"
+
+
+async def test_connections_go_back_to_the_pool_transactional_async(backend: Backend) -> None:
+    engine = backend.async_engine(pool_size=1, max_overflow=0)
+    try:
+        saver = AsyncSQLAlchemySaver(engine)
+        await saver.setup()
+        thread_id = new_thread()
+        stored = await saver.aput(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+        await saver.aput_writes(stored, [("a", 2)], "task-1")
+        assert await saver.aget_tuple(config(thread_id)) is not None
+        async with engine.connect() as connection:  # the pool's only connection
+            delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
+            await connection.rollback()
+        assert await saver.aget_tuple(config(thread_id)) is not None, "autocommitted"
+    finally:
+        await engine.dispose()

@@ -18,6 +18,7 @@ existence check before inserting; blobs loaded by a second, batched query).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -340,6 +341,7 @@ def bulk_params(
     return params
 
 
+@functools.cache
 def psycopg_binary_format() -> Any:
     from psycopg import pq  # only reached with psycopg connections
 

@@ -117,12 +117,36 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 
+    def bind_processor(self, dialect: Dialect) -> Any:
+        # process_bind_param's conversion in one closure, without TypeDecorator's
+        # layers: with three timestamps per put, they took 20 of its 45 us of
+        # parameter processing on SQLite (SQLAlchemy's DATETIME formatting included).
+        if dialect.name == "sqlite":
+
+            def sqlite_text(value: dt.datetime | None) -> str | None:
+                # The DATETIME text SQLAlchemy writes ("YYYY-MM-DD HH:MM:SS.ffffff"),
+                # by datetime's C formatting.
+                if value is None:
+                    return None
+                naive = _as_utc(value).replace(tzinfo=None)
+                return naive.isoformat(" ", "microseconds")
+
+            return sqlite_text
+        if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
+            return super().bind_processor(dialect)  # a driver that needs its own conversion
+        keeps_zone = dialect.name == "postgresql"
+
+        def driver_value(value: dt.datetime | None) -> dt.datetime | None:
+            if value is None:
+                return None
+            return _as_utc(value) if keeps_zone else _as_utc(value).replace(tzinfo=None)
+
+        return driver_value
+
     def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError("lg_sqla timestamps must be timezone-aware")
-        value = value.astimezone(dt.timezone.utc)
+        value = _as_utc(value)
         return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
@@ -132,6 +156,12 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.timezone.utc)
         return value.astimezone(dt.timezone.utc)
+
+
+def _as_utc(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None:
+        raise ValueError("lg_sqla timestamps must be timezone-aware")
+    return value.astimezone(dt.timezone.utc)
 
 
 def timestamp() -> TypeEngine[dt.datetime]:

@@ -79,6 +79,10 @@ def _fast_asyncmy_escaping(dbapi_connection: Any, _record: Any) -> None:
 
 # The driver lg_sqla uses when a URL names none (`postgresql://`, `mysql://`): the
 # ones its extras install, not SQLAlchemy's defaults (psycopg2, mysqlclient).
+# mysqlclient (C) against PyMySQL (pure Python) under lg_sqla's sync saver, measured
+# on MariaDB (chat workload replayed, 10 interleaved repeats): 9-20% less client CPU
+# per call, 4-7% less wall time, and a graph turn no faster; it needs a C build, so
+# `mysql://` stays on PyMySQL (a `mysql+mysqldb://` URL is used as it is).
 _DEFAULT_DRIVERS = {
     # backend: (sync driver, async driver)
     "postgresql": ("psycopg", "psycopg"),

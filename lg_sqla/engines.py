@@ -153,6 +153,11 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
       would open a different, empty database).
     * PostgreSQL with psycopg: statements are prepared on their first execution
       on a connection (``PSYCOPG_PREPARE_THRESHOLD``).
+    * A SQLite file: the pool hands out the connection returned last. SQLite drops
+      a connection's page cache whenever another connection wrote, so reads and
+      writes that follow each other on one connection find their pages cached
+      (writers, serialized by the writer lock, hand theirs to the next one).
+      Callers that overlap still get connections of their own.
     """
     options = {"pool_reset_on_return": None, **options}
     parsed = make_url(url)
@@ -160,6 +165,8 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         options["connect_args"] = _psycopg_connect_args(options.get("connect_args", {}))
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
         options = {"poolclass": pool.StaticPool, **options}
+    elif parsed.get_backend_name() == "sqlite":
+        options = {"pool_use_lifo": True, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
         options["connect_args"] = connect_args
     return options

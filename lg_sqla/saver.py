@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -35,64 +36,78 @@ from lg_sqla.rotation import RotationReport
 def attempt_plan(shell: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False) -> T:
     """One attempt at a plan, on a connection of ``engine`` (sync; any thread).
 
+    A plan that writes takes the database's writer lock, if it has one (SQLite's
+    in-process lock, ``DialectOps.writer_lock``), *before* it checks out a
+    connection and returns the connection before it lets the lock go, so that
+    writers never hold a pooled connection while they queue, and the next writer
+    gets the same connection back from the pool (SQLite: its page cache stays
+    valid: see ``engines.engine_options``).
+
     ``in_event_loop``: run by the async saver in a greenlet on the event loop's
     thread, where other tasks interleave at each driver call: a thread lock held
     across those calls would block the loop (a task waiting for it would never let
     the holder resume), so SQLite's in-process writer lock is not taken there.
     """
-    if shell._direct.warm and shell._schema_checked and direct.engine_allows(engine):
-        return _attempt_direct(shell, engine, plan, in_event_loop)
-    # One transaction per call (plans may COMMIT between threads); an error
-    # rolls back whatever the current transaction wrote.
-    with engine.connect() as connection:
-        # Plans build their statements only now: some depend on what the
-        # first connection taught the dialect (e.g. MariaDB or MySQL).
-        shell._direct.warm = True
-        try:
-            first = next(plan)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        with _writer_lock(shell, engine, first, in_event_loop):
-            return attempt_on(shell, connection, plan, first)
-
-
-def _attempt_direct(shell: Shell, engine: Engine, plan: Plan[T], in_event_loop: bool) -> T:
-    """:func:`attempt_plan` once the dialect knows its server and nothing listens to
-    the engine: the plan serializes and validates its data *before* a connection is
-    checked out (the pool's connections are held only for I/O), and a hot plan runs
-    on the pooled DBAPI connection without a Core ``Connection``."""
+    if not shell._direct.warm:
+        # Plans build their statements only once a connection was made: some depend
+        # on what the first connection taught the dialect (e.g. MariaDB or MySQL).
+        with engine.connect() as connection:
+            shell._direct.warm = True
+            try:
+                first = next(plan)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if _writer_lock(shell, engine, first, in_event_loop) is None:
+                return attempt_on(shell, connection, plan, first)
+        return _attempt_started(shell, engine, plan, first, in_event_loop)
+    # The plan serializes and validates its data before a connection is checked
+    # out: the pool's connections are held for I/O only.
     try:
         first = next(plan)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-    if not runs_directly(shell, engine.dialect, first):
-        with engine.connect() as connection, _writer_lock(shell, engine, first, in_event_loop):
-            return attempt_on(shell, connection, plan, first)
-    pooled = direct.checkout(engine)
-    wrapped: list[Connection] = []
+    return _attempt_started(shell, engine, plan, first, in_event_loop)
 
-    def core() -> Connection:
-        # Only on an error: SQLAlchemy's Connection wraps it, and invalidates a dead
-        # connection, as on the Core path.
-        wrapped.append(Connection(engine, connection=pooled))
-        return wrapped[0]
 
-    try:
-        with _writer_lock(shell, engine, first, in_event_loop):
+def _attempt_started(
+    shell: Shell, engine: Engine, plan: Plan[T], first: Step, in_event_loop: bool
+) -> T:
+    """A started plan: writer lock (if any), then a connection, then the plan, in one
+    transaction; on the direct path when it can (lg_sqla.direct)."""
+    with _writer_lock(shell, engine, first, in_event_loop) or contextlib.nullcontext():
+        if not (
+            shell._schema_checked
+            and direct.engine_allows(engine)
+            and runs_directly(shell, engine.dialect, first)
+        ):
+            # One transaction per call (plans may COMMIT between threads); an error
+            # rolls back whatever the current transaction wrote.
+            with engine.connect() as connection:
+                return attempt_on(shell, connection, plan, first)
+        # A hot plan runs on the pooled DBAPI connection, without a Core Connection.
+        pooled = direct.checkout(engine)
+        wrapped: list[Connection] = []
+
+        def core() -> Connection:
+            # Only on an error: SQLAlchemy's Connection wraps it, and invalidates a
+            # dead connection, as on the Core path.
+            wrapped.append(Connection(engine, connection=pooled))
+            return wrapped[0]
+
+        try:
             autocommit = first.whole_plan and shell.ops.autocommit_single_statements
             return direct.run(
                 pooled, engine.dialect, core, shell._direct, plan, first, autocommit=autocommit
             )
-    finally:
-        (wrapped[0] if wrapped else pooled).close()
+        finally:
+            (wrapped[0] if wrapped else pooled).close()
 
 
 def _writer_lock(
     shell: Shell, engine: Engine, first: Step, in_event_loop: bool
-) -> contextlib.AbstractContextManager[object]:
+) -> threading.Lock | None:
     """SQLite's in-process writer lock for a plan that writes (DialectOps.writer_lock)."""
-    lock = None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
-    return lock or contextlib.nullcontext()
+    return None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
 
 
 class Shell(Protocol):

@@ -73,19 +73,19 @@ def _attempt_on_engine(
 ) -> T:
     """One attempt at a batch plan on a connection of ``engine`` (sync code: a thread
     of its own, or the async store's greenlet on the event loop's thread)."""
-    with engine.connect() as connection:
+    # SQLite: this process's writers queue on the savers' lock, not in SQLite's
+    # sleeping busy handler (see DialectOps.writer_lock), and take it before a
+    # connection, as the savers do (saver.attempt_plan). On the event loop's thread
+    # the async store has taken it already (see _writer_lock_held).
+    lock = store.ops.writer_lock(engine) if writes and not in_event_loop else None
+    with lock or contextlib.nullcontext(), engine.connect() as connection:
         try:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        # SQLite: this process's writers queue on the savers' lock, not in SQLite's
-        # sleeping busy handler (see DialectOps.writer_lock). On the event loop's
-        # thread the async store has taken it already (see _writer_lock_held).
-        lock = store.ops.writer_lock(engine) if writes and not in_event_loop else None
-        with lock or contextlib.nullcontext():
-            # A lone get or put (hot: every statement it may run is built once)
-            # may skip Core's execution layer, as the savers' hot plans do.
-            return attempt_on(store, connection, plan, first, may_go_direct=hot)
+        # A lone get or put (hot: every statement it may run is built once)
+        # may skip Core's execution layer, as the savers' hot plans do.
+        return attempt_on(store, connection, plan, first, may_go_direct=hot)
 
 
 @contextlib.asynccontextmanager

@@ -127,3 +127,60 @@ def test_concurrent_writers_in_one_process_all_land(tmp_path: Path) -> None:
             worker.join(timeout=120)
         assert errors == []
         assert [len(list(saver.list(config(t)))) for t in threads] == [10] * 8
+
+
+def test_calls_that_follow_each_other_share_one_connection(tmp_path: Path) -> None:
+    """SQLite drops a connection's page cache whenever another connection wrote: the
+    engines lg_sqla creates hand out the connection returned last, so a graph's
+    reads and writes, one after the other, run on one connection and find their
+    pages cached (as the official saver's single connection does)."""
+    url = f"sqlite:///{tmp_path / 'lifo.sqlite'}"
+    with SQLAlchemySaver.from_conn_string(url) as saver:
+        saver.setup()
+        used: list[int] = []
+        sa.event.listen(saver.engine, "checkout", lambda dbapi, *_: used.append(id(dbapi)))
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"n": 0}), {}, {"n": 1})
+        # Two connections checked out at once by someone else go back to the pool too.
+        with saver.engine.connect() as other, saver.engine.connect():
+            other.exec_driver_sql("SELECT 1")
+        used.clear()
+        for step in range(5):
+            saver.put_writes(stored, [("n", step)], f"task-{step}")
+            assert saver.get_tuple(stored) is not None
+            stored = saver.put(stored, checkpoint({"n": step}), {"step": step}, {"n": step + 2})
+            assert len(list(saver.list(config(thread_id), limit=2))) == 2
+        assert len(used) == 20 and len(set(used)) == 1, used
+
+
+def test_writers_hold_the_lock_from_checkout_to_checkin(tmp_path: Path) -> None:
+    """Writers (saver and store on one engine) take the writer lock before a pooled
+    connection and give the connection back before the lock: no writer holds a
+    connection while it queues (with a small pool, it could starve the lock's
+    holder until the pool timed out), and the next writer gets the same connection
+    back. Readers take no lock."""
+    with SQLAlchemySaver.from_conn_string(f"sqlite:///{tmp_path / 'order.sqlite'}") as saver:
+        saver.setup()
+        store = SQLAlchemyStore(saver.engine)
+        store.setup()
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"n": 0}), {}, {"n": 1})  # warm
+        lock = saver.ops.writer_lock(saver.engine)
+        assert lock is not None
+        seen: list[tuple[str, bool]] = []
+        sa.event.listen(saver.engine, "checkout", lambda *_: seen.append(("out", lock.locked())))
+        sa.event.listen(saver.engine, "checkin", lambda *_: seen.append(("in", lock.locked())))
+        writes = {
+            "put": lambda: saver.put(stored, checkpoint({"n": 1}), {}, {"n": 2}),
+            "put_writes": lambda: saver.put_writes(stored, [("n", 3)], "task-1"),
+            "store put": lambda: store.put(("ns",), "key", {"v": 1}),
+        }
+        reads = {
+            "get_tuple": lambda: saver.get_tuple(stored),
+            "store get": lambda: store.get(("ns",), "key"),
+        }
+        for calls, locked in ((writes, True), (reads, False)):
+            for name, call in calls.items():
+                seen.clear()
+                call()
+                assert seen == [("out", locked), ("in", locked)], name

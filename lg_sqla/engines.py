@@ -165,10 +165,10 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         options["connect_args"] = _psycopg_connect_args(options.get("connect_args", {}))
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
         options = {"poolclass": pool.StaticPool, **options}
-    elif parsed.get_backend_name() == "sqlite":
-        options = {"pool_use_lifo": True, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
         options["connect_args"] = connect_args
+    elif parsed.get_backend_name() == "sqlite":
+        options = {"pool_use_lifo": True, **options}
     return options
 
 

@@ -1,4 +1,4 @@
-"""PostgreSQL TOAST compression of lg_sqla's value columns: pglz against lz4 (revision 0005).
+"""TOAST compression of lg_sqla's value columns on PostgreSQL: pglz against lz4 (an option).
 
 ``python -m benchmarks.toast [--repeats N] [--url postgresql://user@host/db]``
 
@@ -42,7 +42,7 @@ from .contenders import contenders
 from .databases import Database, Servers, servers
 from .workload import Shape, notes, record
 
-# The columns revision 0005 sets to lz4.
+# The value columns (docs/configuration.md, "Large values": switching them to lz4).
 VALUE_COLUMNS = (
     ("checkpoint_blobs", "blob"),
     ("checkpoint_writes", "blob"),

@@ -18,7 +18,7 @@ from graph_helpers import build_fan_graph
 from test_cli import read_json, run_cli
 from test_import import official_saver, snapshot_view
 
-from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver, migrate
+from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.inspect import Inspector
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,48 +156,3 @@ def test_alembic_environment_and_cli_take_a_schema(fresh_database: Backend, sche
     assert "not set up in schema" in run_cli(["--schema", schema, "check"], url).stderr
     assert run_cli(["upgrade", "--schema", schema], url).returncode == 0  # option after command
     assert run_cli(["check", "--schema", schema], url).returncode == 0
-
-
-def test_revision_0005_alters_the_tables_of_its_schema(fresh_database: Backend) -> None:
-    """The lz4 revision names the schema of schema= (its ALTERs do not follow the
-    schema_translate_map): tables of the same names in the default schema, here at
-    revision 0004, keep their compression, both ways. The schema's name needs quoting."""
-    from test_toast_compression import VALUE_COLUMNS, column_compression
-
-    db = fresh_database
-    engine = db.engine()
-    if db.name == "sqlite":
-        with pytest.raises(InvalidInputError, match="schema"):
-            SQLAlchemySaver(engine, schema="lgs")
-        engine.dispose()
-        return
-    schema = f"lgs_{uuid.uuid4().hex[:8]}" + ("'%:x y" if db.name == "postgres" else "")
-    try:
-        migrate.upgrade(engine, "0004_store_prefix_head")  # lg_sqla's tables, default schema
-        SQLAlchemySaver(engine, schema=schema).setup()  # and in `schema`, at head
-        if db.name == "postgres":
-            lz4 = {c: "l" for c in VALUE_COLUMNS}
-            default = {c: "" for c in VALUE_COLUMNS}
-            in_schema = column_compression(engine, schema)
-            assert {c: in_schema[c] for c in VALUE_COLUMNS} == lz4
-            in_default = column_compression(engine)
-            assert {c: in_default[c] for c in VALUE_COLUMNS} == default
-        done = run_cli(
-            ["--schema", schema, "downgrade", "0004_store_prefix_head", "--yes"], db.sync_url
-        )
-        assert done.returncode == 0, done.stderr
-        if db.name == "postgres":
-            in_schema = column_compression(engine, schema)
-            assert {c: in_schema[c] for c in VALUE_COLUMNS} == default
-        migrate.upgrade(engine)  # the default schema's tables to head
-        if db.name == "postgres":
-            in_default = column_compression(engine)
-            assert {c: in_default[c] for c in VALUE_COLUMNS} == lz4
-            in_schema = column_compression(engine, schema)
-            assert {c: in_schema[c] for c in VALUE_COLUMNS} == default
-        assert run_cli(["--schema", schema, "upgrade"], db.sync_url).returncode == 0
-        assert read_json(["--schema", schema, "check"], db.sync_url)["up_to_date"] is True
-        assert read_json(["check"], db.sync_url)["up_to_date"] is True
-    finally:
-        engine.dispose()
-        drop_schema(db, schema)

@@ -1,24 +1,21 @@
-"""Revision 0005: PostgreSQL compresses new large values of the value columns with lz4
-(PostgreSQL 14+ built with lz4); the revision changes nothing anywhere else, and
-values written before, during and after it read back as they were written."""
+"""PostgreSQL's lz4 compression of large values, an operator's option
+(docs/configuration.md, "Large values"): lg_sqla's schema leaves the value columns at
+the server's default, and a database whose columns were switched to lz4 with the
+documented statements keeps working, old and new values alike."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend
 from helpers import checkpoint, config, new_thread
-from servers import create_database, drop_database, sqlalchemy_url
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, migrate
 
-pytestmark = pytest.mark.any_dialect
+pytestmark = pytest.mark.postgres
 
-BEFORE = "0004_store_prefix_head"
 VALUE_COLUMNS = {
     ("checkpoint_blobs", "blob"),
     ("checkpoint_writes", "blob"),
@@ -60,23 +57,6 @@ def stored_compression(engine: sa.Engine, thread_id: str, schema: str | None = N
     with engine.connect() as conn:
         sql = sa.text(STORED_COMPRESSION.format(schema=prefix))
         return {row[0] for row in conn.execute(sql, {"t": thread_id})}
-
-
-def reflected_schema(engine: sa.Engine) -> list[Any]:
-    """The schema as the database's own catalog reports it (SQLite: each object's DDL;
-    others: every attribute of every column in information_schema)."""
-    if engine.dialect.name == "sqlite":
-        sql = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
-    else:
-        current = (
-            "DATABASE()" if engine.dialect.name in ("mysql", "mariadb") else "current_schema()"
-        )
-        sql = (
-            f"SELECT * FROM information_schema.columns WHERE table_schema = {current} "
-            "ORDER BY table_name, ordinal_position"
-        )
-    with engine.connect() as conn:
-        return [tuple(row) for row in conn.exec_driver_sql(sql)]
 
 
 async def write_thread(db: Backend, mode: str, *, check_schema: bool = True) -> str:
@@ -124,94 +104,49 @@ async def assert_reads_back(db: Backend, mode: str, thread_id: str) -> None:
     assert [(w[1], w[2]) for w in got.pending_writes or []] == [("notes", value)]
 
 
+# The statements docs/configuration.md gives (and their way back).
+def set_compression(engine: sa.Engine, method: str) -> None:
+    with engine.begin() as conn:
+        for table, column in sorted(VALUE_COLUMNS):
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION {method}"
+            )
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_revision_0005_compresses_new_values_with_lz4_on_postgres(
+async def test_value_columns_switched_to_lz4_keep_working(
     fresh_database: Backend, mode: str
 ) -> None:
-    """PostgreSQL (15 here, built with lz4): upgrade sets every value column to lz4 and
-    new large values are stored lz4-compressed; rows written before keep pglz; all read
-    back equal; downgrade returns the columns to the server's default. Every other
-    dialect: the revision changes nothing in the reflected schema, both ways."""
+    """At head the value columns use the server's default (pglz): lg_sqla never trades
+    stored size for speed on its own. Switched to lz4 (PostgreSQL 15 here, built with
+    it), new large values are stored lz4-compressed, values stored before keep pglz,
+    all read back equal, and the savers' schema check still passes; switched back,
+    new values are pglz again."""
     db = fresh_database
     engine = db.engine()
     try:
-        migrate.upgrade(engine, BEFORE)
-        at_0004 = reflected_schema(engine)
-        assert all(table in str(at_0004) for table, _ in VALUE_COLUMNS)  # not vacuous
-        old_thread = await write_thread(db, mode, check_schema=False)
-        migrate.upgrade(engine)
-        with engine.connect() as conn:
-            migrate.check_schema(conn)  # head: the savers' schema check passes
-        new_thread_ = await write_thread(db, mode)  # check_schema=True: at head
-        await assert_reads_back(db, mode, old_thread)
-        if db.name == "postgres":
-            columns = column_compression(engine)
-            assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
-            assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
-            assert stored_compression(engine, new_thread_) == {"lz4"}
-            assert stored_compression(engine, old_thread) == {"pglz"}  # not rewritten
-        else:
-            assert reflected_schema(engine) == at_0004
-
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, BEFORE)
-        after_downgrade = await write_thread(db, mode, check_schema=False)
-        for thread_id in (old_thread, new_thread_):
-            await assert_reads_back(db, mode, thread_id)
-        if db.name == "postgres":
-            columns = column_compression(engine)
-            assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
-            assert stored_compression(engine, new_thread_) == {"lz4"}  # still readable
-            assert stored_compression(engine, after_downgrade) == {"pglz"}
-        else:
-            assert reflected_schema(engine) == at_0004
-
-        migrate.upgrade(engine)
-        with engine.connect() as conn:
-            migrate.check_schema(conn)
-        if db.name == "postgres":
-            columns = column_compression(engine)
-            assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
-def postgres_without_lz4(pgvector_admin_url: str) -> Iterator[Backend]:
-    """A fresh database on the second test server (pgserver's PostgreSQL 16, which is
-    built without lz4: tests/servers.py pgvector_server)."""
-    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
-    create_database(pgvector_admin_url, name)
-    url = sqlalchemy_url(pgvector_admin_url, "psycopg", name)
-    try:
-        yield Backend("postgres", url, url)
-    finally:
-        drop_database(pgvector_admin_url, name)
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_revision_0005_is_a_no_op_on_postgres_built_without_lz4(
-    postgres_without_lz4: Backend, mode: str
-) -> None:
-    db = postgres_without_lz4
-    engine = db.engine()
-    try:
-        with engine.connect() as conn:
-            refused = sa.exc.DBAPIError
-            with pytest.raises(refused, match="invalid value"):  # the server this test needs
-                conn.exec_driver_sql("SET default_toast_compression = lz4")
         migrate.upgrade(engine)
         columns = column_compression(engine)
         assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
-        thread_id = await write_thread(db, mode)
-        assert stored_compression(engine, thread_id) == {"pglz"}
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, BEFORE)
-        assert column_compression(engine) == columns
-        await assert_reads_back(db, mode, thread_id)
-        migrate.upgrade(engine)
+        before = await write_thread(db, mode)
+        assert stored_compression(engine, before) == {"pglz"}
+
+        set_compression(engine, "lz4")
+        columns = column_compression(engine)
+        assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
+        assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
         with engine.connect() as conn:
             migrate.check_schema(conn)
+        after = await write_thread(db, mode)  # check_schema=True
+        assert stored_compression(engine, after) == {"lz4"}
+        assert stored_compression(engine, before) == {"pglz"}  # not rewritten
+        await assert_reads_back(db, mode, before)
+
+        set_compression(engine, "DEFAULT")
+        back = await write_thread(db, mode)
+        assert stored_compression(engine, back) == {"pglz"}
+        for thread_id in (before, after):
+            await assert_reads_back(db, mode, thread_id)
     finally:
         engine.dispose()

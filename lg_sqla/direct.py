@@ -211,7 +211,14 @@ def run(
             statement_sql = direct.sql
             if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
                 parameters = direct.parameters_many(step.params)
-                cursor.executemany(direct.sql, parameters)
+                if len(parameters) == 1:
+                    # One row (a checkpoint, a lone blob or write): drivers' executemany
+                    # costs more than execute for it (PyMySQL matches and rebuilds the
+                    # INSERT ... VALUES with regular expressions first).
+                    parameters = parameters[0]
+                    cursor.execute(direct.sql, parameters)
+                else:
+                    cursor.executemany(direct.sql, parameters)
             else:
                 parameters = direct.parameters(step.params or {})
                 cursor.execute(direct.sql, parameters)

@@ -163,55 +163,6 @@ def _count_disconnects(engine: sa.Engine) -> list[int]:
     return seen
 
 
-@SERVERS
-def test_calls_survive_dead_pooled_connections_sync(backend: Backend) -> None:
-    engine = backend.engine(pool_size=POOL)
-    try:
-        saver = SQLAlchemySaver(engine)
-        thread_id = new_thread()
-        stored = saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
-        # Fill the pool: POOL connections checked out at once, then returned.
-        connections = [engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            connection.close()
-        assert engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
-        assert _kill_sessions(backend) >= POOL
-        disconnects = _count_disconnects(engine)
-        for i in range(2 * POOL):
-            assert saver.get_tuple(stored) is not None
-            stored = saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-        assert saver.get_tuple(config(thread_id)).checkpoint["channel_values"] == {  # type: ignore[union-attr]
-            "a": 2 * POOL - 1
-        }
-    finally:
-        engine.dispose()
-
-
-@SERVERS
-async def test_calls_survive_dead_pooled_connections_async(backend: Backend) -> None:
-    engine = backend.async_engine(pool_size=POOL)
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
-        thread_id = new_thread()
-        stored = await saver.aput(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
-        connections = [await engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            await connection.close()
-        assert engine.sync_engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
-        assert _kill_sessions(backend) >= POOL
-        disconnects = _count_disconnects(engine.sync_engine)
-        for i in range(2 * POOL):
-            assert await saver.aget_tuple(stored) is not None
-            stored = await saver.aput(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-        latest = await saver.aget_tuple(config(thread_id))
-        assert latest is not None
-        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
-    finally:
-        await engine.dispose()
-
-
 def _count_invalidations(engine: sa.Engine) -> list[int]:
     """Dead connections the pool dropped, seen by a pool listener: unlike a
     ``handle_error`` listener, it leaves the savers on their direct path."""
@@ -232,30 +183,45 @@ def _count_direct_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return runs
 
 
+# Both ways a call runs: through SQLAlchemy Core (a `handle_error` listener counts the
+# dead connections, and any connection listener keeps calls on Core), and on the
+# pooled DBAPI connection without a Core Connection (lg_sqla.direct; a pool listener
+# counts them, and the test checks the calls did take that path).
+PATHS = pytest.mark.parametrize("path", ["core", "direct"])
+
+
+def _watch(
+    engine: sa.Engine, path: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[int], list[int]]:
+    """What a path's calls meet: (dead connections seen, direct runs)."""
+    if path == "core":
+        return _count_disconnects(engine), []
+    return _count_invalidations(engine), _count_direct_runs(monkeypatch)
+
+
 @SERVERS
-def test_direct_calls_survive_dead_pooled_connections_sync(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
+@PATHS
+def test_calls_survive_dead_pooled_connections_sync(
+    backend: Backend, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same restart, met by calls that run on the pooled DBAPI connection without
-    a Core Connection (lg_sqla.direct): each dead connection is dropped and the call
-    retried on a new one, nothing lost."""
     engine = backend.engine(pool_size=POOL)
     try:
         saver = SQLAlchemySaver(engine)
         thread_id = new_thread()
         stored = saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+        # Fill the pool: POOL connections checked out at once, then returned.
         connections = [engine.connect() for _ in range(POOL)]
         for connection in connections:
             connection.close()
+        assert engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
         assert _kill_sessions(backend) >= POOL
-        invalidated = _count_invalidations(engine)
-        runs = _count_direct_runs(monkeypatch)
+        disconnects, direct_runs = _watch(engine, path, monkeypatch)
         for i in range(2 * POOL):
             assert saver.get_tuple(stored) is not None
             stored = saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
             saver.put_writes(stored, [("a", i)], "task-1")
-        assert invalidated, "no call met a dead connection: the test proved nothing"
-        assert len(runs) >= 3 * 2 * POOL, "the calls did not take the direct path"
+        assert disconnects, "no call met a dead connection: the test proved nothing"
+        assert (len(direct_runs) >= 3 * 2 * POOL) is (path == "direct"), "not the path tested"
         latest = saver.get_tuple(config(thread_id))
         assert latest is not None
         assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
@@ -265,8 +231,9 @@ def test_direct_calls_survive_dead_pooled_connections_sync(
 
 
 @SERVERS
-async def test_direct_calls_survive_dead_pooled_connections_async(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
+@PATHS
+async def test_calls_survive_dead_pooled_connections_async(
+    backend: Backend, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = backend.async_engine(pool_size=POOL)
     try:
@@ -276,15 +243,15 @@ async def test_direct_calls_survive_dead_pooled_connections_async(
         connections = [await engine.connect() for _ in range(POOL)]
         for connection in connections:
             await connection.close()
+        assert engine.sync_engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
         assert _kill_sessions(backend) >= POOL
-        invalidated = _count_invalidations(engine.sync_engine)
-        runs = _count_direct_runs(monkeypatch)
+        disconnects, direct_runs = _watch(engine.sync_engine, path, monkeypatch)
         for i in range(2 * POOL):
             assert await saver.aget_tuple(stored) is not None
             stored = await saver.aput(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
             await saver.aput_writes(stored, [("a", i)], "task-1")
-        assert invalidated, "no call met a dead connection: the test proved nothing"
-        assert len(runs) >= 3 * 2 * POOL, "the calls did not take the direct path"
+        assert disconnects, "no call met a dead connection: the test proved nothing"
+        assert (len(direct_runs) >= 3 * 2 * POOL) is (path == "direct"), "not the path tested"
         latest = await saver.aget_tuple(config(thread_id))
         assert latest is not None
         assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}

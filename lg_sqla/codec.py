@@ -131,15 +131,35 @@ def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id"
     return check_length(field, checkpoint_id, limits.CHECKPOINT_ID_MAX)
 
 
+# A graph sends the same few channel names and versions on every call, each of them
+# many times per checkpoint (channel_versions, then versions_seen of every node): a
+# put checks about 30. The checks below remember the strings that passed (a failed
+# check raises and is not remembered), so a repeat costs one cache lookup. The caches
+# hold valid strings only, bounded, and are the same for every saver of the process.
+@functools.lru_cache(maxsize=8192)
+def _valid_channel_name(name: str) -> str:
+    return check_length("channel name", name, limits.CHANNEL_MAX)
+
+
+@functools.lru_cache(maxsize=8192)
+def _valid_version(version: str) -> str:
+    return check_length("channel version", version, limits.VERSION_MAX)
+
+
+def channel_name(name: Any) -> str:
+    """``name`` if it is a channel name lg_sqla stores, else raise naming it."""
+    if type(name) is str:  # (anything else is refused by check_length, uncached)
+        return _valid_channel_name(name)
+    return check_length("channel name", name, limits.CHANNEL_MAX)
+
+
 def version_str(version: Any) -> str:
-    return check_length("channel version", str(version), limits.VERSION_MAX)
+    """A channel version as stored: its ``str()`` (LangGraph's are str, int or float)."""
+    return _valid_version(version if type(version) is str else str(version))
 
 
 def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
-    return {
-        check_length("channel name", ch, limits.CHANNEL_MAX): version_str(v)
-        for ch, v in versions.items()
-    }
+    return {channel_name(ch): version_str(v) for ch, v in versions.items()}
 
 
 def _strip_nul(value: Any) -> Any:
@@ -249,7 +269,7 @@ def dump_blobs(
             type_, blob = EMPTY_TYPE, None
         rows.append(
             {
-                "channel": check_length("channel name", channel, limits.CHANNEL_MAX),
+                "channel": channel_name(channel),
                 "version": version_str(version),
                 "type": type_,
                 "blob": blob,
@@ -275,7 +295,7 @@ def dump_writes(
                 "task_id": task_id,
                 "task_path": task_path,
                 "idx": WRITES_IDX_MAP.get(channel, position),
-                "channel": check_length("channel name", channel, limits.CHANNEL_MAX),
+                "channel": channel_name(channel),
                 "type": type_,
                 "blob": blob,
             }

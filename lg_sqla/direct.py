@@ -23,8 +23,9 @@ and by the conformance suite that runs on this path: the ``_has_events`` flags,
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -34,8 +35,6 @@ from sqlalchemy.sql import Executable
 from lg_sqla.dialects import DialectOps
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.retry import mark_after_commit
-
-_UNSET = object()
 
 
 @dataclass(frozen=True)
@@ -47,38 +46,50 @@ class DirectStatement:
     processors: Mapping[str, Callable[[Any], Any]]
     # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...).
     defaults: Mapping[str, Any]
+    # ``positional``'s values of a parameter dict, in C (built in __post_init__).
+    _in_order: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        in_order = None
+        if self.positional:
+            getter = operator.itemgetter(*self.positional)
+            # (itemgetter of one name returns the value itself, not a 1-tuple)
+            in_order = getter if len(self.positional) > 1 else lambda values: (getter(values),)
+        object.__setattr__(self, "_in_order", in_order)
 
     def parameters(self, params: Mapping[str, Any]) -> Any:
-        values = {**self.defaults, **params}
+        values = {**self.defaults, **params} if self.defaults else dict(params)
         for name, process in self.processors.items():
             if name in values:
                 values[name] = process(values[name])
         if self.positional is None:
             return values
-        return tuple(values[name] for name in self.positional)
+        return self._in_order(values) if self._in_order is not None else ()
 
     def parameters_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
         """:meth:`parameters` of each row; a value the rows share (the same object:
         a call's timestamp, its thread) goes through its bind processor once."""
         if not rows:
             return []
-        first = rows[0]
-        done = {
-            name: (first[name], process(first[name]))
+        defaults = self.defaults
+        first = {**defaults, **rows[0]}
+        # (name, processor, first row's value, its processed value) of each processed
+        # parameter (the rows of one step all carry the same names).
+        processed = [
+            (name, process, first[name], process(first[name]))
             for name, process in self.processors.items()
             if name in first
-        }
-        processors = self.processors
-        positional = self.positional
+        ]
+        in_order = self._in_order
         out = []
         for row in rows:
-            values = {**self.defaults, **row}
-            for name, process in processors.items():
-                if name in values:
-                    value = values[name]
-                    raw, processed = done.get(name, (_UNSET, None))
-                    values[name] = processed if value is raw else process(value)
-            out.append(values if positional is None else tuple(values[n] for n in positional))
+            values = {**defaults, **row} if defaults else dict(row)
+            for name, process, raw, done in processed:
+                value = values[name]
+                values[name] = done if value is raw else process(value)
+            out.append(values if in_order is None else in_order(values))
         return out
 
 

@@ -93,16 +93,13 @@ class DirectStatement:
         return out
 
 
-class Row(dict[str, Any]):
-    """A fetched row: a dict by column name, which is also its ``_mapping`` (as
-    SQLAlchemy's rows offer it). One object per row, built in C: a list page
-    returns hundreds of rows."""
+class Row:
+    """A fetched row: ``_mapping`` by column name, as SQLAlchemy's rows offer it."""
 
-    __slots__ = ()
+    __slots__ = ("_mapping",)
 
-    @property
-    def _mapping(self) -> Row:
-        return self
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping
 
 
 def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement | None:
@@ -238,7 +235,7 @@ def run(
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
                 names = compiler.column_names(direct, cursor)
-                rows = [Row(zip(names, values, strict=True)) for values in cursor.fetchall()]
+                rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
                 step = plan.send(Outcome(rows, len(rows)))  # type: ignore[arg-type]
             else:
                 step = plan.send(Outcome((), cursor.rowcount))

@@ -13,6 +13,7 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from lg_sqla.codec import json_text
 from lg_sqla.dialects import is_mysql_family, mysql_json_text, mysql_key_collation
 
 
@@ -93,11 +94,38 @@ class MySQLJSON(TypeDecorator[Any]):
         return process
 
 
+class _FastJSONWriter:
+    """Bind values written by ``codec.json_text`` (orjson), not ``json.dumps``: a
+    checkpoint document is serialized on every ``put`` (and a store value on every
+    store ``put``), about 10x faster. The stored JSON value is the same."""
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        def process(value: Any) -> str | None:
+            return None if value is None else json_text(value)
+
+        return process
+
+
+class SQLiteJSON(_FastJSONWriter, TypeDecorator[Any]):
+    """SQLite's JSON (text), written by orjson (see ``_FastJSONWriter``)."""
+
+    impl = JSON
+    cache_ok = True
+
+
+class PostgresJSONB(_FastJSONWriter, TypeDecorator[Any]):
+    """PostgreSQL's JSONB, written by orjson (see ``_FastJSONWriter``): the text is cast
+    to JSONB by the server, as SQLAlchemy's JSONB parameters are."""
+
+    impl = postgresql.JSONB
+    cache_ok = True
+
+
 def json_document() -> TypeEngine[Any]:
     """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
     return (
-        JSON()
-        .with_variant(postgresql.JSONB(), "postgresql")
+        SQLiteJSON()
+        .with_variant(PostgresJSONB(), "postgresql")
         .with_variant(MySQLJSON(), "mysql", "mariadb")
     )
 

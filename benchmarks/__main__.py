@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(SETUPS),
         help="default: all; sqlite-normal = SQLite with both savers at synchronous=NORMAL",
     )
-    parser.add_argument("--modes", default="sync,async", help="sync, async or both (default)")
+    parser.add_argument(
+        "--modes", default="sync,async", help="sync, async, or sync,async (default; also: both)"
+    )
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 5; --quick: 1)")
     parser.add_argument(
         "--quick", action="store_true", help="a tiny workload, 1 repeat: smoke test"
@@ -69,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {SETUPS}")
         levels = ["graph", "api", "store"] if args.mode == "report" else [args.mode]
         modes = [m for m in args.modes.split(",") if m]
+        modes = ["sync", "async"] if modes == ["both"] else modes
+        if unknown := set(modes) - {"sync", "async"}:
+            parser.error(f"--modes: unknown mode(s) {', '.join(sorted(unknown))}")
         repeats = args.repeats or (1 if args.quick else 5)
         results = run(dialects, levels, modes, repeats, shape, log=_log)
     if args.json:

@@ -432,26 +432,24 @@ def _checkpoint_values(
         .cte("page")
     )
     pairs, channel, version = ctx.ops.channel_versions(page.c.checkpoint)
+    blob, blob_on = ctx.ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == page.c.thread_id,
+            B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
+        ),
+    )
     values = (
         sa.select(
             page.c.checkpoint_id,
             channel.label("channel"),
             version.label("version"),
-            B.c.type,
-            B.c.blob,
+            blob.c.type,
+            blob.c.blob,
         )
-        .select_from(
-            ordered_join(
-                ordered_join(page, pairs, sa.true()),
-                B,
-                sa.and_(
-                    B.c.thread_id == page.c.thread_id,
-                    B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                    B.c.channel == channel,
-                    B.c.version == version,
-                ),
-            )
-        )
+        .select_from(ordered_join(ordered_join(page, pairs, sa.true()), blob, blob_on))
         .subquery("vals")
     )
     return sa.select(
@@ -682,20 +680,20 @@ def latest(
     )
     heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")
     pairs, pair_channel, version = ctx.ops.channel_versions(heads.c.checkpoint)
+    blob, blob_on = ctx.ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == heads.c.thread_id,
+            B.c.checkpoint_ns_hash == heads.c.checkpoint_ns_hash,
+            B.c.channel == pair_channel,
+            B.c.version == version,
+        ),
+    )
     stmt = (
-        sa.select(heads.c.thread_id, heads.c.checkpoint_id, B.c.version, B.c.type, B.c.blob)
-        .select_from(
-            ordered_join(
-                ordered_join(heads, pairs, sa.true()),
-                B,
-                sa.and_(
-                    B.c.thread_id == heads.c.thread_id,
-                    B.c.checkpoint_ns_hash == heads.c.checkpoint_ns_hash,
-                    B.c.channel == pair_channel,
-                    B.c.version == version,
-                ),
-            )
+        sa.select(
+            heads.c.thread_id, heads.c.checkpoint_id, blob.c.version, blob.c.type, blob.c.blob
         )
+        .select_from(ordered_join(ordered_join(heads, pairs, sa.true()), blob, blob_on))
         .where(pair_channel == ctx.ops.as_key(sa.literal(channel, B.c.channel.type)))
     )
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows

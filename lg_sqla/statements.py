@@ -167,51 +167,48 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         ops.typed_null(B.c.type.type).label("type"),
         ops.typed_null(B.c.blob.type).label("blob"),
     )
+    blob, blob_on = ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == page.c.thread_id,
+            B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
+        ),
+    )
     blobs = sa.select(
         _kind(KIND_BLOB),
         *keys,
         *(_null() for _ in range(4)),
-        B.c.channel,
+        blob.c.channel,
         _null(),
         _null(),
         _null(),
-        B.c.type,
-        B.c.blob,
-    ).select_from(
-        ordered_join(
-            ordered_join(page, pairs, sa.true()),
-            B,
-            sa.and_(
-                B.c.thread_id == page.c.thread_id,
-                B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                B.c.channel == channel,
-                B.c.version == version,
-            ),
-        )
-    )
+        blob.c.type,
+        blob.c.blob,
+    ).select_from(ordered_join(ordered_join(page, pairs, sa.true()), blob, blob_on))
 
     def writes(kind: int, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
+        write, write_on = ops.keyed_lookup(
+            W,
+            sa.and_(
+                W.c.thread_id == page.c.thread_id,
+                W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                W.c.checkpoint_id == checkpoint_id,
+                *extra,
+            ),
+        )
         return sa.select(
             _kind(kind),
             *keys,
             *(_null() for _ in range(4)),
-            W.c.channel,
-            W.c.task_id,
-            W.c.task_path,
-            W.c.idx,
-            W.c.type,
-            W.c.blob,
-        ).select_from(
-            page.join(
-                W,
-                sa.and_(
-                    W.c.thread_id == page.c.thread_id,
-                    W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                    W.c.checkpoint_id == checkpoint_id,
-                    *extra,
-                ),
-            )
-        )
+            write.c.channel,
+            write.c.task_id,
+            write.c.task_path,
+            write.c.idx,
+            write.c.type,
+            write.c.blob,
+        ).select_from(ordered_join(page, write, write_on))
 
     own_writes = writes(KIND_WRITE, page.c.checkpoint_id)
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.

@@ -3,9 +3,10 @@
 ``get_delta_channel_history`` in the base class does one ``get_tuple`` per
 ancestor. Here it is two statements whatever the chain length:
 
-1. a recursive CTE walks ``parent_checkpoint_id`` from the target's parent
-   and returns, per ancestor, its depth and which requested channels hold a
-   stored value there (a non-``"empty"`` blob at the ancestor's version);
+1. a recursive CTE walks ``parent_checkpoint_id`` from the target's parent,
+   until every requested channel has met a stored value (a non-``"empty"`` blob
+   at the ancestor's version; see ``seed_walk_cte``), and returns, per ancestor,
+   its depth and which requested channels are stored there;
 2. one fetch of the seed blobs (the nearest stored value per channel) and of
    the requested channels' writes on the ancestors up to the deepest seed.
 
@@ -63,7 +64,13 @@ def _start_id(thread_id: str, nsh: str, checkpoint_id: str | None) -> Any:
 
 
 def chain_cte(
-    thread_id: str, nsh: str, start: Any, max_depth: int | None = None, *, name: str = "chain"
+    ops: DialectOps,
+    thread_id: str,
+    nsh: str,
+    start: Any,
+    max_depth: int | None = None,
+    *,
+    name: str = "chain",
 ) -> CTE:
     """Recursive CTE of (checkpoint_id, parent_checkpoint_id, depth) from ``start`` upwards."""
     anchor = sa.select(
@@ -72,24 +79,94 @@ def chain_cte(
         sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
     ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
     chain = anchor.cte(name, recursive=True)
-    parent = C.alias("parent")
+    parent, parents = _parents(ops, chain, thread_id, nsh)
     step = sa.select(
         parent.c.checkpoint_id, parent.c.parent_checkpoint_id, chain.c.depth + 1
-    ).where(
-        parent.c.thread_id == thread_id,
-        parent.c.checkpoint_ns_hash == nsh,
-        parent.c.checkpoint_id == chain.c.parent_checkpoint_id,
-    )
+    ).select_from(parents)
     if max_depth is not None:
         step = step.where(chain.c.depth < max_depth)
+    return chain.union_all(step)
+
+
+def _parents(ops: DialectOps, chain: CTE, thread_id: str, nsh: str) -> tuple[Any, Any]:
+    """The recursive step's FROM: each chain row joined to its parent's row, looked up by
+    key (PostgreSQL otherwise read the thread's checkpoints at every level)."""
+    parent, on = ops.keyed_lookup(
+        C,
+        sa.and_(
+            C.c.thread_id == thread_id,
+            C.c.checkpoint_ns_hash == nsh,
+            C.c.checkpoint_id == chain.c.parent_checkpoint_id,
+        ),
+    )
+    return parent, chain.join(parent, on)
+
+
+# Channels a seed walk tracks in one bit mask each (a BIGINT); a request for more
+# walks to the root, as every walk did before.
+_MASK_CHANNELS = 62
+
+
+def _stored_mask(
+    ops: DialectOps, thread_id: str, nsh: str, document: Any, channels: Sequence[str]
+) -> Any:
+    """Bit i set when ``channels[i]`` has a stored value (a non-"empty" blob) at the
+    version ``document`` (a checkpoint document column) names."""
+    mask: Any = sa.cast(sa.literal_column("0"), sa.BigInteger)
+    for bit, channel in enumerate(channels):
+        stored = sa.exists().where(
+            B.c.thread_id == thread_id,
+            B.c.checkpoint_ns_hash == nsh,
+            B.c.channel == channel,
+            B.c.version == ops.channel_version(document, channel),
+            B.c.type != EMPTY_TYPE,
+        )
+        mask = mask + sa.case((stored, sa.literal_column(str(1 << bit))), else_=0)
+    return mask
+
+
+def seed_walk_cte(
+    ops: DialectOps, thread_id: str, nsh: str, start: Any, channels: Sequence[str]
+) -> CTE:
+    """:func:`chain_cte` that stops at the first ancestor by which every channel has met
+    a stored value (its seed), instead of walking to the root.
+
+    A DeltaChannel snapshots its value every few steps, so its seed is near while the
+    thread may be thousands of checkpoints long: walking all of them made a history
+    cost 350 ms at 800 checkpoints on PostgreSQL (LangGraph's own walk does two
+    ``get_tuple``). Each row carries the channels found at or below it as a bit mask
+    (OR of the ancestors' stored channels); a row with every bit set has no parent row.
+    """
+    if len(channels) > _MASK_CHANNELS:
+        return chain_cte(ops, thread_id, nsh, start)
+    everything = (1 << len(channels)) - 1
+    anchor = sa.select(
+        C.c.checkpoint_id,
+        C.c.parent_checkpoint_id,
+        sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
+        _stored_mask(ops, thread_id, nsh, C.c.checkpoint, channels).label("found"),
+    ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
+    chain = anchor.cte("chain", recursive=True)
+    parent, parents = _parents(ops, chain, thread_id, nsh)
+    step = (
+        sa.select(
+            parent.c.checkpoint_id,
+            parent.c.parent_checkpoint_id,
+            chain.c.depth + 1,
+            chain.c.found.op("|")(_stored_mask(ops, thread_id, nsh, parent.c.checkpoint, channels)),
+        )
+        .select_from(parents)
+        .where(chain.c.found != sa.literal_column(str(everything)))
+    )
     return chain.union_all(step)
 
 
 def _select_chain(
     ops: DialectOps, thread_id: str, nsh: str, start: Any, channels: Sequence[str]
 ) -> Any:
-    """Stage 1: every ancestor (channel NULL) plus one row per (ancestor, stored channel)."""
-    chain = chain_cte(thread_id, nsh, start)
+    """Stage 1: every ancestor up to the seeds (channel NULL) plus one row per
+    (ancestor, stored channel)."""
+    chain = seed_walk_cte(ops, thread_id, nsh, start, channels)
     ancestors = sa.select(
         chain.c.depth,
         chain.c.checkpoint_id,
@@ -98,28 +175,31 @@ def _select_chain(
     )
     parts: list[Any] = [ancestors]
     for channel in channels:
-        version = ops.channel_version(C.c.checkpoint, channel)
+        # From each ancestor of the walk to its row, then to the channel's blob: never
+        # the other way round (PostgreSQL would read every checkpoint of the thread).
+        checkpoint, checkpoint_on = ops.keyed_lookup(
+            C,
+            sa.and_(
+                C.c.thread_id == thread_id,
+                C.c.checkpoint_ns_hash == nsh,
+                C.c.checkpoint_id == chain.c.checkpoint_id,
+            ),
+        )
+        blob, blob_on = ops.keyed_lookup(
+            B,
+            sa.and_(
+                B.c.thread_id == thread_id,
+                B.c.checkpoint_ns_hash == nsh,
+                B.c.channel == channel,
+                B.c.version == ops.channel_version(checkpoint.c.checkpoint, channel),
+                B.c.type != EMPTY_TYPE,
+            ),
+        )
         parts.append(
-            sa.select(chain.c.depth, chain.c.checkpoint_id, B.c.channel, B.c.version).select_from(
-                ordered_join(
-                    ordered_join(
-                        chain,
-                        C,
-                        sa.and_(
-                            C.c.thread_id == thread_id,
-                            C.c.checkpoint_ns_hash == nsh,
-                            C.c.checkpoint_id == chain.c.checkpoint_id,
-                        ),
-                    ),
-                    B,
-                    sa.and_(
-                        B.c.thread_id == thread_id,
-                        B.c.checkpoint_ns_hash == nsh,
-                        B.c.channel == channel,
-                        B.c.version == version,
-                        B.c.type != EMPTY_TYPE,
-                    ),
-                )
+            sa.select(
+                chain.c.depth, chain.c.checkpoint_id, blob.c.channel, blob.c.version
+            ).select_from(
+                ordered_join(ordered_join(chain, checkpoint, checkpoint_on), blob, blob_on)
             )
         )
     return sa.union_all(*parts)
@@ -168,27 +248,32 @@ def delta_channel_history(
         return result
     seeds = [(ch, v) for ch, v in chain.seed_version.items()]
     ancestors = chain_cte(
-        thread_id, nsh, _start_id(thread_id, nsh, checkpoint_id), max_depth, name="ancestors"
+        ctx.ops,
+        thread_id,
+        nsh,
+        _start_id(thread_id, nsh, checkpoint_id),
+        max_depth,
+        name="ancestors",
+    )
+    # Each ancestor's writes by key, never the thread's writes matched to ancestors.
+    write, write_on = ctx.ops.keyed_lookup(
+        W,
+        sa.and_(
+            W.c.thread_id == thread_id,
+            W.c.checkpoint_ns_hash == nsh,
+            W.c.checkpoint_id == ancestors.c.checkpoint_id,
+            W.c.channel.in_(list(channels)),
+        ),
     )
     writes = sa.select(
         ancestors.c.depth,
-        W.c.channel,
-        W.c.task_id,
-        W.c.task_path,
-        W.c.idx,
-        W.c.type,
-        W.c.blob,
-    ).select_from(
-        ancestors.join(
-            W,
-            sa.and_(
-                W.c.thread_id == thread_id,
-                W.c.checkpoint_ns_hash == nsh,
-                W.c.checkpoint_id == ancestors.c.checkpoint_id,
-                W.c.channel.in_(list(channels)),
-            ),
-        )
-    )
+        write.c.channel,
+        write.c.task_id,
+        write.c.task_path,
+        write.c.idx,
+        write.c.type,
+        write.c.blob,
+    ).select_from(ordered_join(ancestors, write, write_on))
     parts: list[Any] = [writes]
     if seeds:
         parts.append(

@@ -33,6 +33,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Context, Plan, Step
+from lg_sqla.statements import WRITE_VALUE_COLUMNS
 
 
 @dataclass
@@ -253,13 +254,7 @@ def _history_statement(
         ),
     )
     writes = sa.select(
-        ancestors.c.depth,
-        write.c.channel,
-        write.c.task_id,
-        write.c.task_path,
-        write.c.idx,
-        write.c.type,
-        write.c.blob,
+        ancestors.c.depth, *(write.c[name] for name in WRITE_VALUE_COLUMNS)
     ).select_from(ordered_join(ancestors, write, write_on))
     if not seeded:
         return writes

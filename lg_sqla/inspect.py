@@ -34,12 +34,12 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla import codec, limits
-from lg_sqla.dialects import ordered_join
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Context, Plan, Step
+from lg_sqla.statements import versioned_blobs
 
 if TYPE_CHECKING:
     from lg_sqla.aio import AsyncSQLAlchemySaver
@@ -431,25 +431,16 @@ def _checkpoint_values(
         )
         .cte("page")
     )
-    pairs, channel, version = ctx.ops.channel_versions(page.c.checkpoint)
-    blob, blob_on = ctx.ops.keyed_lookup(
-        B,
-        sa.and_(
-            B.c.thread_id == page.c.thread_id,
-            B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-            B.c.channel == channel,
-            B.c.version == version,
-        ),
-    )
+    found = versioned_blobs(ctx.ops, page)
     values = (
         sa.select(
             page.c.checkpoint_id,
-            channel.label("channel"),
-            version.label("version"),
-            blob.c.type,
-            blob.c.blob,
+            found.channel.label("channel"),
+            found.version.label("version"),
+            found.blob.c.type,
+            found.blob.c.blob,
         )
-        .select_from(ordered_join(ordered_join(page, pairs, sa.true()), blob, blob_on))
+        .select_from(found.joined)
         .subquery("vals")
     )
     return sa.select(
@@ -679,22 +670,14 @@ def latest(
         .subquery("ranked")
     )
     heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")
-    pairs, pair_channel, version = ctx.ops.channel_versions(heads.c.checkpoint)
-    blob, blob_on = ctx.ops.keyed_lookup(
-        B,
-        sa.and_(
-            B.c.thread_id == heads.c.thread_id,
-            B.c.checkpoint_ns_hash == heads.c.checkpoint_ns_hash,
-            B.c.channel == pair_channel,
-            B.c.version == version,
-        ),
-    )
+    found = versioned_blobs(ctx.ops, heads)
+    blob = found.blob
     stmt = (
         sa.select(
             heads.c.thread_id, heads.c.checkpoint_id, blob.c.version, blob.c.type, blob.c.blob
         )
-        .select_from(ordered_join(ordered_join(heads, pairs, sa.true()), blob, blob_on))
-        .where(pair_channel == ctx.ops.as_key(sa.literal(channel, B.c.channel.type)))
+        .select_from(found.joined)
+        .where(found.channel == ctx.ops.as_key(sa.literal(channel, B.c.channel.type)))
     )
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     return {

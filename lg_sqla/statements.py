@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause
 
 from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
@@ -27,6 +28,9 @@ from lg_sqla.models import checkpoints as C
 
 # Row kinds in the load UNION.
 KIND_CHECKPOINT, KIND_BLOB, KIND_WRITE, KIND_PARENT_SEND = 0, 1, 2, 3
+
+# What a pending write is rebuilt from (with its checkpoint's keys).
+WRITE_VALUE_COLUMNS = ("channel", "task_id", "task_path", "idx", "type", "blob")
 
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
@@ -147,11 +151,39 @@ def _kind(n: int) -> ColumnElement[int]:
     return sa.literal_column(str(n), sa.Integer).label("kind")
 
 
+@dataclass(frozen=True)
+class VersionedBlobs:
+    """The blobs a set of checkpoint rows name through their ``channel_versions``:
+    ``joined`` is the FROM (the rows, their (channel, version) pairs, then each pair's
+    blob by primary key, in that order on every dialect), ``channel`` and ``version``
+    the pair's columns, ``blob`` the blob row's."""
+
+    joined: FromClause
+    channel: ColumnElement[Any]
+    version: ColumnElement[Any]
+    blob: FromClause
+
+
+def versioned_blobs(ops: DialectOps, rows: FromClause) -> VersionedBlobs:
+    """:class:`VersionedBlobs` of ``rows`` (a page of ``checkpoints`` rows)."""
+    pairs, channel, version = ops.channel_versions(rows.c.checkpoint)
+    blob, blob_on = ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == rows.c.thread_id,
+            B.c.checkpoint_ns_hash == rows.c.checkpoint_ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
+        ),
+    )
+    joined = ordered_join(ordered_join(rows, pairs, sa.true()), blob, blob_on)
+    return VersionedBlobs(joined, channel, version, blob)
+
+
 def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect[Any]:
     """One statement: the page's checkpoint rows, their blobs, writes and parent sends."""
     page = page_stmt.cte("page")
     keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
-    pairs, channel, version = ops.channel_versions(page.c.checkpoint)
 
     checkpoints = sa.select(
         _kind(KIND_CHECKPOINT),
@@ -167,15 +199,8 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         ops.typed_null(B.c.type.type).label("type"),
         ops.typed_null(B.c.blob.type).label("blob"),
     )
-    blob, blob_on = ops.keyed_lookup(
-        B,
-        sa.and_(
-            B.c.thread_id == page.c.thread_id,
-            B.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-            B.c.channel == channel,
-            B.c.version == version,
-        ),
-    )
+    found = versioned_blobs(ops, page)
+    blob = found.blob
     blobs = sa.select(
         _kind(KIND_BLOB),
         *keys,
@@ -186,7 +211,7 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         _null(),
         blob.c.type,
         blob.c.blob,
-    ).select_from(ordered_join(ordered_join(page, pairs, sa.true()), blob, blob_on))
+    ).select_from(found.joined)
 
     def writes(kind: int, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
         write, write_on = ops.keyed_lookup(
@@ -202,12 +227,7 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
             _kind(kind),
             *keys,
             *(_null() for _ in range(4)),
-            write.c.channel,
-            write.c.task_id,
-            write.c.task_path,
-            write.c.idx,
-            write.c.type,
-            write.c.blob,
+            *(write.c[name] for name in WRITE_VALUE_COLUMNS),
         ).select_from(ordered_join(page, write, write_on))
 
     own_writes = writes(KIND_WRITE, page.c.checkpoint_id)

@@ -83,6 +83,19 @@ def test_matches_base_class_walk(sync_saver: SQLAlchemySaver, seed: int) -> None
     }
 
 
+def test_more_channels_than_the_walk_tracks_at_once(sync_saver: SQLAlchemySaver) -> None:
+    """Past 62 channels the walk no longer stops at the seeds (history.seed_walk_cte
+    tracks one bit per channel) and walks to the root: the answer is the same."""
+    rng = random.Random(11)
+    thread_id, configs = _build_tree(sync_saver, rng, 30)
+    channels = [*CHANNELS, *(f"absent-{k}" for k in range(70))]
+    for target in [*rng.sample(configs, 4), config(thread_id)]:
+        expected = BaseCheckpointSaver.get_delta_channel_history(
+            sync_saver, config=target, channels=channels
+        )
+        assert sync_saver.get_delta_channel_history(config=target, channels=channels) == expected
+
+
 def test_statement_count_independent_of_chain_length(backend: Backend) -> None:
     engine = backend.engine()
     try:

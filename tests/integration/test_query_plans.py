@@ -22,11 +22,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from backends import Backend
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import SQLAlchemySaver
+
+# Also on a MariaDB database at the server's default charset (conftest.py).
+pytestmark = pytest.mark.any_charset
 
 SHORT, LONG = 10, 150
 CHANNELS = 4

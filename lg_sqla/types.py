@@ -106,8 +106,9 @@ class _FastJSONWriter:
         return process
 
 
-class SQLiteJSON(_FastJSONWriter, TypeDecorator[Any]):
-    """SQLite's JSON (text), written by orjson (see ``_FastJSONWriter``)."""
+class DocumentJSON(_FastJSONWriter, TypeDecorator[Any]):
+    """JSON written by orjson (see ``_FastJSONWriter``): SQLite's JSON text, and the
+    JSON type of any other dialect without a variant below (the portable path)."""
 
     impl = JSON
     cache_ok = True
@@ -124,7 +125,7 @@ class PostgresJSONB(_FastJSONWriter, TypeDecorator[Any]):
 def json_document() -> TypeEngine[Any]:
     """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
     return (
-        SQLiteJSON()
+        DocumentJSON()
         .with_variant(PostgresJSONB(), "postgresql")
         .with_variant(MySQLJSON(), "mysql", "mariadb")
     )

@@ -18,17 +18,13 @@ existence check before inserting; blobs loaded by a second, batched query).
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import logging
-import os
 import re
 import struct
-import threading
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from functools import partial
 from operator import eq as operator_eq
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -128,9 +124,9 @@ class DialectOps:
     writes_in_one_statement = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
-    # True: hot plans (cached statements) may run on the DBAPI cursor (lg_sqla.direct);
-    # only for the drivers the test suite runs them on.
-    runs_plans_directly = False
+    # True: the database lets one writer in at a time; this process's writers then
+    # queue on an in-process lock (lg_sqla.runtime.locks) rather than in its busy handler.
+    one_writer_at_a_time = False
     # True: lg_sqla's tables can live in a named schema (``schema=``): a PostgreSQL
     # schema, a MySQL/MariaDB database. SQLite's only other schemas are attached files.
     supports_schemas = False
@@ -138,7 +134,6 @@ class DialectOps:
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
         self._cached_ids: set[int] = set()
-        self._writer_locks: dict[int, threading.Lock] = {}
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """Build a statement once per key; statements without values are reusable."""
@@ -196,20 +191,6 @@ class DialectOps:
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         """Hold a lock that serializes schema migrations across processes."""
         yield
-
-    def configure_direct_cursor(self, cursor: Any) -> None:
-        """Adjust a DBAPI cursor of the direct path (lg_sqla.direct) before it runs."""
-
-    def direct_autocommit(self, dialect: Dialect, dbapi_connection: Any) -> Callable[[], None]:
-        """Put a DBAPI connection of the direct path in autocommit for one plan;
-        returns what restores its previous state."""
-        dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
-        return partial(dialect.reset_isolation_level, dbapi_connection)
-
-    def writer_lock(self, engine: sa.Engine) -> threading.Lock | None:
-        """A lock the writing calls of this process take first, where the database
-        lets one writer in at a time (None: the database queues writers well)."""
-        return None
 
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""
@@ -350,38 +331,8 @@ def bulk_params(
     return params
 
 
-@functools.cache
-def psycopg_binary_format() -> Any:
-    from psycopg import pq  # only reached with psycopg connections
-
-    return pq.Format.BINARY
-
-
-def _nothing_to_restore() -> None:
-    pass
-
-
 class PostgresOps(_OnConflictOps):
     name = "postgresql"
-    runs_plans_directly = True
-
-    def configure_direct_cursor(self, cursor: Any) -> None:
-        # Results in binary: bytea arrives as raw bytes, not hex text for psycopg to
-        # decode (15% of a get_tuple's client time on a chat thread), jsonb and
-        # integers likewise. SQLAlchemy's async adapter wraps psycopg's cursor.
-        driver_cursor = getattr(cursor, "_cursor", cursor)
-        driver_cursor.format = psycopg_binary_format()
-
-    def direct_autocommit(self, dialect: Dialect, dbapi_connection: Any) -> Callable[[], None]:
-        if dialect.driver not in ("psycopg", "psycopg_async"):
-            return super().direct_autocommit(dialect, dbapi_connection)
-        # psycopg's autocommit flag alone, set and restored: SQLAlchemy's isolation
-        # level API also sets and resets `isolation_level`, two more driver calls per
-        # plan (with the async driver, each one a greenlet switch to the event loop).
-        if dbapi_connection.autocommit:
-            return _nothing_to_restore
-        dbapi_connection.autocommit = True
-        return partial(setattr, dbapi_connection, "autocommit", False)
 
     supports_schemas = True
     joins_channel_versions = True
@@ -503,14 +454,9 @@ class PostgresOps(_OnConflictOps):
         yield
 
 
-# One lock per SQLite database file in this process (see SQLiteOps.writer_lock).
-_SQLITE_WRITER_LOCKS: dict[str, threading.Lock] = {}
-_SQLITE_WRITER_LOCKS_GUARD = threading.Lock()
-
-
 class SQLiteOps(_OnConflictOps):
     name = "sqlite"
-    runs_plans_directly = True
+    one_writer_at_a_time = True
     joins_channel_versions = True
 
     _insert = staticmethod(sqlite_dialect.insert)
@@ -552,30 +498,6 @@ class SQLiteOps(_OnConflictOps):
             member.c.type.in_(("object", "array")),
             member.c.value == sa.func.json(json.dumps(value, separators=(",", ":"))),
         )
-
-    def writer_lock(self, engine: sa.Engine) -> threading.Lock | None:
-        # SQLite lets one writer in at a time, and a writer that finds the lock taken
-        # sleeps in SQLite's busy handler (1, 2, 5, 10, ... 100 ms steps) before it
-        # tries again. LangGraph writes from two threads at once (the next step's
-        # writes while the last checkpoint is stored), so with durable commits
-        # (an fsync each) a turn often waited on that sleep: 1.8x the official
-        # saver's latency, which queues its callers on one Python lock. Writers of
-        # this process queue here instead and are handed the database at once;
-        # other processes still meet at SQLite's lock (busy_timeout).
-        try:
-            return self._writer_locks[id(engine)]
-        except KeyError:
-            pass
-        database = engine.url.database
-        if database in (None, "", ":memory:") or engine.url.query.get("mode") == "memory":
-            key = f"memory:{id(engine.pool)}"
-        else:
-            key = os.path.realpath(database)
-        with _SQLITE_WRITER_LOCKS_GUARD:
-            lock = _SQLITE_WRITER_LOCKS.setdefault(key, threading.Lock())
-        # Per engine (a saver has one or two): realpath costs syscalls on every call.
-        self._writer_locks[id(engine)] = lock
-        return lock
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:
@@ -714,7 +636,6 @@ class MySQLOps(DialectOps):
 
     name = "mysql"
     joins_channel_versions = True
-    runs_plans_directly = True
     supports_schemas = True
     # Not autocommit_single_statements: MySQL switches autocommit with statements of
     # their own (SET autocommit, and back), which cost more than the COMMIT they save.

@@ -1,4 +1,4 @@
-"""The direct path (lg_sqla.direct): hot calls skip SQLAlchemy Core's execution layer
+"""The direct path (lg_sqla.runtime.direct): hot calls skip SQLAlchemy Core's execution layer
 when nothing listens to the engine's connection events, and behave exactly the same.
 
 The conformance suite and the graph tests run on it (their engines have no listeners);
@@ -17,7 +17,8 @@ import sqlalchemy as sa
 from backends import Backend
 from helpers import checkpoint, config, count_statements, new_thread
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, direct
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.runtime import direct
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).
 pytestmark = pytest.mark.any_charset

@@ -33,6 +33,7 @@ from helpers import assert_conformance, checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, StateGraph
 from sqlalchemy.ext.asyncio import create_async_engine
+from store_helpers import fake_index
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -266,14 +267,17 @@ async def test_store_round_trip(target: Target) -> None:
     namespace = ("usuarios", f"josé-中文-{uuid.uuid4().hex[:8]}")
     value = {"nombre": "Zoë 🎉", "n": 3, "etiquetas": ["ñ", "ü"]}
     async with target.engine() as engine:
+        # With an index: embeddings are stored and read back through the driver
+        # (float32 bytes, real[] on PostgreSQL), ranked in Python here.
+        index = fake_index(["nombre"])
         if target.is_async:
-            store: Any = AsyncSQLAlchemyStore(engine)
+            store: Any = AsyncSQLAlchemyStore(engine, index=index)
 
             async def call(name: str, *args: Any, **kwargs: Any) -> Any:
                 return await getattr(store, "a" + name)(*args, **kwargs)
 
         else:
-            store = SQLAlchemyStore(engine)
+            store = SQLAlchemyStore(engine, index=index)
 
             async def call(name: str, *args: Any, **kwargs: Any) -> Any:
                 return getattr(store, name)(*args, **kwargs)
@@ -287,6 +291,9 @@ async def test_store_round_trip(target: Target) -> None:
         hits = await call("search", namespace[:1], filter={"n": {"$gt": 3}})
         assert [h.key for h in hits if h.namespace == namespace] == ["otra"]
         assert namespace in await call("list_namespaces", prefix=namespace[:1])
+        ranked = await call("search", namespace, query="Ana")
+        assert [h.key for h in ranked] == ["otra", "clé-🔑"]
+        assert ranked[0].score == pytest.approx(1.0) and ranked[1].score < 0.99
         await call("put", namespace, "clé-🔑", {"nombre": "cambiado"})
         item = await call("get", namespace, "clé-🔑")
         assert item is not None and item.value == {"nombre": "cambiado"}

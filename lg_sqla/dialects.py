@@ -40,7 +40,7 @@ from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.selectable import FromClause, Join, TableValuedAlias
 
 from lg_sqla import limits
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import InvalidInputError, UnsupportedDriverError
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -803,8 +803,38 @@ _OPS: dict[str, type[DialectOps]] = {
 }
 
 
+# Drivers that cannot run lg_sqla: (dialect family, driver) -> (why, the driver to use).
+_UNUSABLE_DRIVERS = {
+    ("mysql", "aiomysql"): (
+        "aiomysql cannot send bytes parameters with PyMySQL 1.2.3 or later (it calls "
+        "PyMySQL's escape_bytes_prefixed, no longer a function there: "
+        "aio-libs/aiomysql#1080), and checkpoints, writes and cached values are bytes",
+        "asyncmy",
+    ),
+}
+
+
+def check_driver(dialect: Dialect) -> None:
+    """Refuse an engine whose driver cannot run lg_sqla, naming the one to use instead.
+
+    Called where an engine is accepted (savers, store, node cache: through
+    :func:`ops_for`), so the error comes at construction, not as a ``TypeError``
+    deep inside the first call that binds bytes.
+    """
+    family = "mysql" if is_mysql_family(dialect) else dialect.name
+    unusable = _UNUSABLE_DRIVERS.get((family, dialect.driver))
+    if unusable is not None:
+        reason, instead = unusable
+        raise UnsupportedDriverError(
+            f"lg_sqla cannot use the {dialect.driver} driver ({dialect.name}+{dialect.driver}): "
+            f'{reason}. Use {dialect.name}+{instead}:// URLs (pip install "lg_sqla[async]").'
+        )
+
+
 def ops_for(dialect: Dialect) -> DialectOps:
-    """The :class:`DialectOps` for a SQLAlchemy dialect (generic when unknown)."""
+    """The :class:`DialectOps` for a SQLAlchemy dialect (generic when unknown); refuses
+    drivers that cannot run lg_sqla (:func:`check_driver`)."""
+    check_driver(dialect)
     if is_mysql_family(dialect):
         return MySQLOps(dialect)
     return _OPS.get(dialect.name, GenericOps)()

@@ -18,3 +18,8 @@ class SchemaError(LgSqlaError, RuntimeError):
 class MissingDriverError(LgSqlaError, ImportError):
     """The URL needs a database driver that is not installed; the message names the
     extra to install, e.g. ``pip install "lg_sqla[mysql]"``."""
+
+
+class UnsupportedDriverError(InvalidInputError):
+    """The engine's database driver cannot run lg_sqla; the message says why and names
+    the driver to use instead (e.g. ``mysql+asyncmy`` for ``mysql+aiomysql``)."""

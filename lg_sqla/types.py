@@ -80,55 +80,45 @@ def vector_blob() -> TypeEngine[Any]:
     return big_binary().with_variant(postgresql.ARRAY(postgresql.REAL()), "postgresql")
 
 
-class MySQLJSON(TypeDecorator[Any]):
-    """MySQL/MariaDB JSON, written in the canonical form of ``dialects.mysql_json_text``
-    (whatever serializer the engine was given), so keys of any name can be found."""
+class DocumentJSON(TypeDecorator[Any]):
+    """JSON documents: JSONB on PostgreSQL (metadata filters run in SQL and index
+    well), JSON on MySQL/MariaDB, JSON text on SQLite and any other dialect.
+
+    Written by lg_sqla, whatever serializer the engine was given: by orjson
+    (``codec.json_text``: a checkpoint document is serialized on every ``put``, a
+    store value on every store ``put``, about 10x faster than ``json.dumps``; the
+    stored JSON value is the same), and on MySQL/MariaDB in the canonical form of
+    ``dialects.mysql_json_text`` so keys of any name can be found. Read by the
+    driver's own JSON type (SQLAlchemy's dialect implementation of JSONB/JSON).
+
+    One decorator choosing its type per dialect, not ``with_variant`` decorators:
+    SQLAlchemy hands a variant that is itself a ``TypeDecorator`` out as it is, its
+    ``impl`` never adapted to the driver (``dialect.type_descriptor`` finds no
+    entry for the decorator's class). psycopg2's JSONB then lost SQLAlchemy's
+    ``_PGJSONB``, whose results psycopg2 parses itself, and rows failed in
+    ``json.loads`` on the dicts psycopg2 returns.
+    """
 
     impl = JSON
     cache_ok = True
 
-    def bind_processor(self, dialect: Dialect) -> Any:
-        def process(value: Any) -> str | None:
-            return None if value is None else mysql_json_text(value)
-
-        return process
-
-
-class _FastJSONWriter:
-    """Bind values written by ``codec.json_text`` (orjson), not ``json.dumps``: a
-    checkpoint document is serialized on every ``put`` (and a store value on every
-    store ``put``), about 10x faster. The stored JSON value is the same."""
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.JSONB())
+        return dialect.type_descriptor(JSON())
 
     def bind_processor(self, dialect: Dialect) -> Any:
+        write = mysql_json_text if is_mysql_family(dialect) else json_text
+
         def process(value: Any) -> str | None:
-            return None if value is None else json_text(value)
+            return None if value is None else write(value)
 
         return process
-
-
-class DocumentJSON(_FastJSONWriter, TypeDecorator[Any]):
-    """JSON written by orjson (see ``_FastJSONWriter``): SQLite's JSON text, and the
-    JSON type of any other dialect without a variant below (the portable path)."""
-
-    impl = JSON
-    cache_ok = True
-
-
-class PostgresJSONB(_FastJSONWriter, TypeDecorator[Any]):
-    """PostgreSQL's JSONB, written by orjson (see ``_FastJSONWriter``): the text is cast
-    to JSONB by the server, as SQLAlchemy's JSONB parameters are."""
-
-    impl = postgresql.JSONB
-    cache_ok = True
 
 
 def json_document() -> TypeEngine[Any]:
-    """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""
-    return (
-        DocumentJSON()
-        .with_variant(PostgresJSONB(), "postgresql")
-        .with_variant(MySQLJSON(), "mysql", "mariadb")
-    )
+    """JSON documents (see :class:`DocumentJSON`)."""
+    return DocumentJSON()
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):

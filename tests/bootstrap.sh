@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Prepare everything the test suite needs, from a bare Debian 12 machine:
 #   1. the PostgreSQL 15 and MariaDB server binaries (Debian packages), which
-#      tests/servers.py uses to start private throwaway servers, and
-#   2. the project virtualenv .venv with the package and its dev group installed.
+#      tests/servers.py uses to start private throwaway servers,
+#   2. what pip needs to build the drivers of the `drivers` dependency group that
+#      come as source only (mysqlclient, mariadb): MariaDB Connector/C's headers and
+#      pkg-config files, pkg-config, a C compiler and Python's headers, and
+#   3. the project virtualenv .venv with the package and its dev group installed.
 # Idempotent, and fast (no network) when everything is already in place.
 #
 # Environment:
@@ -30,6 +33,20 @@ have_postgres() { [ -x "$PG_BINDIR/initdb" ] && [ -x "$PG_BINDIR/postgres" ]; }
 have_mariadb() {
     { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
         command -v mariadb-install-db >/dev/null 2>&1
+}
+
+# mysqlclient finds the client library through pkg-config (`mysqlclient` or
+# `mariadb`), MariaDB Connector/Python through mariadb_config: both from Debian's
+# libmariadb-dev. Both compile a C extension against Python.h.
+have_mariadb_dev() {
+    command -v mariadb_config >/dev/null 2>&1 &&
+        command -v pkg-config >/dev/null 2>&1 &&
+        pkg-config --exists mariadb 2>/dev/null
+}
+have_python_headers() {
+    "$PYTHON" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        >/dev/null 2>&1
 }
 
 # A Docker engine that answers makes tests/servers.py use testcontainers, so the
@@ -107,14 +124,24 @@ if [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ]; then
     fi
     packages+=("${server_packages[@]}")
 fi
+have_mariadb_dev || packages+=(libmariadb-dev pkg-config)
+command -v cc >/dev/null 2>&1 || packages+=(gcc libc6-dev)
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
     [ "$PYTHON" = python3 ] || die "PYTHON=$PYTHON not found"
-    packages+=(python3 python3-venv)
+    packages+=(python3 python3-venv python3-dev)
 elif [ ! -x .venv/bin/python ] && ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
     # Debian splits `python3 -m venv` support out of python3.
     case "$(command -v "$PYTHON")" in
     /usr/bin/*) packages+=(python3-venv) ;;
     *) die "$PYTHON cannot create virtualenvs (no ensurepip); use another PYTHON=..." ;;
+    esac
+fi
+# Python.h, for the C extensions pip builds: Debian's python3-dev for its own
+# Python; another interpreter (pyenv, a python.org build) ships its headers itself.
+if command -v "$PYTHON" >/dev/null 2>&1 && ! have_python_headers; then
+    case "$(readlink -f "$(command -v "$PYTHON")")" in
+    /usr/bin/*) packages+=(python3-dev) ;;
+    *) die "$PYTHON has no C headers (Python.h): the drivers mysqlclient and mariadb cannot be built" ;;
     esac
 fi
 if [ "${#packages[@]}" -gt 0 ]; then
@@ -123,6 +150,7 @@ if [ "${#packages[@]}" -gt 0 ]; then
         case "$pkg" in
         postgresql-15) have_postgres || die "postgresql-15 installed but $PG_BINDIR/initdb is missing" ;;
         mariadb-server) have_mariadb || die "mariadb-server installed but mariadbd/mariadb-install-db are missing" ;;
+        libmariadb-dev) have_mariadb_dev || die "libmariadb-dev installed but mariadb_config or pkg-config's mariadb is missing" ;;
         esac
     done
 fi

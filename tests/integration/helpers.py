@@ -34,6 +34,41 @@ def checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -
     return cp
 
 
+# Test counts per capability in langgraph-checkpoint-conformance 0.0.2: the base
+# contract (58 tests) and the extended surface (delete_for_runs, copy_thread, prune).
+CONFORMANCE_TESTS = {
+    "put": 17,
+    "put_writes": 10,
+    "get_tuple": 10,
+    "list": 16,
+    "delete_thread": 5,
+    "delete_for_runs": 7,
+    "copy_thread": 8,
+    "prune": 8,
+}
+
+
+def assert_conformance(report: object) -> None:
+    """Every capability of the conformance suite detected and passed, all its tests run."""
+    from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
+
+    results = report.results  # type: ignore[attr-defined]
+    failures = {
+        name: result.failures
+        for name, result in results.items()
+        if result.detected and not result.passed
+    }
+    assert not failures, failures
+    for capability in ALL_CAPABILITIES:
+        result = results[capability.value]
+        assert result.detected, f"{capability.value} not detected"
+        assert result.passed, f"{capability.value}: {result.failures}"
+        assert result.tests_passed == CONFORMANCE_TESTS[capability.value], (
+            capability.value,
+            result.tests_passed,
+        )
+
+
 class StatementCounter:
     """Counts statements sent to the database (an executemany counts once)."""
 

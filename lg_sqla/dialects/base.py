@@ -114,6 +114,13 @@ class DialectOps:
         """``metadata[key] == value`` with JSON semantics (None also matches a missing key)."""
         raise NotImplementedError
 
+    def is_lock_conflict(self, error: BaseException) -> bool:
+        """Whether the driver's ``error`` says the database rolled the transaction back
+        to resolve a conflict (deadlock, lock timeout, serialization failure, busy
+        database), so the whole call may run again (``lg_sqla.runtime.retry``).
+        Unknown databases: never."""
+        return False
+
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         """Hold a lock that serializes schema migrations across processes."""

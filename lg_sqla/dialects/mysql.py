@@ -164,6 +164,21 @@ def _compile_mysql_anti_join_delete(element: _MySQLAntiJoinDelete, compiler: Any
     )
 
 
+# Deadlock found (InnoDB's victim, and Galera's certification failure), lock wait
+# timeout: the server rolled the transaction (or, for 1205 by default, the
+# statement; lg_sqla then rolls back the rest) back.
+_LOCK_CONFLICT_ERRORS = frozenset({1213, 1205})
+
+
+def mysql_error_number(error: BaseException) -> int | None:
+    """The server's error number: ``args[0]`` on PyMySQL, mysqlclient and asyncmy,
+    ``errno`` on MariaDB Connector/Python."""
+    number = getattr(error, "errno", None)
+    if number is None and error.args and isinstance(error.args[0], int):
+        number = error.args[0]
+    return number if isinstance(number, int) else None
+
+
 class MySQLOps(DialectOps):
     """MySQL 8.0.4+ and MariaDB 10.6+ (JSON_TABLE)."""
 
@@ -285,6 +300,11 @@ class MySQLOps(DialectOps):
             sa.func.json_contains(candidate, extracted),
         )
 
+    def is_lock_conflict(self, error: BaseException) -> bool:
+        # By error number, not SQLSTATE: PyMySQL and asyncmy set one too, but 1205's
+        # is the catch-all HY000 and 1213's 40001 only by coincidence.
+        return mysql_error_number(error) in _LOCK_CONFLICT_ERRORS
+
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         # MySQL DDL commits implicitly, so a transaction-scoped lock is useless:
@@ -299,6 +319,11 @@ class MySQLOps(DialectOps):
             )
         try:
             yield
+            # Commit before the lock goes: the last revision's version row must be
+            # there for the next process that takes it, or it applies that revision
+            # again ("Duplicate column name").
+            if connection.in_transaction():
+                connection.commit()
         finally:
             connection.execute(sa.select(sa.func.release_lock(MIGRATION_LOCK_NAME)))
 

@@ -86,6 +86,19 @@ def bulk_params(
     return params
 
 
+# Serialization failure, deadlock detected: PostgreSQL rolled the transaction back.
+_LOCK_CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a driver's error: ``sqlstate`` on psycopg 3 and SQLAlchemy's
+    asyncpg adapter, ``pgcode`` on psycopg2, the server's "C" field on pg8000."""
+    code = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+    if code is None and error.args and isinstance(error.args[0], dict):
+        code = error.args[0].get("C")
+    return code if isinstance(code, str) else None
+
+
 class PostgresOps(OnConflictOps):
     name = "postgresql"
 
@@ -200,6 +213,9 @@ class PostgresOps(OnConflictOps):
         # PostgreSQL types UNION columns pairwise from the left: an untyped NULL
         # becomes text and then clashes with integer columns of later branches.
         return sa.cast(sa.null(), type_)
+
+    def is_lock_conflict(self, error: BaseException) -> bool:
+        return _sqlstate(error) in _LOCK_CONFLICT_SQLSTATES
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:

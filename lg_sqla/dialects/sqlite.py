@@ -27,6 +27,8 @@ from lg_sqla.dialects.base import (
 )
 from lg_sqla.errors import InvalidInputError
 
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
 
 class SQLiteOps(OnConflictOps):
     name = "sqlite"
@@ -72,6 +74,15 @@ class SQLiteOps(OnConflictOps):
             member.c.type.in_(("object", "array")),
             member.c.value == sa.func.json(json.dumps(value, separators=(",", ":"))),
         )
+
+    def is_lock_conflict(self, error: BaseException) -> bool:
+        # SQLITE_BUSY (5) and SQLITE_LOCKED (6), extended codes included (the low
+        # byte); Python before 3.11 has no code on the exception: its message.
+        code = getattr(error, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return True
+        message = str(error)
+        return "database is locked" in message or "database table is locked" in message
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:

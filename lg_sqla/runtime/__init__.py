@@ -5,7 +5,7 @@ as *plans* (``plans``): generators of statements that do no I/O. This package is
 the only code that runs them:
 
 ========== ===================================================================
-plans      Step, Outcome, Plan; ``drive``/``adrive`` run a plan on a Core
+plans      Step, Outcome, Plan; ``drive`` runs a plan on a Core
            ``Connection``
 executor   ``Runtime``: one per owner; ``run``/``arun`` = retries, writer lock,
            path choice, one transaction per attempt

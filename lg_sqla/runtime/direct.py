@@ -33,9 +33,9 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
+from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DirectDriver, Restore
 from lg_sqla.runtime.plans import Outcome, Plan, Step, T
-from lg_sqla.runtime.retry import mark_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -276,11 +276,16 @@ def run(
             if not autocommit:
                 dbapi_connection.commit()
         except dialect.loaded_dbapi.Error as error:
-            _raise_wrapped(core(), error, statement_sql, parameters, cursor, after_commit=True)
+            # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
+            # it, as Core's Connection does when it closes, before the pool has it back.
+            _rollback_quietly(dbapi_connection, dialect)
+            at_commit = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+            _raise_wrapped(core(), error, statement_sql, parameters, cursor, at_commit)
         return done.value  # type: ignore[no-any-return]
     except dialect.loaded_dbapi.Error as error:
         _rollback_quietly(dbapi_connection, dialect)
-        _raise_wrapped(core(), error, statement_sql, parameters, cursor, after_commit=committed)
+        mark = retry.mark_partly_committed if committed else None
+        _raise_wrapped(core(), error, statement_sql, parameters, cursor, mark)
     except BaseException:
         _rollback_quietly(dbapi_connection, dialect)
         raise
@@ -313,16 +318,16 @@ def _raise_wrapped(
     statement: str | None,
     parameters: Any,
     cursor: Any,
-    *,
-    after_commit: bool,
+    mark: Callable[[BaseException], None] | None,
 ) -> None:
     """Raise ``error`` as SQLAlchemy would have: wrapped in its DBAPIError class, the
-    connection invalidated if the error says it is dead."""
+    connection invalidated if the error says it is dead; ``mark`` records where in the
+    plan it happened, for the retry decision (``runtime.retry``)."""
     try:
         # Private in SQLAlchemy: its one place that wraps DBAPI errors, detects
         # disconnects and invalidates the pool's stale connections.
         connection._handle_dbapi_exception(error, statement, parameters, cursor, None)
     except Exception as wrapped:
-        if after_commit and hasattr(wrapped, "orig"):
-            mark_after_commit(wrapped)
+        if mark is not None and hasattr(wrapped, "orig"):
+            mark(wrapped)
         raise

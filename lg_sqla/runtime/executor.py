@@ -28,7 +28,6 @@ import threading
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
@@ -87,7 +86,7 @@ class Runtime:
         if not callable(source):
             return self.attempt(engine, source, prebuilt=prebuilt, writes=writes)
         return retry.with_retries(
-            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes)
+            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes), self.ops
         )
 
     def attempt(
@@ -138,13 +137,7 @@ class Runtime:
             # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
             # any statement (the connection autobegins).
             connection.execution_options(isolation_level="AUTOCOMMIT")
-        result = drive(connection, plan, first)
-        try:
-            connection.commit()
-        except DBAPIError as error:
-            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-            raise
-        return result
+        return drive(connection, plan, first, commit=True)
 
     def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         driver = direct_driver(engine.dialect)
@@ -208,7 +201,9 @@ class Runtime:
             )
         if not callable(source):
             return await self._aattempt(engine, source, prebuilt, writes)
-        return await retry.awith_retries(lambda: self._aattempt(engine, source(), prebuilt, writes))
+        return await retry.awith_retries(
+            lambda: self._aattempt(engine, source(), prebuilt, writes), self.ops
+        )
 
     async def _aattempt(
         self, engine: AsyncEngine, plan: Plan[T], prebuilt: bool, writes: bool | None

@@ -3,13 +3,14 @@
 An operation (``operations``, ``maintenance``, ``history``, ``rotation``) is a
 *plan*: a generator that yields :class:`Step` s (a statement and its
 parameters) and receives each step's :class:`Outcome` back. It does no I/O.
-:func:`drive` runs a plan on a sync ``Connection`` and :func:`adrive` on an
-``AsyncConnection``; they differ only by ``await``, so every operation's logic
-exists once.
+:func:`drive` runs a plan on a Core ``Connection``; the execution layer
+(``lg_sqla.runtime``) runs it sync, or async in one greenlet, so every operation's
+logic exists once.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,12 +18,11 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Executable
 
 from lg_sqla.codec import Record
 from lg_sqla.dialects import DialectOps
-from lg_sqla.runtime.retry import mark_after_commit
+from lg_sqla.runtime import retry
 
 T = TypeVar("T")
 Rows = Sequence[Row[Any]]
@@ -76,8 +76,10 @@ class Context:
     next_version: Callable[[], Any] = lambda: None  # (callers that build no tuples)
 
 
-def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
-    """Run a plan's statements on ``connection``, feeding each one's rows back."""
+def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = False) -> T:
+    """Run a plan's statements on ``connection``, feeding each one's rows back; with
+    ``commit``, commit at its end. Errors are marked for the retry decision
+    (``runtime.retry``): after a ``COMMIT`` step, or by the final commit itself."""
     step = first
     committed = False
     try:
@@ -91,33 +93,32 @@ def drive(connection: Connection, plan: Plan[T], first: Step) -> T:
             rows = result.all() if step.fetch else []
             step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
     except StopIteration as done:
+        if commit:
+            try:
+                connection.commit()
+            except DBAPIError as error:
+                _end_refused_transaction(connection)
+                mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+                mark(error)
+                raise
         return done.value  # type: ignore[no-any-return]
     except DBAPIError as error:
         if committed:  # part of the plan is stored: running it again is not a retry
-            mark_after_commit(error)
+            retry.mark_partly_committed(error)
         raise
 
 
-async def adrive(connection: AsyncConnection, plan: Plan[T], first: Step) -> T:
-    """Async twin of :func:`drive`: the plan is the same, only the await differs."""
-    step = first
-    committed = False
-    try:
-        while True:
-            if step.statement is None:
-                await connection.commit()
-                committed = True
-                step = plan.send(Outcome((), 0))
-                continue
-            result = await connection.execute(step.statement, step.params)
-            rows = result.all() if step.fetch else []
-            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except DBAPIError as error:
-        if committed:  # part of the plan is stored: running it again is not a retry
-            mark_after_commit(error)
-        raise
+def _end_refused_transaction(connection: Connection) -> None:
+    """Roll back what a refused COMMIT may leave open (SQLite answers SQLITE_BUSY and
+    keeps the transaction). SQLAlchemy counts the transaction as ended either way, so
+    neither it nor the pool would roll it back: a retry on the same pooled connection
+    would see (and then commit) the failed attempt's rows."""
+    if connection.invalidated:
+        return
+    with contextlib.suppress(connection.dialect.loaded_dbapi.Error):
+        dbapi_connection = connection.connection.dbapi_connection
+        if dbapi_connection is not None:
+            dbapi_connection.rollback()
 
 
 def in_one_transaction(plan: Plan[T]) -> Plan[T]:

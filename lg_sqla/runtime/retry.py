@@ -1,4 +1,4 @@
-"""Which database errors a saver call may run again from scratch, and when.
+"""Which database errors a call may run again from scratch, and when.
 
 Two kinds of failure are normal on a busy or restarted database, and callers
 should never see them:
@@ -8,22 +8,32 @@ should never see them:
   serialization failure (40001) or a deadlock (40P01); SQLite answers
   ``SQLITE_BUSY`` ("database is locked") when two transactions both want to write
   and waiting cannot help. The database rolled the transaction back, so running
-  the whole call again is correct. Retried a bounded number of times, after a
-  short jittered pause so the two contenders do not collide again.
+  the whole call again is correct. Which error is which is each database's own
+  knowledge: ``DialectOps.is_lock_conflict`` (lg_sqla.dialects). Retried a bounded
+  number of times, after a short jittered pause so the two contenders do not
+  collide again.
 * **A dead pooled connection** (server restarted, connection killed): SQLAlchemy
   flags it ``connection_invalidated`` and drops the pool's older connections, so
   the next checkout opens a new one. Retried once, which avoids paying a
   ``pool_pre_ping`` round trip on every checkout.
 
-Both only when nothing of the call was committed: an error raised after a plan's
-``COMMIT`` step, or by the final commit itself (whose outcome is unknown), is
-marked with :func:`mark_after_commit` and re-raised as it is. Multi-transaction
-plans (``prune`` of several threads, ``sweep``, ``reencrypt``) are therefore
-retried only while their first transaction runs; each of them is idempotent, so
-calling it again after such an error finishes the work.
+Both only when nothing of the call was committed:
 
-Plans are generators and cannot be rewound: the shells retry by asking a plan
-*factory* for a fresh plan (see ``SQLAlchemySaver._run``).
+* an error raised after a plan's ``COMMIT`` step is marked with
+  :func:`mark_partly_committed` and never retried. Multi-transaction plans
+  (``prune`` of several threads, ``sweep``, ``reencrypt``) are therefore retried
+  only while their first transaction runs; each of them is idempotent, so calling
+  it again after such an error finishes the work;
+* an error raised by the final ``COMMIT`` itself is marked with
+  :func:`mark_failed_at_commit`. A lock conflict there (a Galera certification
+  failure or an InnoDB deadlock reported at COMMIT, a PostgreSQL serialization
+  failure of a SERIALIZABLE transaction) is the server's answer that it rolled the
+  transaction back: the outcome is known, and the call is retried like any other
+  conflict. Anything else there (above all a lost connection) leaves the outcome
+  unknown: raised as it is, never run again.
+
+Plans are generators and cannot be rewound: the executors retry by asking a plan
+*factory* for a fresh plan (``runtime.executor``).
 """
 
 from __future__ import annotations
@@ -36,52 +46,48 @@ from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
+from lg_sqla.dialects import DialectOps
+
 # Attempts in all (the first included) for lock conflicts; a disconnect is retried once.
 MAX_ATTEMPTS = 6
 # The pause before retry n is uniform in [0, BASE * 2**(n-1)] seconds ("full jitter").
 BACKOFF_BASE_S = 0.01
 
-_MYSQL_LOCK_CONFLICTS = frozenset({1213, 1205})  # deadlock, lock wait timeout
-_POSTGRES_LOCK_CONFLICTS = frozenset({"40001", "40P01"})  # serialization failure, deadlock
-_AFTER_COMMIT = "_lg_sqla_after_commit"
+_PARTLY_COMMITTED = "_lg_sqla_partly_committed"
+_AT_COMMIT = "_lg_sqla_failed_at_commit"
 
 T = TypeVar("T")
 
 
-def mark_after_commit(error: BaseException) -> None:
-    """Record that part of the call may be committed: it must not run again."""
-    setattr(error, _AFTER_COMMIT, True)
+def mark_partly_committed(error: BaseException) -> None:
+    """Record that part of the call was committed (a COMMIT step went through): it
+    must not run again."""
+    setattr(error, _PARTLY_COMMITTED, True)
 
 
-def is_lock_conflict(error: DBAPIError) -> bool:
-    """A deadlock, lock timeout, serialization failure or SQLITE_BUSY, on any dialect."""
-    orig = error.orig
-    sqlstate = getattr(orig, "sqlstate", None)  # psycopg
-    if sqlstate is not None:
-        return sqlstate in _POSTGRES_LOCK_CONFLICTS
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int):  # PyMySQL, asyncmy, mysqlclient: (code, message)
-        return args[0] in _MYSQL_LOCK_CONFLICTS
-    # sqlite3 / aiosqlite: SQLITE_BUSY and SQLITE_LOCKED carry no code on older Pythons.
-    message = str(orig)
-    return "database is locked" in message or "database table is locked" in message
+def mark_failed_at_commit(error: BaseException) -> None:
+    """Record that the call's final COMMIT raised ``error``."""
+    setattr(error, _AT_COMMIT, True)
 
 
-def retry_delay(error: DBAPIError, attempt: int) -> float | None:
+def retry_delay(error: DBAPIError, attempt: int, ops: DialectOps) -> float | None:
     """Seconds to wait before running the call again, or ``None`` to raise ``error``.
 
     ``attempt`` is the number of attempts made so far (1 after the first failure).
     """
-    if getattr(error, _AFTER_COMMIT, False):
+    if getattr(error, _PARTLY_COMMITTED, False):
         return None
+    conflict = error.orig is not None and ops.is_lock_conflict(error.orig)
+    if getattr(error, _AT_COMMIT, False) and not conflict:
+        return None  # the COMMIT's outcome is unknown
     if error.connection_invalidated:
         return 0.0 if attempt == 1 else None
-    if attempt < MAX_ATTEMPTS and is_lock_conflict(error):
+    if attempt < MAX_ATTEMPTS and conflict:
         return random.uniform(0, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return None
 
 
-def with_retries(attempt: Callable[[], T]) -> T:
+def with_retries(attempt: Callable[[], T], ops: DialectOps) -> T:
     """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows."""
     attempts = 0
     while True:
@@ -89,13 +95,13 @@ def with_retries(attempt: Callable[[], T]) -> T:
             return attempt()
         except DBAPIError as error:
             attempts += 1
-            delay = retry_delay(error, attempts)
+            delay = retry_delay(error, attempts, ops)
             if delay is None:
                 raise
             time.sleep(delay)
 
 
-async def awith_retries(attempt: Callable[[], Awaitable[T]]) -> T:
+async def awith_retries(attempt: Callable[[], Awaitable[T]], ops: DialectOps) -> T:
     """Async twin of :func:`with_retries`."""
     attempts = 0
     while True:
@@ -103,7 +109,7 @@ async def awith_retries(attempt: Callable[[], Awaitable[T]]) -> T:
             return await attempt()
         except DBAPIError as error:
             attempts += 1
-            delay = retry_delay(error, attempts)
+            delay = retry_delay(error, attempts, ops)
             if delay is None:
                 raise
             await asyncio.sleep(delay)

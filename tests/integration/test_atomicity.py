@@ -21,14 +21,14 @@ transaction) fails these tests; see the atomic helper's report for that check.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend, fresh_saver
+from faults import Faults, InjectedFault
 from helpers import checkpoint, config, new_thread, table_counts
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -40,92 +40,6 @@ from lg_sqla.runtime import direct
 INTERRUPT, RESUME = "__interrupt__", "__resume__"
 TABLES = (checkpoints, checkpoint_writes, checkpoint_blobs)
 Saver = SQLAlchemySaver | AsyncSQLAlchemySaver
-
-
-class InjectedFault(Exception):
-    """The failure injected at the chosen statement."""
-
-
-class Faults:
-    """Counts the statements sent through the engine's DBAPI cursors and raises
-    :class:`InjectedFault` instead of sending the ``n``-th, once armed.
-
-    It wraps the DBAPI connections themselves (SQLAlchemy's ``do_connect`` dialect
-    event returns the wrapped connection; no ConnectionEvents listener), so it sees
-    the statements of both paths: Core's ``Connection.execute`` and the direct path
-    (``lg_sqla.runtime.direct``), which runs on the pooled DBAPI connection.
-    """
-
-    def __init__(self) -> None:
-        self.armed_at = 0  # 0: not armed
-        self.seen: list[str] = []
-
-    def before(self, statement: str) -> None:
-        if not self.armed_at:
-            return
-        self.seen.append(statement)
-        if len(self.seen) == self.armed_at:
-            raise InjectedFault(f"statement {self.armed_at}: {statement[:80]}")
-
-    @contextmanager
-    def at(self, n: int) -> Iterator[list[str]]:
-        self.armed_at, self.seen = n, []
-        try:
-            yield self.seen
-        finally:
-            self.armed_at = 0
-
-    def install(self, engine: sa.Engine) -> None:
-        def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-            return _FaultyConnection(dialect.connect(*cargs, **cparams), self)
-
-        sa.event.listen(engine, "do_connect", connect)
-        assert not engine._has_events, "the fault injection must not need a ConnectionEvents hook"
-
-
-class _Proxy:
-    """Forwards every attribute of the wrapped object, reads and writes."""
-
-    def __init__(self, wrapped: Any, faults: Faults) -> None:
-        object.__setattr__(self, "_wrapped", wrapped)
-        object.__setattr__(self, "_faults", faults)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._wrapped, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._wrapped, name, value)
-
-    # Drivers check what they are given (psycopg's TypeInfo.fetch: "expected
-    # Connection"): the proxy passes isinstance() as the object it wraps.
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return type(self._wrapped)
-
-    def __enter__(self) -> Any:
-        self._wrapped.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._wrapped.__exit__(*exc)
-
-
-class _FaultyConnection(_Proxy):
-    def cursor(self, *args: Any, **kwargs: Any) -> Any:
-        return _FaultyCursor(self._wrapped.cursor(*args, **kwargs), self._faults)
-
-
-class _FaultyCursor(_Proxy):
-    def execute(self, statement: str, *args: Any, **kwargs: Any) -> Any:
-        self._faults.before(statement)
-        return self._wrapped.execute(statement, *args, **kwargs)
-
-    def executemany(self, statement: str, *args: Any, **kwargs: Any) -> Any:
-        self._faults.before(statement)
-        return self._wrapped.executemany(statement, *args, **kwargs)
-
-    def __iter__(self) -> Any:
-        return iter(self._wrapped)
 
 
 def snapshot(engine: sa.Engine, threads: Sequence[str]) -> dict[str, list[str]]:

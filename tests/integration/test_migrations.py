@@ -401,6 +401,38 @@ def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -
         probe.dispose()
 
 
+def test_the_lock_is_released_only_once_the_schema_is_committed(
+    fresh_database: Backend,
+) -> None:
+    """Whenever the migration lock is free again, another session sees the schema at
+    head. (On MySQL/MariaDB `RELEASE_LOCK` once ran before the last revision's version
+    row was committed: the next process to take the lock read the previous revision,
+    applied the last one again and failed with "Duplicate column name".)"""
+    engine = fresh_database.engine()
+    probe = fresh_database.engine(poolclass=sa.pool.NullPool)
+    held = False
+    seen_once_free: list[str | None] = []
+
+    @sa.event.listens_for(engine, "after_cursor_execute")
+    def after(*_args: object) -> None:
+        nonlocal held
+        if not _migration_lock_is_free(fresh_database, probe):
+            held = True
+        elif held and not seen_once_free:
+            with probe.connect() as conn:
+                seen_once_free.append(migrate.current_revision(conn))
+
+    try:
+        SQLAlchemySaver(engine).setup()
+        assert held
+        if fresh_database.name == "mysql":  # released by a statement: always observed
+            assert seen_once_free, "the lock's release was not observed"
+        assert seen_once_free in ([], [migrate.head_revision()]), seen_once_free
+    finally:
+        engine.dispose()
+        probe.dispose()
+
+
 def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
     """`alembic upgrade head` with LG_SQLA_DATABASE_URL, and `python -m lg_sqla`."""
     env = {**os.environ, "LG_SQLA_DATABASE_URL": fresh_database.sync_url}

@@ -845,6 +845,12 @@ class MySQLOps(DialectOps):
             )
         try:
             yield
+            # The version table's last UPDATE is still in this transaction (Alembic
+            # leaves the commit to us: see alembic/env.py). Committed only after the
+            # release, it let the next process read the old revision under the lock and
+            # apply the last revision again ("Duplicate column name 'prefix_head'").
+            if connection.in_transaction():
+                connection.commit()
         finally:
             connection.execute(sa.select(sa.func.release_lock(MIGRATION_LOCK_NAME)))
 

@@ -447,7 +447,7 @@ STATIC = """\
 
 These counts hold on both execution paths: through SQLAlchemy Core (what an engine
 with event listeners, like the tests' statement counter, gets) and on the direct
-path the benchmark measures (`lg_sqla/direct.py`; `test_direct_path.py` reads what
+path the benchmark measures (`lg_sqla/runtime/direct.py`; `test_direct_path.py` reads what
 SQLite itself executed through its trace callback).
 
 ## Other measurements

@@ -19,11 +19,9 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util import greenlet_spawn
 
-from lg_sqla import maintenance, migrate, operations, retry, rotation
+from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
 from lg_sqla.engines import (
     configure_engine,
@@ -33,35 +31,8 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.plans import Plan, PlanSource, T, adrive
 from lg_sqla.rotation import RotationReport
-from lg_sqla.saver import Shell, attempt_plan
-
-
-async def attempt_plan_async(shell: Shell, engine: AsyncEngine, plan: Plan[T]) -> T:
-    """One attempt at a plan through SQLAlchemy Core on an ``AsyncConnection`` (the
-    async saver's and store's calls that do not run whole in one greenlet)."""
-    # One transaction per call (plans may COMMIT between threads); an error
-    # rolls back whatever the current transaction wrote.
-    async with engine.connect() as connection:
-        # Plans build their statements only now: some depend on what the
-        # first connection taught the dialect (e.g. MariaDB or MySQL).
-        try:
-            first = next(plan)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        if first.whole_plan and shell.ops.autocommit_single_statements:
-            await connection.execution_options(isolation_level="AUTOCOMMIT")
-        if not shell._schema_checked:
-            await connection.run_sync(migrate.check_schema)
-            shell._schema_checked = True
-        result = await adrive(connection, plan, first)
-        try:
-            await connection.commit()
-        except DBAPIError as error:
-            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-            raise
-        return result
+from lg_sqla.runtime.plans import PlanSource, T
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -81,6 +52,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         list_page_size: ``alist`` fetches this many checkpoints per statement.
         check_schema: Verify on first use that the schema is at the latest migration.
         schema: Keep the tables in this PostgreSQL schema or MySQL/MariaDB database.
+        direct_path: See ``SQLAlchemySaver``.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -100,11 +72,12 @@ class AsyncSQLAlchemySaver(SaverBase):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
         schema: str | None = None,
+        direct_path: bool = True,
     ) -> None:
-        self._init_common(engine.dialect, serde, list_page_size, check_schema)
+        self._init_common(engine.dialect, serde, list_page_size, check_schema, direct_path)
         self.schema = schema
         self.engine = in_schema(engine, schema)
-        # A sync engine on the same SQLite file, owned by from_conn_string (see _attempt).
+        # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -120,6 +93,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         schema: str | None = None,
+        direct_path: bool = True,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -142,7 +116,13 @@ class AsyncSQLAlchemySaver(SaverBase):
             )
         threaded = None
         try:
-            saver = cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
+            saver = cls(
+                engine,
+                serde=serde,
+                list_page_size=list_page_size,
+                schema=schema,
+                direct_path=direct_path,
+            )
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
                 threaded = configure_engine(
@@ -158,33 +138,14 @@ class AsyncSQLAlchemySaver(SaverBase):
     # --- plumbing ------------------------------------------------------------
 
     async def _run(self, source: PlanSource[T], *, hot: bool = False) -> T:
-        """Run a plan; given a plan factory, run it again from scratch when the database
-        rolled the attempt back (see ``SQLAlchemySaver._run`` and ``lg_sqla.retry``)."""
-        if not callable(source):
-            return await self._attempt(source, hot)
-        return await retry.awith_retries(lambda: self._attempt(source(), hot))
-
-    async def _attempt(self, plan: Plan[T], hot: bool = False) -> T:
-        if hot and self._threaded is not None:
-            # A checkpointer call (get/list/put/put_writes/delete/history) on a
-            # SQLite file opened by from_conn_string runs whole on a pysqlite
-            # connection in one worker thread: one thread hop per call instead of
-            # aiosqlite's one per DBAPI call (cursor, execute, fetchall, close,
-            # commit: 5 for a get_tuple, 7 for a put). Same file, WAL and
-            # busy_timeout, same plans. Maintenance calls (whose progress
-            # callbacks run on the loop) and engines passed in stay on aiosqlite.
-            return await asyncio.to_thread(attempt_plan, self, self._threaded, plan)
-        if hot:
-            # The whole call (checkout, statements, commit, checkin) as the sync shell's
-            # code in ONE greenlet, the way AsyncConnection runs each of its methods:
-            # the driver is still awaited on this loop, but a call no longer pays for
-            # four greenlet spawns (connect, execute, commit, close: 65 µs for the
-            # checkout and return alone on psycopg).
-            return await greenlet_spawn(
-                attempt_plan, self, self.engine.sync_engine, plan, in_event_loop=True
-            )
-        # Other calls (maintenance: its progress callbacks run on the loop).
-        return await attempt_plan_async(self, self.engine, plan)
+        """Run a plan (``lg_sqla.runtime``). ``hot``: a checkpointer call, whose
+        statements are all prebuilt (it may take the direct path) and which calls no
+        user code (on a SQLite file opened by ``from_conn_string`` it runs whole on
+        the pysqlite engine in a worker thread). Maintenance calls, whose progress
+        callbacks run on the loop, and engines passed in stay on the event loop."""
+        return await self._runtime.arun(
+            self.engine, source, prebuilt=hot, threaded=self._threaded, calls_back=not hot
+        )
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
@@ -199,7 +160,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 self.engine.connect() as connection,
             ):
                 await connection.run_sync(migrate.upgrade_connection_locked)
-        self._schema_checked = True
+        self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------
 

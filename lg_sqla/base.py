@@ -13,9 +13,8 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla.dialects import DialectOps, ops_for
-from lg_sqla.direct import DirectCompiler
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.plans import Context
+from lg_sqla.runtime import Context, Runtime
 from lg_sqla.serde import with_msgpack_allowlist
 
 DEFAULT_LIST_PAGE_SIZE = 100
@@ -69,13 +68,13 @@ class SaverBase(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None,
         list_page_size: int,
         check_schema: bool,
+        direct_path: bool,
     ) -> None:
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
         self.ops = ops_for(dialect)
-        self._direct = DirectCompiler(self.ops)
+        self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
         self.list_page_size = list_page_size
-        self._schema_checked = not check_schema
 
     @property
     def _ctx(self) -> Context:

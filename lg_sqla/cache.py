@@ -19,15 +19,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lg_sqla import retry
-from lg_sqla.aio import attempt_plan_async
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for
-from lg_sqla.direct import DirectCompiler
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import cache_entries
-from lg_sqla.plans import Plan, Step, T
-from lg_sqla.saver import attempt_plan
+from lg_sqla.runtime import Plan, Runtime, Step
+from lg_sqla.runtime.plans import T
 from lg_sqla.store._plan import digest
 
 __all__ = ["SQLAlchemyCache"]
@@ -90,10 +87,8 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         else:
             self.engine = in_schema(engine, schema)
         self.ops = ops_for(engine.dialect)
-        # What the savers' attempt needs of its shell (lg_sqla.saver.Shell); the
-        # cache's statements are built per call, so they never take the direct path.
-        self._direct = DirectCompiler(self.ops)
-        self._schema_checked = not check_schema
+        # The cache's statements are built per call: its plans always run on Core.
+        self._runtime = Runtime(self.ops, check_schema=check_schema)
 
     # --- plans ---------------------------------------------------------------
 
@@ -169,16 +164,13 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
         """Run a plan in one transaction, again from scratch when the database rolled
-        it back (deadlock, dead pooled connection: ``lg_sqla.retry``), as the savers do
-        (their attempt: schema check, SQLite writer lock, COMMIT never re-run)."""
-        engine = self._sync_engine()
-        return retry.with_retries(lambda: attempt_plan(self, engine, factory()))
+        it back, as the savers do (``lg_sqla.runtime``)."""
+        return self._runtime.run(self._sync_engine(), factory)
 
     async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
         if not isinstance(self.engine, AsyncEngine):
             return await asyncio.to_thread(self._run, factory)
-        engine = self.engine
-        return await retry.awith_retries(lambda: attempt_plan_async(self, engine, factory()))
+        return await self._runtime.arun(self.engine, factory)
 
     # --- BaseCache -----------------------------------------------------------
 

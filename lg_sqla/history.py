@@ -32,7 +32,7 @@ from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Context, Plan, Step
+from lg_sqla.runtime.plans import Context, Plan, Step
 from lg_sqla.statements import WRITE_VALUE_COLUMNS
 
 

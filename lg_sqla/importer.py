@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from lg_sqla import codec
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Plan, Step
+from lg_sqla.runtime.plans import Plan, Step
 
 if TYPE_CHECKING:
     from lg_sqla.aio import AsyncSQLAlchemySaver

@@ -8,7 +8,7 @@ SQLite, PostgreSQL and MySQL/MariaDB, bounded by a page size. Nothing is
 deserialized unless the call's purpose is to show values (``show``, ``diff``,
 ``latest``, ``writes(values=True)``).
 
-Every query is a sans-IO plan (see ``lg_sqla.plans``), so the sync and async
+Every query is a sans-IO plan (see ``lg_sqla.runtime.plans``), so the sync and async
 front ends differ only by ``await``::
 
     from lg_sqla.inspect import Inspector, AsyncInspector
@@ -38,7 +38,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Context, Plan, Step
+from lg_sqla.runtime.plans import Context, Plan, Step
 from lg_sqla.statements import versioned_blobs
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from lg_sqla.history import walk_chain
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import COMMIT, Context, Plan, Step
+from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step
 from lg_sqla.statements import blob_keys
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -20,149 +18,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Connection, Dialect, Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import Engine
 
-from lg_sqla import direct, maintenance, migrate, operations, retry, rotation
+from lg_sqla import maintenance, migrate, operations, rotation
 from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
-from lg_sqla.dialects import DialectOps
-from lg_sqla.direct import DirectCompiler
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, saver_url
 from lg_sqla.maintenance import SweepReport
-from lg_sqla.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.rotation import RotationReport
-
-
-def attempt_plan(shell: Shell, engine: Engine, plan: Plan[T], *, in_event_loop: bool = False) -> T:
-    """One attempt at a plan, on a connection of ``engine`` (sync; any thread).
-
-    A plan that writes takes the database's writer lock, if it has one (SQLite's
-    in-process lock, ``DialectOps.writer_lock``), *before* it checks out a
-    connection and returns the connection before it lets the lock go, so that
-    writers never hold a pooled connection while they queue, and the next writer
-    gets the same connection back from the pool (SQLite: its page cache stays
-    valid: see ``engines.engine_options``).
-
-    ``in_event_loop``: run by the async saver in a greenlet on the event loop's
-    thread, where other tasks interleave at each driver call: a thread lock held
-    across those calls would block the loop (a task waiting for it would never let
-    the holder resume), so SQLite's in-process writer lock is not taken there.
-    """
-    if not shell._direct.warm:
-        # Plans build their statements only once a connection was made: some depend
-        # on what the first connection taught the dialect (e.g. MariaDB or MySQL).
-        with engine.connect() as connection:
-            shell._direct.warm = True
-            try:
-                first = next(plan)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            if _writer_lock(shell, engine, first, in_event_loop) is None:
-                return attempt_on(shell, connection, plan, first)
-        return _attempt_started(shell, engine, plan, first, in_event_loop)
-    # The plan serializes and validates its data before a connection is checked
-    # out: the pool's connections are held for I/O only.
-    try:
-        first = next(plan)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    return _attempt_started(shell, engine, plan, first, in_event_loop)
-
-
-def _attempt_started(
-    shell: Shell, engine: Engine, plan: Plan[T], first: Step, in_event_loop: bool
-) -> T:
-    """A started plan: writer lock (if any), then a connection, then the plan, in one
-    transaction; on the direct path when it can (lg_sqla.direct)."""
-    with _writer_lock(shell, engine, first, in_event_loop) or contextlib.nullcontext():
-        if not (
-            shell._schema_checked
-            and direct.engine_allows(engine)
-            and runs_directly(shell, engine.dialect, first)
-        ):
-            # One transaction per call (plans may COMMIT between threads); an error
-            # rolls back whatever the current transaction wrote.
-            with engine.connect() as connection:
-                return attempt_on(shell, connection, plan, first)
-        # A hot plan runs on the pooled DBAPI connection, without a Core Connection.
-        pooled = direct.checkout(engine)
-        wrapped: list[Connection] = []
-
-        def core() -> Connection:
-            # Only on an error: SQLAlchemy's Connection wraps it, and invalidates a
-            # dead connection, as on the Core path.
-            wrapped.append(Connection(engine, connection=pooled))
-            return wrapped[0]
-
-        try:
-            autocommit = first.whole_plan and shell.ops.autocommit_single_statements
-            return direct.run(
-                pooled, engine.dialect, core, shell._direct, plan, first, autocommit=autocommit
-            )
-        finally:
-            (wrapped[0] if wrapped else pooled).close()
-
-
-def _writer_lock(
-    shell: Shell, engine: Engine, first: Step, in_event_loop: bool
-) -> threading.Lock | None:
-    """SQLite's in-process writer lock for a plan that writes (DialectOps.writer_lock)."""
-    return None if first.fetch or in_event_loop else shell.ops.writer_lock(engine)
-
-
-class Shell(Protocol):
-    """What running a plan needs of its owner: a saver, a store or the node cache."""
-
-    ops: DialectOps
-    _direct: DirectCompiler
-    _schema_checked: bool
-
-
-def attempt_on(
-    shell: Shell, connection: Connection, plan: Plan[T], first: Step, *, may_go_direct: bool = True
-) -> T:
-    """Run a started plan on ``connection`` in one transaction: on the direct path
-    where it can (lg_sqla.direct), else through Core; check the schema on first use."""
-    autocommit = first.whole_plan and shell.ops.autocommit_single_statements
-    go_direct = (
-        may_go_direct
-        and direct.usable_on(connection)
-        and runs_directly(shell, connection.dialect, first)
-    )
-    if autocommit and not go_direct:  # before any statement: it autobegins
-        connection.execution_options(isolation_level="AUTOCOMMIT")
-    if not shell._schema_checked:
-        migrate.check_schema(connection)
-        if go_direct:  # the direct path starts from no transaction
-            connection.commit()
-        shell._schema_checked = True
-    if go_direct:
-        return direct.run(
-            connection.connection,
-            connection.dialect,
-            lambda: connection,
-            shell._direct,
-            plan,
-            first,
-            autocommit=autocommit,
-        )
-    result = drive(connection, plan, first)
-    try:
-        connection.commit()
-    except DBAPIError as error:
-        retry.mark_after_commit(error)  # the outcome is unknown: never run it again
-        raise
-    return result
-
-
-def runs_directly(shell: Shell, dialect: Dialect, first: Step) -> bool:
-    """Whether this plan may skip SQLAlchemy Core's execution layer (lg_sqla.direct)."""
-    return (
-        shell.ops.runs_plans_directly
-        and first.statement is not None
-        and shell.ops.is_cached(first.statement)
-        and shell._direct.get(first.statement, dialect) is not None
-    )
+from lg_sqla.runtime.plans import PlanSource, T
 
 
 class SQLAlchemySaver(SaverBase):
@@ -183,6 +46,10 @@ class SQLAlchemySaver(SaverBase):
         schema: Keep lg_sqla's tables in this PostgreSQL schema or MySQL/MariaDB
             database (e.g. beside LangGraph's own saver's ``checkpoints`` table);
             ``setup()`` creates it. Default: the connection's default schema.
+        direct_path: Let the hot calls (get_tuple, list, put, put_writes) skip
+            SQLAlchemy Core's execution layer on the drivers it is tested for
+            (``lg_sqla.runtime``); never a change of behaviour. False keeps every
+            call on Core, as does ``engine.execution_options(lg_sqla_direct_path=False)``.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -201,8 +68,9 @@ class SQLAlchemySaver(SaverBase):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         check_schema: bool = True,
         schema: str | None = None,
+        direct_path: bool = True,
     ) -> None:
-        self._init_common(engine.dialect, serde, list_page_size, check_schema)
+        self._init_common(engine.dialect, serde, list_page_size, check_schema, direct_path)
         self.schema = schema
         self.engine = in_schema(engine, schema)
 
@@ -215,6 +83,7 @@ class SQLAlchemySaver(SaverBase):
         serde: SerializerProtocol | None = None,
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         schema: str | None = None,
+        direct_path: bool = True,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed on exit.
@@ -235,22 +104,22 @@ class SQLAlchemySaver(SaverBase):
         with driver_hint(url):
             engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         try:
-            yield cls(engine, serde=serde, list_page_size=list_page_size, schema=schema)
+            yield cls(
+                engine,
+                serde=serde,
+                list_page_size=list_page_size,
+                schema=schema,
+                direct_path=direct_path,
+            )
         finally:
             engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
 
-    def _run(self, source: PlanSource[T]) -> T:
-        """Run a plan; given a plan factory, run it again from scratch when the database
-        rolled the attempt back (deadlock, serialization failure, dead pooled
-        connection; see ``lg_sqla.retry``)."""
-        if not callable(source):
-            return self._attempt(source)
-        return retry.with_retries(lambda: self._attempt(source()))
-
-    def _attempt(self, plan: Plan[T]) -> T:
-        return attempt_plan(self, self.engine, plan)
+    def _run(self, source: PlanSource[T], *, hot: bool = False) -> T:
+        """Run a plan (``lg_sqla.runtime``); ``hot``: a checkpointer call, whose
+        statements are all prebuilt, so it may take the direct path."""
+        return self._runtime.run(self.engine, source, prebuilt=hot)
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
@@ -266,7 +135,7 @@ class SQLAlchemySaver(SaverBase):
             ...     saver.setup()
         """
         migrate.upgrade(self.engine)
-        self._schema_checked = True
+        self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------
 
@@ -292,7 +161,7 @@ class SQLAlchemySaver(SaverBase):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "user-42", "checkpoint_ns": ""}})
         """
-        return self._run(lambda: operations.get_tuple(self._ctx, config))
+        return self._run(lambda: operations.get_tuple(self._ctx, config), hot=True)
 
     def list(
         self,
@@ -321,7 +190,7 @@ class SQLAlchemySaver(SaverBase):
             filter_in_sql=self.ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
-            page = self._run(lambda: operations.load_page(self._ctx, query))
+            page = self._run(lambda: operations.load_page(self._ctx, query), hot=True)
             yield from pages.advance(page)
 
     def put(
@@ -352,7 +221,8 @@ class SQLAlchemySaver(SaverBase):
                 JSON; nothing is written. A serializer error also writes nothing.
         """
         return self._run(
-            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions)
+            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions),
+            hot=True,
         )
 
     def put_writes(
@@ -377,7 +247,10 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
-        self._run(lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path))
+        self._run(
+            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path),
+            hot=True,
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -385,7 +258,7 @@ class SQLAlchemySaver(SaverBase):
         Args:
             thread_id: The thread to delete; unknown threads are a no-op.
         """
-        self._run(lambda: operations.delete_thread(self._ctx, thread_id))
+        self._run(lambda: operations.delete_thread(self._ctx, thread_id), hot=True)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -399,7 +272,7 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
-        return self._run(lambda: operations.delta_history(self._ctx, config, channels))
+        return self._run(lambda: operations.delta_history(self._ctx, config, channels), hot=True)
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
 

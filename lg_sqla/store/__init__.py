@@ -33,15 +33,14 @@ from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.util import greenlet_spawn
 
-from lg_sqla import direct, migrate, retry
+from lg_sqla import migrate
 from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.plans import Plan, T
-from lg_sqla.saver import attempt_on
+from lg_sqla.runtime import Plan, Runtime
+from lg_sqla.runtime.plans import T
 from lg_sqla.store._plan import (
     Embedded,
     NativeVectors,
@@ -62,60 +61,6 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _attempt_on_engine(
-    store: _StoreBase,
-    engine: Engine,
-    plan: Plan[T],
-    hot: bool,
-    writes: bool,
-    *,
-    in_event_loop: bool = False,
-) -> T:
-    """One attempt at a batch plan on a connection of ``engine`` (sync code: a thread
-    of its own, or the async store's greenlet on the event loop's thread)."""
-    # SQLite: this process's writers queue on the savers' lock, not in SQLite's
-    # sleeping busy handler (see DialectOps.writer_lock), and take it before a
-    # connection, as the savers do (saver.attempt_plan). On the event loop's thread
-    # the async store has taken it already (see _writer_lock_held).
-    lock = store.ops.writer_lock(engine) if writes and not in_event_loop else None
-    with lock or contextlib.nullcontext(), engine.connect() as connection:
-        try:
-            first = next(plan)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        # A lone get or put (hot: every statement it may run is built once)
-        # may skip Core's execution layer, as the savers' hot plans do.
-        return attempt_on(store, connection, plan, first, may_go_direct=hot)
-
-
-@contextlib.asynccontextmanager
-async def _writer_lock_held(lock: threading.Lock | None) -> AsyncIterator[None]:
-    """Hold SQLite's in-process writer lock (a thread lock) from async code.
-
-    The lock is shared with the sync savers and stores of the same file, so it must
-    stay a thread lock; blocking on it on the event loop's thread would stall the
-    task that holds it (its I/O runs on this loop), so a waiting task waits in a
-    worker thread instead. Without the lock, an async writer would poll in SQLite's
-    busy handler while the lock's holders hand the database to each other, and could
-    starve until busy_timeout: "database is locked".
-    """
-    if lock is None:
-        yield
-        return
-    if not lock.acquire(blocking=False):
-        acquiring = asyncio.get_running_loop().run_in_executor(None, lock.acquire)
-        try:
-            await asyncio.shield(acquiring)
-        except asyncio.CancelledError:
-            # The worker thread takes the lock anyway: give it back once it has.
-            acquiring.add_done_callback(lambda _: lock.release())
-            raise
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 class _StoreBase(BaseStore):
     """Configuration shared by the sync and async stores."""
 
@@ -127,13 +72,13 @@ class _StoreBase(BaseStore):
         index: IndexConfig | None,
         ttl: TTLConfig | None,
         check_schema: bool,
+        direct_path: bool,
     ) -> None:
         self.ops = ops_for(engine.dialect)
         self.sql = store_sql_for(self.ops)
-        self._direct = direct.DirectCompiler(self.ops)
+        self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
         self.ttl_config = ttl
         self.index_config = index
-        self._schema_checked = not check_schema
         self.embeddings = None
         self._fields: list[str] = ["$"]
         if index is not None:
@@ -240,6 +185,8 @@ class SQLAlchemyStore(_StoreBase):
             ``sweep_interval_minutes``).
         check_schema: Verify on first use that the schema is at lg_sqla's head.
         schema: Keep the tables in this PostgreSQL schema / MySQL database.
+        direct_path: Let a lone get or put skip SQLAlchemy Core's execution layer on
+            the drivers it is tested for (``lg_sqla.runtime``); False keeps Core.
     """
 
     def __init__(
@@ -250,8 +197,9 @@ class SQLAlchemyStore(_StoreBase):
         ttl: TTLConfig | None = None,
         check_schema: bool = True,
         schema: str | None = None,
+        direct_path: bool = True,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema)
+        self._init_common(engine, index, ttl, check_schema, direct_path)
         self.engine = in_schema(engine, schema)
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
@@ -265,6 +213,7 @@ class SQLAlchemyStore(_StoreBase):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         schema: str | None = None,
+        direct_path: bool = True,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemyStore]:
         """Open a store on a database URL; the engine is disposed (and the sweeper
@@ -274,7 +223,7 @@ class SQLAlchemyStore(_StoreBase):
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         store = None
         try:
-            store = cls(engine, index=index, ttl=ttl, schema=schema)
+            store = cls(engine, index=index, ttl=ttl, schema=schema, direct_path=direct_path)
             yield store
         finally:
             if store is not None:
@@ -286,12 +235,10 @@ class SQLAlchemyStore(_StoreBase):
         migrate.upgrade(self.engine)
         with self.engine.begin() as connection:
             self._vectors_set_up(connection)
-        self._schema_checked = True
+        self._runtime.set_up()
 
     def _run(self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True) -> T:
-        return retry.with_retries(
-            lambda: _attempt_on_engine(self, self.engine, factory(), hot, writes)
-        )
+        return self._runtime.run(self.engine, factory, prebuilt=hot, writes=writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -368,12 +315,13 @@ class AsyncSQLAlchemyStore(_StoreBase):
         ttl: TTLConfig | None = None,
         check_schema: bool = True,
         schema: str | None = None,
+        direct_path: bool = True,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema)
+        self._init_common(engine, index, ttl, check_schema, direct_path)
         self.engine = in_schema(engine, schema)
         self._sweeper: asyncio.Task[None] | None = None
         self._sweeper_stop: asyncio.Event | None = None
-        # A sync engine on the same SQLite file, owned by from_conn_string (see _attempt).
+        # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
         # The loop the store runs on (sync calls from worker threads are sent there):
         # the one it is created on, else the one of its latest async call.
@@ -390,12 +338,13 @@ class AsyncSQLAlchemyStore(_StoreBase):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         schema: str | None = None,
+        direct_path: bool = True,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemyStore]:
         """Open a store on an async database URL; the engine is disposed on exit.
 
         On a SQLite file (``sqlite+aiosqlite:///...``) batches run whole on a pysqlite
-        engine of the same file, as the async saver's calls do (see ``_attempt``);
+        engine of the same file, as the async saver's calls do (see ``_run``);
         ``engine_kwargs`` go to both engines.
         """
         async_kwargs = engine_kwargs
@@ -405,7 +354,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         store = None
         threaded = None
         try:
-            store = cls(engine, index=index, ttl=ttl, schema=schema)
+            store = cls(engine, index=index, ttl=ttl, schema=schema, direct_path=direct_path)
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
                 sync_kwargs = engine_kwargs
@@ -437,31 +386,16 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await connection.run_sync(migrate.upgrade_connection_locked)
         async with self.engine.begin() as connection:
             await connection.run_sync(self._vectors_set_up)
-        self._schema_checked = True
+        self._runtime.set_up()
 
     async def _run(
         self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True
     ) -> T:
-        return await retry.awith_retries(lambda: self._attempt(factory(), hot, writes))
-
-    async def _attempt(self, plan: Plan[T], hot: bool, writes: bool) -> T:
-        if self._threaded is not None:
-            # A SQLite file opened by from_conn_string: the batch runs whole on a
-            # pysqlite connection in one worker thread (one thread hop, where
-            # aiosqlite makes one per DBAPI call), writes queued on the writer lock
-            # there, as the async saver's calls and the sync store's.
-            return await asyncio.to_thread(
-                _attempt_on_engine, self, self._threaded, plan, hot, writes
-            )
-        sync_engine = self.engine.sync_engine
-        lock = self.ops.writer_lock(sync_engine) if writes else None
-        async with _writer_lock_held(lock):
-            # The whole batch (checkout, statements, commit, checkin) as the sync
-            # store's code in ONE greenlet, as the async saver's hot calls: the driver
-            # is still awaited on this loop, without a greenlet spawn per step.
-            return await greenlet_spawn(
-                _attempt_on_engine, self, sync_engine, plan, hot, writes, in_event_loop=True
-            )
+        # On a SQLite file opened by from_conn_string, batches run whole on its
+        # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
+        return await self._runtime.arun(
+            self.engine, factory, prebuilt=hot, writes=writes, threaded=self._threaded
+        )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""

@@ -1,4 +1,4 @@
-"""The store's batch as one I/O-free plan (see ``lg_sqla.plans``), shared by the sync
+"""The store's batch as one I/O-free plan (see ``lg_sqla.runtime.plans``), shared by the sync
 and async stores.
 
 A batch of any size runs in a constant number of statements, grouped by kind,
@@ -56,7 +56,7 @@ from lg_sqla import limits
 from lg_sqla.dialects import NUMERIC_STRING, DialectOps, StoreSQL
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
-from lg_sqla.plans import Plan, Step
+from lg_sqla.runtime.plans import Plan, Step
 from lg_sqla.store._sql import (
     filter_condition,
     filter_params,
@@ -363,7 +363,7 @@ def _prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
 
 class _GotRow(NamedTuple):
     """A fetched item, from SQLAlchemy's processed rows or the raw DBAPI rows of the
-    direct path (lg_sqla.direct): JSON text parsed, timestamps as aware UTC."""
+    direct path (lg_sqla.runtime.direct): JSON text parsed, timestamps as aware UTC."""
 
     prefix: str
     key: str

@@ -3,8 +3,10 @@
 For each writing call, the same scenario is replayed with a failure injected
 at statement 1, then 2, ... until the call completes without reaching the
 failure, so every statement of the call is a failure point. The failure is
-raised by a ``before_cursor_execute`` listener on the real engine, after the
-earlier statements of the call have run in the database.
+raised by the engine's DBAPI cursors themselves (wrapped at connect: see
+:class:`Faults`), after the earlier statements of the call have run in the
+database; so it reaches both paths a call can take, SQLAlchemy Core and the
+direct path, and ``put``/``put_writes`` are replayed on each.
 
 - ``put``, ``put_writes``, ``copy_thread`` and ``delete_for_runs`` are one
   transaction: after a failure, every row of the scenario's threads is exactly
@@ -32,6 +34,7 @@ from helpers import checkpoint, config, new_thread, table_counts
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.codec import ns_hash
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
+from lg_sqla.runtime import direct
 
 # LangGraph's special channels (their constants are private since LangGraph 1.0).
 INTERRUPT, RESUME = "__interrupt__", "__resume__"
@@ -43,21 +46,86 @@ class InjectedFault(Exception):
     """The failure injected at the chosen statement."""
 
 
-@contextmanager
-def fail_at(engine: sa.Engine, n: int) -> Iterator[list[str]]:
-    """Raise :class:`InjectedFault` when ``engine`` is about to send its ``n``-th statement."""
-    seen: list[str] = []
+class Faults:
+    """Counts the statements sent through the engine's DBAPI cursors and raises
+    :class:`InjectedFault` instead of sending the ``n``-th, once armed.
 
-    def before_cursor_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-        if len(seen) == n:
-            raise InjectedFault(f"statement {n}: {statement[:80]}")
+    It wraps the DBAPI connections themselves (SQLAlchemy's ``do_connect`` dialect
+    event returns the wrapped connection; no ConnectionEvents listener), so it sees
+    the statements of both paths: Core's ``Connection.execute`` and the direct path
+    (``lg_sqla.runtime.direct``), which runs on the pooled DBAPI connection.
+    """
 
-    sa.event.listen(engine, "before_cursor_execute", before_cursor_execute)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", before_cursor_execute)
+    def __init__(self) -> None:
+        self.armed_at = 0  # 0: not armed
+        self.seen: list[str] = []
+
+    def before(self, statement: str) -> None:
+        if not self.armed_at:
+            return
+        self.seen.append(statement)
+        if len(self.seen) == self.armed_at:
+            raise InjectedFault(f"statement {self.armed_at}: {statement[:80]}")
+
+    @contextmanager
+    def at(self, n: int) -> Iterator[list[str]]:
+        self.armed_at, self.seen = n, []
+        try:
+            yield self.seen
+        finally:
+            self.armed_at = 0
+
+    def install(self, engine: sa.Engine) -> None:
+        def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            return _FaultyConnection(dialect.connect(*cargs, **cparams), self)
+
+        sa.event.listen(engine, "do_connect", connect)
+        assert not engine._has_events, "the fault injection must not need a ConnectionEvents hook"
+
+
+class _Proxy:
+    """Forwards every attribute of the wrapped object, reads and writes."""
+
+    def __init__(self, wrapped: Any, faults: Faults) -> None:
+        object.__setattr__(self, "_wrapped", wrapped)
+        object.__setattr__(self, "_faults", faults)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._wrapped, name, value)
+
+    # Drivers check what they are given (psycopg's TypeInfo.fetch: "expected
+    # Connection"): the proxy passes isinstance() as the object it wraps.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._wrapped)
+
+    def __enter__(self) -> Any:
+        self._wrapped.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._wrapped.__exit__(*exc)
+
+
+class _FaultyConnection(_Proxy):
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return _FaultyCursor(self._wrapped.cursor(*args, **kwargs), self._faults)
+
+
+class _FaultyCursor(_Proxy):
+    def execute(self, statement: str, *args: Any, **kwargs: Any) -> Any:
+        self._faults.before(statement)
+        return self._wrapped.execute(statement, *args, **kwargs)
+
+    def executemany(self, statement: str, *args: Any, **kwargs: Any) -> Any:
+        self._faults.before(statement)
+        return self._wrapped.executemany(statement, *args, **kwargs)
+
+    def __iter__(self) -> Any:
+        return iter(self._wrapped)
 
 
 def snapshot(engine: sa.Engine, threads: Sequence[str]) -> dict[str, list[str]]:
@@ -113,6 +181,7 @@ class Scenario:
     prepare: Callable[[SQLAlchemySaver, str], tuple[list[str], Any]]
     operate: Callable[[Saver, Any], Awaitable[Any]]
     per_thread: bool = False  # commits once per thread by design (prune, sweep)
+    hot: bool = False  # a checkpointer call: also runs on the direct path
 
 
 def _chain(saver: SQLAlchemySaver, thread_id: str, n: int, ns: str = "", run: str = "") -> Any:
@@ -228,8 +297,8 @@ async def _sweep_keep(saver: Saver, args: Any) -> Any:
 
 
 SCENARIOS = {
-    "put": Scenario(_prepare_put, _put),
-    "put_writes": Scenario(_prepare_put_writes, _put_writes),
+    "put": Scenario(_prepare_put, _put, hot=True),
+    "put_writes": Scenario(_prepare_put_writes, _put_writes, hot=True),
     "copy_thread": Scenario(_prepare_copy, _copy),
     "delete_for_runs": Scenario(_prepare_runs, _delete_runs),
     "prune-keep_latest": Scenario(_prepare_prune, _prune_keep, per_thread=True),
@@ -239,16 +308,27 @@ SCENARIOS = {
 }
 
 
-async def fail_at_every_statement(backend: Backend, mode: str, scenario: Scenario) -> int:
+async def fail_at_every_statement(
+    backend: Backend,
+    mode: str,
+    scenario: Scenario,
+    path: str = "core",
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> int:
     """Replay the scenario with a failure at statement 1, 2, ...; returns how many
-    statements the complete call sent."""
+    statements the complete call sent. ``path``: the saver's route ("direct": the
+    direct path, proven taken; "core": SQLAlchemy Core)."""
+    direct_runs = _count_direct_runs(monkeypatch) if monkeypatch is not None else []
     with fresh_saver(backend) as prep:
         engine = backend.engine() if mode == "sync" else backend.async_engine()
         sync_engine = engine if isinstance(engine, sa.Engine) else engine.sync_engine
+        faults = Faults()
+        faults.install(sync_engine)
+        on_direct = path == "direct"
         target: Saver = (
-            SQLAlchemySaver(engine)
+            SQLAlchemySaver(engine, direct_path=on_direct)
             if isinstance(engine, sa.Engine)
-            else AsyncSQLAlchemySaver(engine)
+            else AsyncSQLAlchemySaver(engine, direct_path=on_direct)
         )
         try:
             await call(target, "get_tuple", config(new_thread()))  # the one-off schema check
@@ -256,7 +336,7 @@ async def fail_at_every_statement(backend: Backend, mode: str, scenario: Scenari
             while True:
                 threads, args = scenario.prepare(prep, new_thread())
                 before = snapshot(prep.engine, threads)
-                with fail_at(sync_engine, n) as seen:
+                with faults.at(n) as seen:
                     try:
                         await scenario.operate(target, args)
                         failed = False
@@ -285,6 +365,10 @@ async def fail_at_every_statement(backend: Backend, mode: str, scenario: Scenari
             for t in threads:
                 prep.delete_thread(t)
             assert sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+            if monkeypatch is not None:
+                # The target's calls ran on the path under test.
+                ran_direct = target._runtime.compiler in direct_runs
+                assert ran_direct == on_direct, path
             return n - 1
         finally:
             if isinstance(engine, sa.Engine):
@@ -293,12 +377,34 @@ async def fail_at_every_statement(backend: Backend, mode: str, scenario: Scenari
                 await engine.dispose()
 
 
+def _count_direct_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The compilers of the plans the real ``direct.run`` executes (one per owner)."""
+    runs: list[Any] = []
+    real = direct.run
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        runs.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(direct, "run", spy)
+    return runs
+
+
+# The hot calls on both paths; the maintenance calls run on Core only.
+CASES = [
+    (name, path)
+    for name, scenario in SCENARIOS.items()
+    if not name.startswith("sweep")
+    for path in (("core", "direct") if scenario.hot else ("core",))
+]
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("name", [name for name in SCENARIOS if not name.startswith("sweep")])
+@pytest.mark.parametrize(("name", "path"), CASES)
 async def test_a_failure_at_any_statement_leaves_nothing_half_written(
-    backend: Backend, mode: str, name: str
+    backend: Backend, mode: str, name: str, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    statements = await fail_at_every_statement(backend, mode, SCENARIOS[name])
+    statements = await fail_at_every_statement(backend, mode, SCENARIOS[name], path, monkeypatch)
     assert statements >= 1
 
 

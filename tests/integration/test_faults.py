@@ -17,7 +17,8 @@ from backends import Backend, fresh_async_saver, fresh_saver
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, direct
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.runtime import direct
 from lg_sqla.cache import SQLAlchemyCache
 
 PUTS = 120
@@ -185,7 +186,7 @@ def _count_direct_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 # Both ways a call runs: through SQLAlchemy Core (a `handle_error` listener counts the
 # dead connections, and any connection listener keeps calls on Core), and on the
-# pooled DBAPI connection without a Core Connection (lg_sqla.direct; a pool listener
+# pooled DBAPI connection without a Core Connection (lg_sqla.runtime.direct; a pool listener
 # counts them, and the test checks the calls did take that path).
 PATHS = pytest.mark.parametrize("path", ["core", "direct"])
 

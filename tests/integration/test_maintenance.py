@@ -282,8 +282,7 @@ def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchem
     """A checkpoint (and a new namespace) written between the prune's first read and
     its deletes survives: deletes are bounded by what the prune saw."""
     from lg_sqla import maintenance
-    from lg_sqla.plans import Outcome
-    from lg_sqla.saver import drive
+    from lg_sqla.runtime.plans import Outcome, drive
 
     thread_id = new_thread()
     parent = config(thread_id)

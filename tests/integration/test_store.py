@@ -21,7 +21,8 @@ from langgraph.store.base import (
 )
 from store_helpers import DIMS, fake_embed, fake_index, open_store, root
 
-from lg_sqla import InvalidInputError, SchemaError, direct, migrate
+from lg_sqla import InvalidInputError, SchemaError, migrate
+from lg_sqla.runtime import direct
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 pytestmark = pytest.mark.parametrize("mode", ["sync", "async"])
@@ -158,7 +159,7 @@ async def test_batches_beyond_the_bound_parameter_limit(backend: Backend, mode: 
 async def test_lone_get_and_put_skip_core_with_the_same_results(
     backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both stores run a lone get or put on the DBAPI cursor (lg_sqla.direct, as the
+    """Both stores run a lone get or put on the DBAPI cursor (lg_sqla.runtime.direct, as the
     savers' hot calls; the async store in one greenlet) when nothing listens to the
     engine; its items are those the Core path returns (JSON parsed, aware UTC
     timestamps), TTL refresh included."""

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from lg_sqla.store import _writer_lock_held
+from lg_sqla.runtime.locks import holding as _writer_lock_held
 
 
 async def test_waiting_for_the_lock_leaves_the_loop_running() -> None:

@@ -22,7 +22,7 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla.codec import Record
 from lg_sqla.dialects import DialectOps
-from lg_sqla.retry import mark_after_commit
+from lg_sqla.runtime.retry import mark_after_commit
 
 T = TypeVar("T")
 Rows = Sequence[Row[Any]]
@@ -61,7 +61,7 @@ class Outcome:
 
 Plan = Generator[Step, Outcome, T]
 # What the shells run: a plan, run once, or a factory of fresh plans, which they may
-# call again when the database rolled an attempt back (see lg_sqla.retry).
+# call again when the database rolled an attempt back (see lg_sqla.runtime.retry).
 PlanSource = Plan[T] | Callable[[], Plan[T]]
 
 

@@ -4,37 +4,96 @@
 statements each. Through SQLAlchemy Core, every call pays for a transaction
 object, an execution context, parameter and result objects: on SQLite 70 of the
 85 µs a tiny ``get_tuple`` took, where the statement itself runs in 16 µs. Here
-those statements are compiled by SQLAlchemy once per saver (same SQL text, same
+those statements are compiled by SQLAlchemy once per owner (same SQL text, same
 bind processors: JSON, UTC timestamps, MySQL's canonical JSON), then executed on
 the pooled connection's DBAPI cursor. Errors go through SQLAlchemy's own handler,
 so callers see the same wrapped exceptions and a dead connection is invalidated
 as usual.
 
-It is used only where nothing would notice the difference (see
-:func:`usable_on`): no connection event listeners on the engine (statement
-counters, tracing instrumentations and our fault-injection tests keep the Core
-path, which runs the same plans and the same SQL), no ``schema_translate_map``,
-and only for statements the dialect caches (``DialectOps.cached``). It relies on
-three SQLAlchemy internals, each exercised by tests/integration/test_direct_path.py
-and by the conformance suite that runs on this path: the ``_has_events`` flags,
-``compiled._bind_processors`` and ``Connection._handle_dbapi_exception``.
+When this path is taken is decided in one place, ``runtime.routing.choose_path``:
+only on the drivers of ``runtime.drivers``, only when nothing would notice the
+difference, and only while the SQLAlchemy internals this module reads are there
+(:func:`missing_internals`, checked once). Everything else runs the same plans
+through Core.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
-from lg_sqla.dialects import DialectOps
-from lg_sqla.plans import Outcome, Plan, Step, T
-from lg_sqla.retry import mark_after_commit
+from lg_sqla.runtime.drivers import DirectDriver, Restore
+from lg_sqla.runtime.plans import Outcome, Plan, Step, T
+from lg_sqla.runtime.retry import mark_after_commit
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def missing_internals() -> str | None:
+    """The SQLAlchemy internal this path reads that this SQLAlchemy lacks or has
+    changed, or None when all are there. Asked once per process: a SQLAlchemy
+    release that renames one turns the direct path off (with a warning), it never
+    makes a call fail.
+
+    The internals: the ``_has_events`` flags of ``Engine`` and ``Connection`` (how
+    ``choose_path`` sees a ConnectionEvents listener), a compiled statement's
+    ``_bind_processors`` and parameter facts, and ``Connection``'s two DBAPI error
+    handlers (wrapping, disconnect detection, invalidation).
+    """
+    problem = _probe_internals()
+    if problem is not None:
+        logger.warning(
+            "lg_sqla: SQLAlchemy %s lacks %s; every plan runs through SQLAlchemy Core "
+            "(correct, somewhat slower)",
+            sqlalchemy.__version__,
+            problem,
+        )
+    return problem
+
+
+def _probe_internals() -> str | None:
+    for owner, name in (
+        (Connection, "_handle_dbapi_exception"),
+        (Connection, "_handle_dbapi_exception_noconnection"),
+    ):
+        if not callable(getattr(owner, name, None)):
+            return f"{owner.__name__}.{name}"
+    if not isinstance(getattr(Connection, "_has_events", None), bool):
+        return "Connection._has_events"
+    if not isinstance(getattr(Engine, "_has_events", None), bool):
+        return "Engine._has_events"
+    # A statement with a bind processor (SQLite stores DateTime as text), compiled
+    # as compile_direct compiles: what it reads must be there, shaped as expected.
+    probe = sqlalchemy.select(
+        sqlalchemy.bindparam("when", type_=sqlalchemy.DateTime()), sqlalchemy.literal(1)
+    )
+    compiled: Any = probe.compile(dialect=sqlite_dialect.dialect())
+    for name in ("literal_execute_params", "post_compile_params", "escaped_bind_names"):
+        if not hasattr(compiled, name):
+            return f"Compiled.{name}"
+    processors = getattr(compiled, "_bind_processors", None)
+    if not isinstance(processors, Mapping) or not callable(processors.get("when")):
+        return "Compiled._bind_processors"
+    binds = getattr(compiled, "binds", None)
+    if not isinstance(binds, Mapping) or not all(
+        hasattr(bind, "required") and hasattr(bind, "effective_value") for bind in binds.values()
+    ):
+        return "Compiled.binds"
+    if compiled.positional and not isinstance(getattr(compiled, "positiontup", None), list):
+        return "Compiled.positiontup"
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,29 +179,12 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     return DirectStatement(compiled.string, positional, processors, defaults)
 
 
-def usable_on(connection: Connection) -> bool:
-    """Whether this connection may run plans directly: nothing listens to its
-    connection events (cursor execute, begin, commit...), and no schema is mapped."""
-    if connection.get_execution_options().get("schema_translate_map"):
-        return False
-    # SQLAlchemy's own flags for "a ConnectionEvents listener exists" (it skips
-    # event dispatch on them the same way).
-    return not (connection._has_events or connection.engine._has_events)
-
-
 class DirectCompiler:
     """Each cached statement compiled once per dialect (a saver has one dialect)."""
 
-    def __init__(self, ops: DialectOps) -> None:
+    def __init__(self) -> None:
         self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
         self._column_names: dict[int, list[str]] = {}
-        # DialectOps.configure_direct_cursor: driver settings for the cursors of this path.
-        self.configure_cursor = ops.configure_direct_cursor
-        # DialectOps.direct_autocommit: how this path puts a connection in autocommit.
-        self.autocommit = ops.direct_autocommit
-        # Set once a connection of the owner's engine was made: the dialect then knows
-        # its server, so plans may build their statements before a checkout.
-        self.warm = False
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
@@ -157,16 +199,6 @@ class DirectCompiler:
         if names is None:
             names = self._column_names[id(direct)] = [c[0] for c in cursor.description]
         return names
-
-
-def engine_allows(engine: Engine) -> bool:
-    """Whether plans on ``engine`` may skip Core even for checkout: the engine-level
-    twin of :func:`usable_on`, for calls that take a pooled connection without
-    building a ``Connection`` at all."""
-    if engine._execution_options.get("schema_translate_map"):
-        return False
-    # Connection._has_events: a listener on the Connection class itself.
-    return not (engine._has_events or Connection._has_events)
 
 
 def checkout(engine: Engine) -> PoolProxiedConnection:
@@ -185,6 +217,7 @@ def run(
     dialect: Dialect,
     core: Callable[[], Connection],
     compiler: DirectCompiler,
+    driver: DirectDriver,
     plan: Plan[T],
     first: Step,
     *,
@@ -198,18 +231,17 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
-    configure_cursor = compiler.configure_cursor
     cursor: Any = None
     step = first
     committed = False
     statement_sql: str | None = None
     parameters: Any = None
-    restore: Callable[[], None] | None = None
+    restore: Restore | None = None
     try:
         if autocommit:
-            restore = compiler.autocommit(dialect, dbapi_connection)
+            restore = driver.autocommit(dialect, dbapi_connection)
         cursor = dbapi_connection.cursor()
-        configure_cursor(cursor)
+        driver.configure_cursor(cursor)
         while True:
             if step.statement is None:
                 dbapi_connection.commit()
@@ -257,7 +289,7 @@ def run(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _restore_quietly(dialect: Dialect, cursor: Any, restore: Callable[[], None] | None) -> None:
+def _restore_quietly(dialect: Dialect, cursor: Any, restore: Restore | None) -> None:
     """Close the cursor and undo AUTOCOMMIT; on a dead connection, SQLAlchemy's
     handler has already invalidated it, so errors here change nothing."""
     try:

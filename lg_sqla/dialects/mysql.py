@@ -1,0 +1,432 @@
+"""MySQL 8.0.4+ and MariaDB 10.6+: everything lg_sqla does differently on them
+(checkpoint SQL, store SQL, key collations, JSON text, DDL quirks)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
+from sqlalchemy.sql.expression import FunctionElement
+
+from lg_sqla import limits
+from lg_sqla.dialects.base import (
+    MAX_RECURSION,
+    MIGRATION_LOCK_NAME,
+    MIGRATION_LOCK_TIMEOUT_S,
+    NAMESPACE_SORT_SEPARATOR,
+    NUMERIC_STRING,
+    ChannelVersionsSource,
+    DialectOps,
+    JsonPath,
+    OrderedJoin,
+    StoreSQL,
+    as_text,
+    render_ordered_join,
+)
+
+MYSQL_FAMILY = ("mysql", "mariadb")
+
+
+def is_mysql_family(dialect: Dialect) -> bool:
+    """MySQL or MariaDB, whichever URL scheme (``mysql+`` or ``mariadb+``) was used."""
+    return dialect.name in MYSQL_FAMILY
+
+
+def mysql_key_collation(dialect: Dialect) -> str:
+    """Binary, NO PAD utf8mb4 collation: "a" != "A" != "a " (utf8mb4_bin pads spaces).
+
+    MySQL 8.0.17+ calls it utf8mb4_0900_bin; MariaDB (10.2+) utf8mb4_nopad_bin.
+    """
+    return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
+
+
+# A JSON string token in json.dumps output.
+_MYSQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# Inside a JSON string: an escape sequence (kept as it is), a quote's escape, or
+# a "-" right after the opening quote. Used by `mysql_json_text`.
+_MYSQL_UNSAFE_IN_STRING = re.compile(r'\\\\|\\"|(?<=")-|\\.')
+_MYSQL_SAFE_ESCAPES = {'\\"': "\\u0022", "-": "\\u002d"}
+
+
+def _mysql_safe_escape(match: re.Match[str]) -> str:
+    return _MYSQL_SAFE_ESCAPES.get(match.group(), match.group())
+
+
+def mysql_json_text(value: Any) -> str:
+    """JSON text that MariaDB's JSON functions read the same way MySQL 8 does.
+
+    MariaDB keeps JSON as text and compares a path's member names and the
+    document's keys byte for byte, escapes included: ``$."ñ"`` misses a key
+    stored as ``"\\u00f1"``. Its path parser refuses a quoted name that starts
+    with "-", and JSON_KEYS loses keys after one holding an escaped quote (its
+    duplicate check stops at the first ``"``). So documents and paths are both
+    written in one canonical form: ASCII only (``\\uXXXX`` escapes), a quote as
+    ``\\u0022``, a leading "-" as ``\\u002d``. Any JSON parser (MySQL 8, Python)
+    reads the same values back.
+    """
+    text = json.dumps(value, ensure_ascii=True)
+    if '\\"' not in text and '"-' not in text:
+        return text
+    return _MYSQL_STRING.sub(
+        lambda s: _MYSQL_UNSAFE_IN_STRING.sub(_mysql_safe_escape, s.group()), text
+    )
+
+
+def mysql_member_path(*keys: str) -> str:
+    """``$."k1"."k2"`` in the canonical form of `mysql_json_text` (bound, never spliced)."""
+    return "$" + "".join("." + mysql_json_text(key) for key in keys)
+
+
+@compiles(OrderedJoin, "mysql")
+@compiles(OrderedJoin, "mariadb")
+def _compile_mysql_join(join: OrderedJoin, compiler: Any, **kw: Any) -> str:
+    return render_ordered_join(join, compiler, "STRAIGHT_JOIN", **kw)
+
+
+class _MySQLChannelKeys(FunctionElement[Any]):
+    """JSON_TABLE over the keys of ``doc->'$.channel_versions'`` (MySQL 8.0.4+, MariaDB 10.6+)."""
+
+    name = "lg_sqla_channel_keys"
+    inherit_cache = True
+
+
+@compiles(_MySQLChannelKeys)
+def _compile_mysql_channel_keys(element: _MySQLChannelKeys, compiler: Any, **kw: Any) -> str:
+    (doc,) = list(element.clauses)
+    # Only the syntax both servers document (`name type PATH path`); the collation
+    # the join needs is applied in the comparison (MySQLOps.as_key). The column's
+    # charset is explicit: it would otherwise be the database's default (latin1
+    # on a MariaDB database created with the server's defaults), losing names.
+    return (
+        f"JSON_TABLE(JSON_KEYS({compiler.process(doc, **kw)}, '$.channel_versions'), '$[*]' "
+        f"COLUMNS (channel_n FOR ORDINALITY, "
+        f"channel_key VARCHAR({limits.CHANNEL_MAX}) CHARACTER SET utf8mb4 PATH '$'))"
+    )
+
+
+class _Utf8mb4(FunctionElement[str]):
+    """``CONVERT(expression USING utf8mb4)`` (MySQL and MariaDB)."""
+
+    name = "lg_sqla_utf8mb4"
+    inherit_cache = True
+    type = sa.String()
+
+
+@compiles(_Utf8mb4)
+def _compile_utf8mb4(element: _Utf8mb4, compiler: Any, **kw: Any) -> str:
+    (expression,) = list(element.clauses)
+    return f"CONVERT({compiler.process(expression, **kw)} USING utf8mb4)"
+
+
+class _MySQLAntiJoinDelete(Executable, ClauseElement):
+    """``DELETE t FROM t LEFT JOIN (referenced) r ON <key> WHERE <threads> AND r IS NULL``."""
+
+    inherit_cache = False
+
+    def __init__(self, table: sa.Table, thread_ids: list[str], referenced: sa.Select[Any]) -> None:
+        self.table = table
+        self.thread_ids = thread_ids
+        self.referenced = referenced
+
+
+@compiles(_MySQLAntiJoinDelete, "mysql")
+@compiles(_MySQLAntiJoinDelete, "mariadb")
+def _compile_mysql_anti_join_delete(element: _MySQLAntiJoinDelete, compiler: Any, **kw: Any) -> str:
+    t = element.table
+    name = compiler.preparer.format_table(t)
+    referenced = element.referenced.subquery("referenced")
+    r = referenced.c
+    on = sa.and_(
+        *(
+            mine == theirs
+            for mine, theirs in zip(
+                (t.c.thread_id, t.c.checkpoint_ns_hash, t.c.channel, t.c.version),
+                r,
+                strict=True,
+            )
+        )
+    )
+    threads = t.c.thread_id.in_(element.thread_ids)
+    first = next(iter(r))
+    return (
+        f"DELETE {name} FROM {name} LEFT OUTER JOIN "
+        f"{compiler.process(referenced, asfrom=True, **kw)} ON {compiler.process(on, **kw)} "
+        f"WHERE {compiler.process(threads, **kw)} AND {compiler.process(first.is_(None), **kw)}"
+    )
+
+
+class MySQLOps(DialectOps):
+    """MySQL 8.0.4+ and MariaDB 10.6+ (JSON_TABLE)."""
+
+    name = "mysql"
+    joins_channel_versions = True
+    supports_schemas = True
+    # Not autocommit_single_statements: MySQL switches autocommit with statements of
+    # their own (SET autocommit, and back), which cost more than the COMMIT they save.
+    # Connections kept in autocommit mode, with BEGIN sent before plans of several
+    # statements, were measured (chat workload replayed, PyMySQL, 10 interleaved
+    # repeats): put_writes 14% and get_tuple 3% faster, put 5% slower, writes as a
+    # whole no faster; and every Core plan would need that BEGIN to stay atomic.
+
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__()
+        # Whether the server is MariaDB is only known once the engine has
+        # connected, so the collation is looked up when statements are built.
+        self._dialect = dialect
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        # Not INSERT IGNORE: that also turns truncation and other errors into
+        # warnings. A no-op ON DUPLICATE KEY UPDATE only absorbs key conflicts.
+        stmt = mysql_dialect.insert(table)
+        first_key = next(iter(table.primary_key.columns)).name
+        return stmt.on_duplicate_key_update({first_key: table.c[first_key]})
+
+    def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
+        stmt = mysql_dialect.insert(table)
+        return stmt.on_duplicate_key_update({name: stmt.inserted[name] for name in update})
+
+    def upsert_where(
+        self, table: sa.Table, update: Sequence[str], replace: ColumnElement[bool]
+    ) -> sa.Insert:
+        # ON DUPLICATE KEY UPDATE has no WHERE: each column keeps its value unless
+        # the condition holds. The condition must read key columns only (never in
+        # `update`): MySQL applies the assignments left to right, so a later one
+        # would see an earlier one's new value.
+        stmt = mysql_dialect.insert(table)
+        return stmt.on_duplicate_key_update(
+            {name: sa.case((replace, stmt.inserted[name]), else_=table.c[name]) for name in update}
+        )
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        keys = _MySQLChannelKeys(doc).table_valued(
+            sa.column("channel_n", sa.Integer), sa.column("channel_key", sa.String)
+        )
+        # The path to a channel's version names the key exactly as the document
+        # spells it: the n-th element of JSON_KEYS (which MariaDB copies from the
+        # document byte for byte), not the decoded name re-quoted, which MariaDB
+        # would compare with the stored escapes and miss (see mysql_json_text).
+        spelled = sa.func.json_extract(
+            sa.func.json_keys(doc, "$.channel_versions"),
+            sa.func.concat("$[", keys.c.channel_n - 1, "]"),
+        )
+        path = sa.func.concat("$.channel_versions.", spelled)
+        version = sa.func.json_unquote(sa.func.json_extract(doc, path))
+        return keys, self.as_key(keys.c.channel_key), self.as_key(version)
+
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        path = sa.bindparam(None, mysql_member_path("channel_versions", channel), sa.String)
+        return self.as_key(sa.func.json_unquote(sa.func.json_extract(doc, path)))
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # LENGTH() counts bytes (MariaDB's JSON is LONGTEXT; MySQL's its utf8mb4 text).
+        return sa.func.length(document, type_=sa.BigInteger)
+
+    def as_key(self, expression: ColumnElement[Any]) -> ColumnElement[Any]:
+        # Strings from JSON functions are utf8mb4_bin; compared with a key column
+        # (binary NO PAD) MySQL 8 may refuse the mix of collations. An explicit
+        # COLLATE wins and keeps the key column's index usable. Literals and some
+        # JSON results take the connection's charset (latin1 or utf8mb3 when the
+        # URL asks for it), where a utf8mb4 collation is an error: convert first.
+        return sa.collate(_Utf8mb4(expression), mysql_key_collation(self._dialect))
+
+    def before_deep_recursion(self) -> sa.Executable | None:
+        # Both stop recursive CTEs after 1000 iterations by default, and a
+        # DeltaChannel chain may be 5000 supersteps deep between snapshots.
+        variable = (
+            "max_recursive_iterations"  # MariaDB
+            if getattr(self._dialect, "is_mariadb", False)
+            else "cte_max_recursion_depth"  # MySQL 8.0.3+
+        )
+        return sa.text(f"SET SESSION {variable} = {MAX_RECURSION}")
+
+    def delete_unreferenced(
+        self, table: sa.Table, thread_ids: Sequence[str], referenced: sa.Select[Any]
+    ) -> sa.Executable:
+        # MariaDB re-evaluates a NOT IN (subquery over JSON_TABLE) per row: 51 s
+        # to collect 20k blobs of a pruned 10k-checkpoint thread. A multi-table
+        # DELETE with a LEFT JOIN anti-join does it in well under a second.
+        return _MySQLAntiJoinDelete(table, list(thread_ids), referenced)
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        extracted = sa.func.json_extract(column, mysql_member_path(key))
+        json_type = sa.func.json_type(extracted)
+        if value is None:
+            return sa.or_(extracted.is_(None), json_type == "NULL")
+        if isinstance(value, bool):
+            return sa.and_(
+                json_type == "BOOLEAN", sa.func.json_unquote(extracted) == json.dumps(value)
+            )
+        if isinstance(value, (int, float)):
+            return sa.and_(
+                json_type.in_(("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL")),
+                extracted == value,
+            )
+        if isinstance(value, str):
+            return sa.and_(
+                json_type == "STRING",
+                sa.func.json_unquote(extracted) == self.as_key(sa.literal(value)),
+            )
+        # Objects and arrays: mutual containment (arrays compare as sets: [1, 2] == [2, 1, 1]).
+        candidate = mysql_json_text(value)
+        return sa.and_(
+            json_type.in_(("OBJECT", "ARRAY")),
+            sa.func.json_contains(extracted, candidate),
+            sa.func.json_contains(candidate, extracted),
+        )
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # MySQL DDL commits implicitly, so a transaction-scoped lock is useless:
+        # take a session lock and release it whatever happens.
+        got = connection.execute(
+            sa.select(sa.func.get_lock(MIGRATION_LOCK_NAME, MIGRATION_LOCK_TIMEOUT_S))
+        ).scalar()
+        if got != 1:
+            raise TimeoutError(
+                f"could not take the MySQL lock {MIGRATION_LOCK_NAME!r} "
+                f"within {MIGRATION_LOCK_TIMEOUT_S}s; is another migration stuck?"
+            )
+        try:
+            yield
+            # The version table's last UPDATE is still in this transaction (Alembic
+            # leaves the commit to us: see alembic/env.py). Committed only after the
+            # release, it let the next process read the old revision under the lock and
+            # apply the last revision again ("Duplicate column name 'prefix_head'").
+            if connection.in_transaction():
+                connection.commit()
+        finally:
+            connection.execute(sa.select(sa.func.release_lock(MIGRATION_LOCK_NAME)))
+
+
+@compiles(sa.PrimaryKeyConstraint, "mysql")
+@compiles(sa.PrimaryKeyConstraint, "mariadb")
+def _primary_key_without_name(constraint: sa.PrimaryKeyConstraint, compiler: Any, **kw: Any) -> str:
+    """MySQL/MariaDB: ``PRIMARY KEY (...)`` without ``CONSTRAINT name``.
+
+    The server always calls a primary key ``PRIMARY`` and answers a named one with a
+    warning ("Name 'pk_checkpoints' ignored for PRIMARY key") that asyncmy logs on
+    every ``setup()`` (our tables', and Alembic's version table's ``..._pkc``). The
+    name has no effect there, so it is not sent: the DDL is otherwise the same.
+    """
+    name = constraint.name
+    constraint.name = None
+    try:
+        return cast(str, compiler.visit_primary_key_constraint(constraint, **kw))
+    finally:
+        constraint.name = name
+
+
+def mysql_json_path(path: JsonPath) -> str:
+    """``$."k"[0]`` with member names in the canonical form of `mysql_json_text`."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else "." + mysql_json_text(p) for p in path)
+
+
+class MySQLStoreSQL(StoreSQL):
+    """JSON_EXTRACT with a bound path (MySQL 8.0.17+, MariaDB 10.6+)."""
+
+    in_sql = True
+    max_bound_parameters = 65535  # prepared statements count them in 16 bits
+    _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "object": ("OBJECT",),
+        "array": ("ARRAY",),
+        "string": ("STRING",),
+        "number": ("INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL"),
+        "boolean": ("BOOLEAN",),
+        "null": ("NULL",),
+    }
+
+    def __init__(self, ops: MySQLOps) -> None:
+        self.ops = ops
+
+    @staticmethod
+    def _node(doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
+        return sa.func.json_extract(doc, sa.literal(mysql_json_path(path), sa.String))
+
+    def _kind(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.json_type(self._node(doc, path), type_=sa.String)
+
+    def _text(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.json_unquote(self._node(doc, path), type_=sa.String)
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        types = sorted(t for kind in kinds for t in self._TYPES[kind])
+        return sa.func.coalesce(self._kind(doc, path).in_(types), sa.false())
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return self._node(doc, path).is_(None)
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: ColumnElement[Any],
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        kind, text = self._kind(doc, path), self._text(doc, path)
+        # Arithmetic converts text to a double: SQLAlchemy renders no CAST(... AS DOUBLE)
+        # for MySQL, and a DECIMAL would overflow on 1e300.
+        as_double = sa.type_coerce(text, sa.Double) + sa.literal_column("0e0", sa.Double)
+        whens = [
+            (kind.in_(self._TYPES["number"]), as_double),
+            (kind == "BOOLEAN", sa.case((text == "true", 1), else_=0)),
+        ]
+        if strings:
+            whens.append((sa.and_(kind == "STRING", text.regexp_match(NUMERIC_STRING)), as_double))
+        value = sa.case(*whens, else_=sa.null())
+        return sa.func.coalesce(operator(value, number), sa.false())
+
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=sa.Double)
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(
+            sa.and_(
+                self._kind(doc, path) == "STRING",
+                self.text_equals(self._text(doc, path), text),
+            ),
+            sa.false(),
+        )
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        length = sa.func.json_length(doc, sa.literal(mysql_json_path(path), sa.String))
+        kind = self._kind(doc, path)
+        return sa.func.coalesce(sa.and_(kind.in_(("OBJECT", "ARRAY")), length == n), sa.false())
+
+    def text_equals(
+        self, text: ColumnElement[str], value: str | ColumnElement[str]
+    ) -> ColumnElement[bool]:
+        # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
+        return self.ops.as_key(text) == self.ops.as_key(as_text(value))
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))
+        return dots + 1
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        if index >= 0:
+            head = sa.func.substring_index(prefix, ".", index + 1)
+            return sa.func.substring_index(head, ".", -1, type_=sa.String)
+        tail = sa.func.substring_index(prefix, ".", index)
+        return sa.func.substring_index(tail, ".", 1, type_=sa.String)
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        return sa.func.substring_index(prefix, ".", depth, type_=sa.String)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        return self.ops.as_key(sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR))

@@ -1,0 +1,402 @@
+"""PostgreSQL: everything lg_sqla does differently on it (checkpoint SQL, store SQL)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
+
+from lg_sqla.dialects.base import (
+    MIGRATION_LOCK_NAME,
+    NAMESPACE_SORT_SEPARATOR,
+    NUMERIC_STRING,
+    ChannelVersionsSource,
+    JsonPath,
+    OnConflictOps,
+    StoreSQL,
+    decimal_param,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _array_item(table: sa.Table, column: str) -> sa.types.TypeEngine[Any]:
+    """The plain type of a column, for a PostgreSQL array of it."""
+    type_ = table.c[column].type
+    if isinstance(type_, sa.LargeBinary):
+        return sa.LargeBinary()
+    if isinstance(type_, sa.Integer):
+        return sa.Integer()
+    return sa.String()
+
+
+class _BinaryParam(sa.BindParameter[Any]):
+    """A bound parameter psycopg sends in binary format (the ``%(name)b`` placeholder).
+
+    psycopg sends a Python list in text format by default: every ``bytea``
+    element is hex-encoded and escaped with regular expressions, doubling the
+    bytes on the wire and the server then parses the text back. In binary
+    format a blob array travels as raw bytes: a put of the benchmark's chat
+    workload went from 590 to 730 calls/s on PostgreSQL. Other drivers (and
+    other placeholders) are left as SQLAlchemy renders them.
+    """
+
+    inherit_cache = True
+
+
+@compiles(_BinaryParam, "postgresql")
+def _compile_binary_param(element: _BinaryParam, compiler: Any, **kw: Any) -> str:
+    text = str(compiler.visit_bindparam(element, **kw))
+    if compiler.dialect.driver != "psycopg":
+        return text
+    name = compiler.bind_names[element]
+    return text.replace(f"%({name})s", f"%({name})b", 1)
+
+
+# Up to this many rows, a bulk insert is a VALUES list (one statement per row
+# count, each prepared once per connection); beyond it, arrays expanded by unnest.
+VALUES_ROWS_MAX = 32
+
+
+def bulk_rows_shape(rows: Sequence[Any]) -> int:
+    """The row count a ``PostgresOps.bulk_insert`` statement is built for (0: arrays)."""
+    return len(rows) if len(rows) <= VALUES_ROWS_MAX else 0
+
+
+def bulk_params(
+    table: sa.Table, shared: Sequence[str], varying: Sequence[str], rows: Sequence[Any]
+) -> dict[str, Any]:
+    """Parameters of ``PostgresOps.bulk_insert(..., rows=bulk_rows_shape(rows))``."""
+    params = {f"{table.name}_{c}": rows[0][c] for c in shared}
+    if bulk_rows_shape(rows):
+        for n, row in enumerate(rows):
+            params.update({f"{table.name}__{c}_{n}": row[c] for c in varying})
+    else:
+        params.update({f"{table.name}__{c}": [row[c] for row in rows] for c in varying})
+    return params
+
+
+class PostgresOps(OnConflictOps):
+    name = "postgresql"
+
+    supports_schemas = True
+    joins_channel_versions = True
+    # psycopg sends BEGIN and COMMIT as round trips of their own; the official
+    # saver's autocommit + pipeline does a put in one. A single statement with
+    # data-modifying CTEs is atomic on its own, so we do too.
+    writes_in_one_statement = True
+    autocommit_single_statements = True
+
+    def bulk_insert(
+        self,
+        table: sa.Table,
+        shared: Sequence[str],
+        varying: Sequence[str],
+        update: Sequence[str] | None = None,
+        replace: ColumnElement[bool] | None = None,
+        *,
+        rows: int = 0,
+    ) -> sa.Insert:
+        """INSERT of many rows as ONE cacheable statement; columns equal in every row
+        are single parameters.
+
+        ``rows`` > 0: a VALUES list of that many rows, scalar parameters. Else the
+        varying columns are arrays expanded by ``unnest`` (any number of rows, one
+        statement). psycopg dumps arrays element by element in Python: measured on
+        loopback, 1 row cost 78 µs of client CPU as arrays and 34 as VALUES, 3 rows
+        127 and 40; so VALUES up to ``VALUES_ROWS_MAX`` rows (a statement per row
+        count, each compiled once and prepared once per connection).
+        """
+        if rows:
+            source: Any = [
+                {
+                    **{c: sa.bindparam(f"{table.name}_{c}", type_=table.c[c].type) for c in shared},
+                    **{
+                        c: sa.bindparam(f"{table.name}__{c}_{n}", type_=table.c[c].type)
+                        for c in varying
+                    },
+                }
+                for n in range(rows)
+            ]
+            stmt = pg_dialect.insert(table).values(source)
+        else:
+            unnested = (
+                sa.func.unnest(
+                    *(
+                        _BinaryParam(
+                            f"{table.name}__{c}", type_=pg_dialect.ARRAY(_array_item(table, c))
+                        )
+                        for c in varying
+                    )
+                )
+                .table_valued(*varying)
+                .render_derived()
+            )
+            select = sa.select(
+                *(sa.bindparam(f"{table.name}_{c}", type_=table.c[c].type) for c in shared),
+                *(unnested.c[c] for c in varying),
+            )
+            stmt = pg_dialect.insert(table).from_select([*shared, *varying], select)
+        if update is None:
+            return stmt.on_conflict_do_nothing()
+        return stmt.on_conflict_do_update(
+            index_elements=list(table.primary_key.columns),
+            set_={name: stmt.excluded[name] for name in update},
+            where=replace,
+        )
+
+    def one_statement(self, inserts: Sequence[sa.Insert]) -> sa.Insert:
+        *before, last = inserts
+        for n, insert in enumerate(before):
+            last = last.add_cte(insert.cte(f"write_{n}"))
+        return last
+
+    _insert = staticmethod(pg_dialect.insert)
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        pairs: TableValuedAlias = sa.func.jsonb_each_text(doc["channel_versions"]).table_valued(
+            "key", "value"
+        )
+        return pairs, pairs.c.key, pairs.c.value
+
+    def keyed_lookup(
+        self, table: sa.Table, on: ColumnElement[bool]
+    ) -> tuple[FromClause, ColumnElement[bool]]:
+        # PostgreSQL orders joins by its cost estimates, which cannot see through a
+        # JSON expansion: it joined page x checkpoint_blobs on the thread first (every
+        # blob of the thread), then expanded channel_versions once per blob, so a
+        # get_tuple read the whole thread: 0.40 ms at 50 checkpoints, 4.6 ms at 2,000
+        # (the official saver: 0.33 and 0.41). A LATERAL subquery with OFFSET 0 is
+        # not merged into the join: it runs once per preceding row, one primary-key
+        # probe each, whatever the thread's length.
+        found = sa.select(table).where(on).offset(0).lateral(f"{table.name}_found")
+        return found, sa.true()
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        # jsonb equality is exact JSON equality (types, nesting, key order ignored).
+        element = column[key]
+        match = element == sa.type_coerce(value, pg_dialect.JSONB)
+        if value is None:
+            return sa.or_(match, element.is_(None))
+        return match
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # JSONB is binary; its text form is what a client would transfer.
+        return sa.func.octet_length(sa.cast(document, sa.Text), type_=sa.BigInteger)
+
+    def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
+        # PostgreSQL types UNION columns pairwise from the left: an untyped NULL
+        # becomes text and then clashes with integer columns of later branches.
+        return sa.cast(sa.null(), type_)
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # Transaction-scoped advisory lock: released by the migration's commit.
+        key = zlib.crc32(MIGRATION_LOCK_NAME.encode())
+        connection.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+        yield
+
+
+class PostgresStoreSQL(StoreSQL):
+    """jsonb path operators with a text[] path (PostgreSQL 9.4+; numeric strings by regex)."""
+
+    in_sql = True
+    max_bound_parameters = 65535  # the wire protocol counts them in 16 bits
+    # Two array parameters whatever the count (a 30k-pair IN list overflows the
+    # server's max_stack_depth in the parser); the cap only bounds memory.
+    keys_per_statement = 100_000
+
+    def in_keys(self, prefix_hash: ColumnElement[str], key_hash: ColumnElement[str]) -> Any:
+        pairs = (
+            sa.func.unnest(
+                sa.bindparam("key_prefixes", type_=pg_dialect.ARRAY(sa.Text)),
+                sa.bindparam("key_hashes", type_=pg_dialect.ARRAY(sa.Text)),
+            )
+            .table_valued("p", "k")
+            .render_derived()
+        )
+        return sa.tuple_(prefix_hash, key_hash).in_(sa.select(pairs.c.p, pairs.c.k))
+
+    def keys_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        return {"key_prefixes": [p for p, _ in pairs], "key_hashes": [k for _, k in pairs]}
+
+    @staticmethod
+    def _path(path: JsonPath) -> sa.BindParameter[Any]:
+        return sa.bindparam(None, [str(p) for p in path], type_=pg_dialect.ARRAY(sa.Text))
+
+    def _node(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
+        return doc.op("#>", return_type=pg_dialect.JSONB)(self._path(path))
+
+    def _text(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return doc.op("#>>", return_type=sa.Text)(self._path(path))
+
+    def _kind(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
+        return sa.func.jsonb_typeof(self._node(doc, path), type_=sa.Text)
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(self._kind(doc, path).in_(sorted(kinds)), sa.false())
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return self._node(doc, path).is_(None)
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: ColumnElement[Any],
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        kind, text = self._kind(doc, path), self._text(doc, path)
+        # numeric, not float8: jsonb numbers are numeric and may exceed a double.
+        # CASE guarantees the cast only sees what is a number.
+        whens = [
+            (kind == "number", sa.cast(text, sa.Numeric)),
+            (kind == "boolean", sa.case((text == "true", 1), else_=0)),
+        ]
+        if strings:
+            whens.append(
+                (
+                    sa.and_(kind == "string", text.regexp_match(NUMERIC_STRING)),
+                    sa.cast(text, sa.Numeric),
+                )
+            )
+        value = sa.case(*whens, else_=sa.null())
+        return sa.func.coalesce(operator(value, number), sa.false())
+
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=sa.Numeric(asdecimal=True))
+
+    def number_value(self, number: float | int) -> Any:
+        return decimal_param(number)
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
+    ) -> ColumnElement[bool]:
+        return sa.func.coalesce(
+            sa.and_(self._kind(doc, path) == "string", self._text(doc, path) == text),
+            sa.false(),
+        )
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        node = self._node(doc, path)
+        kind = sa.func.jsonb_typeof(node)
+        length = sa.case(
+            (kind == "array", sa.func.jsonb_array_length(node)),
+            (
+                kind == "object",
+                sa.select(sa.func.count())
+                .select_from(sa.func.jsonb_object_keys(node).alias())
+                .scalar_subquery(),
+            ),
+        )
+        return sa.func.coalesce(length == n, sa.false())
+
+    @staticmethod
+    def _labels(prefix: ColumnElement[str]) -> Any:
+        return sa.func.string_to_array(prefix, ".", type_=pg_dialect.ARRAY(sa.Text))
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        return sa.func.cardinality(self._labels(prefix), type_=sa.Integer)
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        labels = self._labels(prefix)
+        position = index + 1 if index >= 0 else self.namespace_depth(prefix) + (index + 1)
+        return labels[position]  # type: ignore[no-any-return]
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        return sa.func.array_to_string(self._labels(prefix)[1:depth], ".", type_=sa.Text)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        # "C": byte order, which is code point order in UTF-8, whatever the database's
+        # default collation (en_US sorts by linguistic rules).
+        return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text).collate("C")
+
+    # Vectors are real[] here (revision 0003): pgvector, where the database has it,
+    # casts them to its own type, and the schema stays the same with or without it.
+    # The extension's schema is found by the probe and named in the SQL, so it need
+    # not be on the search_path.
+    _vector_schema: str | None = None
+
+    def vector_value(self, vector: Sequence[float]) -> Any:
+        return [float(x) for x in vector]
+
+    def vector_of(self, stored: Any) -> list[float]:
+        return list(stored)
+
+    def native_vectors(self, engine: Engine) -> bool | None:
+        return None  # the extension is per database: probed on the first ranked search
+
+    def vector_probe(self) -> Executable:
+        return sa.text(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector'"
+        )
+
+    def vectors_found(self, answer: Any) -> bool:
+        self._vector_schema = answer
+        return answer is not None
+
+    def vector_setup(self, connection: Connection) -> None:
+        # As LangGraph's PostgresStore with an index: create pgvector where the server
+        # has it (pg_available_extensions). Not being allowed to (it is not a trusted
+        # extension: it takes a superuser or the database owner with the right grants)
+        # leaves the portable path, which needs nothing.
+        available = connection.execute(
+            sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        ).first()
+        if available is None:
+            return
+        try:
+            with connection.begin_nested():
+                connection.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
+        except sa.exc.DBAPIError as error:
+            logger.warning("pgvector is available but not created (%s): portable ranking", error)
+
+    def vector_param(self, name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(name, type_=pg_dialect.ARRAY(pg_dialect.REAL))
+
+    def _as_vector(self, array: ColumnElement[Any]) -> ColumnElement[Any]:
+        return sa.cast(array, _PgVector(self._vector_schema or "public"))
+
+    def vector_similarity(
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+    ) -> ColumnElement[float]:
+        schema = self._vector_schema or "public"
+        distance = getattr(sa.func, schema).cosine_distance(
+            self._as_vector(embedding), self._as_vector(query), type_=sa.Double
+        )
+        # pgvector's cosine distance is NaN when a vector is all zeros, and NaN sorts
+        # above every number in PostgreSQL: similarity 0 instead, as the portable path.
+        # NULLIF evaluates the distance once (a CASE would compute it twice).
+        nan = sa.literal_column("'NaN'::float8", sa.Double)
+        return 1.0 - sa.func.coalesce(sa.func.nullif(distance, nan), 1.0)
+
+    def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
+        return sa.func.coalesce(sa.func.cardinality(embedding) == dims, sa.false())
+
+
+class _PgVector(sa.types.UserDefinedType[Any]):
+    """pgvector's ``vector`` type, qualified by the schema the extension is in."""
+
+    cache_ok = True
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return f'"{self.schema.replace(chr(34), chr(34) * 2)}".vector'

@@ -1,0 +1,365 @@
+"""SQLite: everything lg_sqla does differently on it (checkpoint SQL, store SQL,
+sqlite-vec loading)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from operator import eq as operator_eq
+from typing import Any, ClassVar, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import TableValuedAlias
+
+from lg_sqla.dialects.base import (
+    NAMESPACE_SORT_SEPARATOR,
+    ChannelVersionsSource,
+    JsonPath,
+    OnConflictOps,
+    OrderedJoin,
+    StoreSQL,
+    render_ordered_join,
+)
+from lg_sqla.errors import InvalidInputError
+
+
+class SQLiteOps(OnConflictOps):
+    name = "sqlite"
+    one_writer_at_a_time = True
+    joins_channel_versions = True
+
+    _insert = staticmethod(sqlite_dialect.insert)
+
+    def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
+        pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(
+            "key", "value"
+        )
+        return pairs, pairs.c.key, pairs.c.value
+
+    def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
+        # JSON is TEXT in SQLite, and length(text) counts characters: count bytes.
+        return sa.func.length(sa.cast(document, sa.LargeBinary), type_=sa.BigInteger)
+
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        pairs = sa.func.json_each(doc, "$.channel_versions").table_valued("key", "value")
+        return sa.select(pairs.c.value).where(pairs.c.key == channel).scalar_subquery()
+
+    def metadata_equals(
+        self, column: ColumnElement[Any], key: str, value: Any
+    ) -> ColumnElement[bool]:
+        # json_each and key equality, not a path: SQLite's quoted path labels have
+        # no escapes, so `$."say \"hi\""` cannot name the key `say "hi"`.
+        member = sa.func.json_each(column).table_valued("key", "type", "atom", "value")
+
+        def member_where(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
+            return sa.exists().where(member.c.key == key, *conditions)
+
+        if value is None:
+            return sa.or_(~member_where(), member_where(member.c.type == "null"))
+        if isinstance(value, bool):
+            return member_where(member.c.type == ("true" if value else "false"))
+        if isinstance(value, (int, float)):
+            return member_where(member.c.type.in_(("integer", "real")), member.c.atom == value)
+        if isinstance(value, str):
+            return member_where(member.c.type == "text", member.c.atom == value)
+        # Objects and arrays: compared as minified JSON text (key order matters).
+        return member_where(
+            member.c.type.in_(("object", "array")),
+            member.c.value == sa.func.json(json.dumps(value, separators=(",", ":"))),
+        )
+
+    @contextlib.contextmanager
+    def migration_lock(self, connection: Connection) -> Iterator[None]:
+        # SQLite has one writer at a time: take the write lock up front so a
+        # second process waits (busy_timeout) instead of racing on CREATE TABLE.
+        if connection.in_transaction():
+            connection.commit()
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        yield
+
+
+@compiles(OrderedJoin, "sqlite")
+def _compile_sqlite_join(join: OrderedJoin, compiler: Any, **kw: Any) -> str:
+    return render_ordered_join(join, compiler, "CROSS JOIN", **kw)
+
+
+class _SQLiteNode:
+    """The value at a path as SQLite sees it: its json type, its SQL value (``atom``),
+    its JSON text (containers), and how to turn a condition on them into a predicate."""
+
+    def __init__(
+        self, type_: Any, atom: Any, value: Any, test: Callable[[Any], Any], present: Any
+    ) -> None:
+        self.type, self.atom, self.value, self.test = type_, atom, value, test
+        self.present = present
+
+
+def _sqlite_plain_key(step: str | int) -> bool:
+    """Whether a path label can name this member: SQLite 3.40's quoted labels have no
+    escapes, and our documents spell non-ASCII, quotes, backslashes and control
+    characters as escapes, which a label never matches."""
+    return isinstance(step, int) or (
+        step != "" and all(" " <= c <= "~" and c not in '"\\' for c in step)
+    )
+
+
+class SQLiteStoreSQL(StoreSQL):
+    """json_type/json_extract with a bound path where every member name can be a path
+    label (the common case), else json_each, member by member."""
+
+    in_sql = True
+    # SQLITE_MAX_VARIABLE_NUMBER's default since SQLite 3.32.
+    max_bound_parameters = 32766
+    _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "object": ("object",),
+        "array": ("array",),
+        "string": ("text",),
+        "number": ("integer", "real"),
+        "boolean": ("true", "false"),
+        "null": ("null",),
+    }
+
+    @staticmethod
+    def _node(doc: ColumnElement[Any], path: JsonPath) -> _SQLiteNode:
+        if all(_sqlite_plain_key(step) for step in path):
+            label = "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
+            bound = sa.literal(label, sa.String)
+            type_ = sa.func.json_type(doc, bound, type_=sa.String)
+            atom = sa.func.json_extract(doc, bound)
+            return _SQLiteNode(
+                type_, atom, atom, lambda c: sa.func.coalesce(c, 0), type_.is_not(None)
+            )
+        # json_each rows, one per step, each chosen by its key.
+        member = sa.func.json_each(doc).table_valued("key", "value", "type", "atom")
+        source: Any = member
+        condition = member.c.key == path[0]
+        for step in path[1:]:
+            parent = member
+            member = sa.func.json_each(parent.c.value).table_valued("key", "value", "type", "atom")
+            # JOIN, not a comma: the argument refers to the previous row (SQLite allows it).
+            # json_each of a scalar's text would fail: descend into containers only.
+            source = source.join(
+                member, sa.and_(parent.c.type.in_(("object", "array")), member.c.key == step)
+            )
+        return _SQLiteNode(
+            member.c.type,
+            member.c.atom,
+            member.c.value,
+            lambda c: sa.exists().select_from(source).where(condition, c),
+            sa.exists().select_from(source).where(condition),
+        )
+
+    def _exists(
+        self, doc: ColumnElement[Any], path: JsonPath, test: Callable[[Any], ColumnElement[bool]]
+    ) -> ColumnElement[bool]:
+        node = self._node(doc, path)
+        return node.test(test(node))  # type: ignore[no-any-return]
+
+    def kind_in(
+        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
+    ) -> ColumnElement[bool]:
+        types = sorted(t for kind in kinds for t in self._TYPES[kind])
+        return self._exists(doc, path, lambda m: m.type.in_(types))
+
+    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
+        return ~self._node(doc, path).present  # type: ignore[no-any-return]
+
+    def number_compare(
+        self,
+        doc: ColumnElement[Any],
+        path: JsonPath,
+        operator: Callable[[Any, Any], ColumnElement[bool]],
+        number: ColumnElement[Any],
+        strings: bool,
+    ) -> ColumnElement[bool]:
+        if operator is operator_eq and not strings and all(map(_sqlite_plain_key, path)):
+            # Equality needs no type: json_extract gives JSON numbers as numbers, true
+            # and false as 1 and 0 (Python: True == 1), and strings, objects and arrays
+            # as TEXT, which never equals a number (no affinity: storage classes
+            # differ). One JSON parse per row instead of two (json_type, json_extract).
+            node = self._node(doc, path)
+            return node.test(node.atom == number)  # type: ignore[no-any-return]
+
+        def test(m: Any) -> ColumnElement[bool]:
+            # CASE type WHEN ...: the type is computed once (a JSON parse each time).
+            whens: dict[str, Any] = {"integer": m.atom, "real": m.atom, "true": 1, "false": 0}
+            if strings:
+                # SQLite has no regular expressions: json_valid/json_type check the
+                # JSON number syntax (whitespace allowed around it), GLOB the exponent.
+                atom = m.atom
+                looks_numeric = sa.and_(
+                    sa.case(
+                        (sa.func.json_valid(atom) == 1, sa.func.json_type(atom)),
+                        else_=sa.null(),
+                    ).in_(("integer", "real")),
+                    ~sa.func.lower(atom).op("GLOB")("*e*[0-9][0-9][0-9][0-9][0-9]*"),
+                )
+                whens["text"] = sa.case((looks_numeric, sa.cast(atom, sa.Float)), else_=sa.null())
+            return operator(sa.case(whens, value=m.type, else_=sa.null()), number)
+
+        return self._exists(doc, path, test)
+
+    def number_param(self, name: str) -> sa.BindParameter[Any]:
+        # No type: an int stays an INTEGER for SQLite, compared exactly with integers.
+        return sa.bindparam(name)
+
+    def string_equals(
+        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
+    ) -> ColumnElement[bool]:
+        # The value first: most rows fail there, and AND stops.
+        return self._exists(doc, path, lambda m: sa.and_(m.atom == text, m.type == "text"))
+
+    def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
+        def test(m: Any) -> ColumnElement[bool]:
+            members = sa.func.json_each(m.value).table_valued("key")
+            count = sa.select(sa.func.count()).select_from(members).scalar_subquery()
+            return sa.and_(m.type.in_(("object", "array")), count == n)
+
+        return self._exists(doc, path, test)
+
+    @staticmethod
+    def _labels(prefix: ColumnElement[str]) -> ColumnElement[str]:
+        # The labels as a JSON array: json_quote escapes what JSON needs, and no
+        # escape sequence holds a ".", so splitting the quoted text at "." is exact.
+        quoted = sa.func.json_quote(prefix, type_=sa.Text)
+        return sa.literal("[") + sa.func.replace(quoted, ".", '","') + sa.literal("]")
+
+    def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
+        return sa.func.json_array_length(self._labels(prefix), type_=sa.Integer)
+
+    def namespace_label(self, prefix: ColumnElement[str], index: int) -> ColumnElement[str]:
+        path = f"$[{index}]" if index >= 0 else f"$[#{index}]"
+        return sa.func.json_extract(self._labels(prefix), path, type_=sa.Text)
+
+    def namespace_head(self, prefix: ColumnElement[str], depth: int) -> ColumnElement[str]:
+        labels = sa.func.json_each(self._labels(prefix)).table_valued("key", "value")
+        # length() counts characters, as substr() does.
+        width = (
+            sa.select(sa.func.sum(sa.func.length(labels.c.value)) + sa.func.count() - 1)
+            .where(labels.c.key < depth)
+            .scalar_subquery()
+        )
+        return sa.func.substr(prefix, 1, width, type_=sa.Text)
+
+    def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
+        return sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR, type_=sa.Text)
+
+    def native_vectors(self, engine: Engine) -> bool:
+        # sqlite-vec is a loadable extension: it needs its package (`sqlite_vec`) and a
+        # driver whose connections can load extensions. CPython's sqlite3 may be built
+        # without (this project's is), pysqlite3 has it; aiosqlite drives whichever
+        # sqlite module its SQLAlchemy adapter was given (see sqlite_vec_engine_options).
+        path = sqlite_vec_path()
+        driver = getattr(engine.dialect.dbapi, "sqlite", engine.dialect.dbapi)
+        if path is None or not hasattr(
+            getattr(driver, "Connection", None), "enable_load_extension"
+        ):
+            return False
+        if not sa.event.contains(engine.pool, "checkout", _load_sqlite_vec):
+            # checkout, not connect: connections pooled before the store existed too.
+            sa.event.listen(engine.pool, "checkout", _load_sqlite_vec)
+        return True
+
+    def vector_similarity(
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+    ) -> ColumnElement[float]:
+        # vec_distance_cosine is 1 - cosine, NULL when a vector is all zeros.
+        distance = sa.func.vec_distance_cosine(embedding, query, type_=sa.Double)
+        return sa.func.coalesce(1.0 - distance, 0.0)
+
+
+_SQLITE_VEC_LOADED = "lg_sqla.sqlite_vec"
+
+
+def sqlite_vec_path() -> str | None:
+    """The sqlite-vec extension's file (PyPI ``sqlite-vec``), None when not installed."""
+    try:
+        import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    return cast(str, sqlite_vec.loadable_path())
+
+
+def _load_sqlite_vec(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Pool checkout hook: load sqlite-vec once per DBAPI connection."""
+    if record.info.get(_SQLITE_VEC_LOADED):
+        return
+    path = sqlite_vec_path()
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    try:
+        if driver is not None and driver is not dbapi_connection:
+            # aiosqlite: its methods are coroutines run on its own thread; a pool hook of
+            # an async engine runs where SQLAlchemy can await them (await_only).
+            from sqlalchemy.util import await_only
+
+            await_only(driver.enable_load_extension(True))
+            try:
+                await_only(driver.load_extension(path))
+            finally:
+                await_only(driver.enable_load_extension(False))
+        else:
+            dbapi_connection.enable_load_extension(True)
+            try:
+                dbapi_connection.load_extension(path)
+            finally:
+                # Loading stays off otherwise: SQL could load any library with it on.
+                dbapi_connection.enable_load_extension(False)
+    except AttributeError as error:
+        raise InvalidInputError(
+            "this SQLite connection cannot load extensions, so not sqlite-vec: an aiosqlite "
+            "engine must open pysqlite3 connections (lg_sqla.dialects.sqlite_vec_engine_options)"
+        ) from error
+    record.info[_SQLITE_VEC_LOADED] = True
+
+
+def sqlite_vec_engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Engine options under which a SQLite URL's connections can load sqlite-vec.
+
+    Unchanged when sqlite-vec is not installed, the URL is not SQLite, the caller chose
+    a driver module, or Python's sqlite3 can load extensions itself. Otherwise the
+    driver's SQLite module becomes pysqlite3 (PyPI ``pysqlite3-binary``, in the
+    ``lg_sqla[sqlite-vec]`` extra): ``module=`` for pysqlite, and for aiosqlite also a
+    connection factory, since aiosqlite always opens ``sqlite3`` connections itself.
+    """
+    import sqlite3
+
+    parsed = sa.make_url(url)
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or "module" in options
+        or sqlite_vec_path() is None
+        or hasattr(sqlite3.Connection, "enable_load_extension")
+    ):
+        return options
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return options
+    driver = parsed.get_driver_name()
+    if driver == "pysqlite":
+        return {"module": dbapi2, **options}
+    if driver != "aiosqlite" or "async_creator" in options:
+        return options
+    import functools
+
+    import aiosqlite
+    from sqlalchemy.dialects.sqlite.aiosqlite import (
+        AsyncAdapt_aiosqlite_dbapi,
+        SQLiteDialect_aiosqlite,
+    )
+
+    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(parsed)
+    kwargs.update(options.get("connect_args", {}))
+    connector = functools.partial(dbapi2.connect, *args, **kwargs)
+
+    def connect() -> Any:
+        return aiosqlite.Connection(connector, iter_chunk_size=64)
+
+    # The adapter takes its exception classes from the module: pysqlite3's, as raised.
+    module = AsyncAdapt_aiosqlite_dbapi(aiosqlite, dbapi2)
+    return {"module": module, "async_creator": connect, **options}

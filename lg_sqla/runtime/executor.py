@@ -1,0 +1,228 @@
+"""The executors: how any owner's plan runs, sync or async, with retries and locks.
+
+Every saver, store and node cache owns one :class:`Runtime`, and runs every plan
+through :meth:`Runtime.run` (sync engine) or :meth:`Runtime.arun` (async engine).
+One call of either is:
+
+1. **retries** (``runtime.retry``): given a plan factory, the whole attempt runs
+   again from scratch when the database rolled it back (deadlock, serialization
+   failure, SQLITE_BUSY, a dead pooled connection), never after a COMMIT;
+2. **an attempt**: the plan's first step is built (it validates and serializes
+   before any connection is held), then the writer lock is taken if the plan
+   writes and the database has one (``runtime.locks``), then the path is chosen
+   (``runtime.routing.choose_path``) and the plan runs in one transaction, on
+   Core or on the direct path, committed at its end.
+
+Async calls run the same sync attempt in ONE greenlet on the event loop (the way
+``AsyncConnection`` runs each of its methods), so the driver is still awaited on
+the loop but a call no longer pays for a greenlet spawn per step; on a SQLite file
+opened by ``from_conn_string`` they run it in a worker thread on a pysqlite engine
+instead (one thread hop per call, where aiosqlite makes one per DBAPI call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
+
+from lg_sqla import migrate
+from lg_sqla.dialects import DialectOps
+from lg_sqla.runtime import direct, locks, retry
+from lg_sqla.runtime.direct import DirectCompiler
+from lg_sqla.runtime.drivers import direct_driver
+from lg_sqla.runtime.plans import Plan, PlanSource, Step, T, drive
+from lg_sqla.runtime.routing import Path, choose_path
+
+
+class Runtime:
+    """One owner's (saver, store, node cache) execution state.
+
+    Args:
+        ops: The dialect's operations (statement cache, autocommit, writer lock).
+        check_schema: Check on the first call that the schema is at lg_sqla's head.
+        direct_path: Let prebuilt plans take the direct path where it applies
+            (``runtime.routing``); False runs every plan through SQLAlchemy Core.
+    """
+
+    def __init__(self, ops: DialectOps, *, check_schema: bool, direct_path: bool = True) -> None:
+        self.ops = ops
+        self.schema_checked = not check_schema
+        self.direct_path = direct_path
+        self.compiler = DirectCompiler()
+        # Set once a connection of the owner's engine was made: the dialect then knows
+        # its server (MariaDB or MySQL...), so plans may build their statements
+        # before a checkout.
+        self._connected = False
+        self._writer_locks: dict[int, threading.Lock | None] = {}
+
+    def set_up(self) -> None:
+        """The owner's ``setup()`` connected and brought the schema to head."""
+        self._connected = True
+        self.schema_checked = True
+
+    # --- sync ------------------------------------------------------------------
+
+    def run(
+        self,
+        engine: Engine,
+        source: PlanSource[T],
+        *,
+        prebuilt: bool = False,
+        writes: bool | None = None,
+    ) -> T:
+        """Run a plan on ``engine``; given a plan factory, again from scratch while the
+        database rolls attempts back (``runtime.retry``).
+
+        ``prebuilt``: all of the plan's statements come from ``DialectOps.cached``, so
+        it may take the direct path. ``writes``: whether it writes (None: it does
+        unless its first step fetches rows), for the writer lock.
+        """
+        if not callable(source):
+            return self.attempt(engine, source, prebuilt=prebuilt, writes=writes)
+        return retry.with_retries(
+            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes)
+        )
+
+    def attempt(
+        self,
+        engine: Engine,
+        plan: Plan[T],
+        *,
+        prebuilt: bool = False,
+        writes: bool | None = None,
+    ) -> T:
+        """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
+        if not (self._connected and self.schema_checked):
+            with engine.connect() as connection:
+                self._first_connection(connection)
+        try:
+            first = next(plan)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        with self._writer_lock(engine, first, writes) or contextlib.nullcontext():
+            return self._run_started(engine, plan, first, prebuilt)
+
+    def _first_connection(self, connection: Connection) -> None:
+        """The owner's first call: the dialect learns its server (plans may build
+        statements that depend on it, e.g. MariaDB or MySQL), and the schema version is
+        checked (``SchemaError`` names the fix), once."""
+        self._connected = True
+        if not self.schema_checked:
+            migrate.check_schema(connection)
+            self.schema_checked = True
+
+    def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
+        path = choose_path(
+            engine,
+            first,
+            prebuilt=prebuilt,
+            allowed=self.direct_path,
+            ops=self.ops,
+            compiler=self.compiler,
+        )
+        if path is Path.DIRECT:
+            return self._run_direct(engine, plan, first)
+        with engine.connect() as connection:
+            return self.run_on(connection, plan, first)
+
+    def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
+        """Run a started plan through Core on ``connection``, in one transaction."""
+        if first.whole_plan and self.ops.autocommit_single_statements:
+            # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
+            # any statement (the connection autobegins).
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+        result = drive(connection, plan, first)
+        try:
+            connection.commit()
+        except DBAPIError as error:
+            retry.mark_after_commit(error)  # the outcome is unknown: never run it again
+            raise
+        return result
+
+    def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
+        driver = direct_driver(engine.dialect)
+        assert driver is not None  # choose_path checked it
+        pooled = direct.checkout(engine)
+        wrapped: list[Connection] = []
+
+        def core() -> Connection:
+            # Only on an error: SQLAlchemy's Connection wraps it, and invalidates a
+            # dead connection, as on the Core path.
+            wrapped.append(Connection(engine, connection=pooled))
+            return wrapped[0]
+
+        try:
+            return direct.run(
+                pooled,
+                engine.dialect,
+                core,
+                self.compiler,
+                driver,
+                plan,
+                first,
+                autocommit=first.whole_plan and self.ops.autocommit_single_statements,
+            )
+        finally:
+            (wrapped[0] if wrapped else pooled).close()
+
+    def _writer_lock(
+        self, engine: Engine, first: Step, writes: bool | None
+    ) -> threading.Lock | None:
+        if not (writes if writes is not None else not first.fetch):
+            return None
+        try:
+            return self._writer_locks[id(engine)]  # (the owner keeps its engines alive)
+        except KeyError:
+            lock = self._writer_locks[id(engine)] = locks.writer_lock(self.ops, engine)
+            return lock
+
+    # --- async -------------------------------------------------------------------
+
+    async def arun(
+        self,
+        engine: AsyncEngine,
+        source: PlanSource[T],
+        *,
+        prebuilt: bool = False,
+        writes: bool | None = None,
+        threaded: Engine | None = None,
+        calls_back: bool = False,
+    ) -> T:
+        """Async twin of :meth:`run`.
+
+        ``threaded``: a pysqlite engine on the same SQLite file as ``engine`` (opened by
+        ``from_conn_string``); the call then runs whole in a worker thread on it,
+        unless ``calls_back``: the plan calls user code (progress callbacks), which
+        stays on the event loop's thread.
+        """
+        if threaded is not None and not calls_back:
+            return await asyncio.to_thread(
+                self.run, threaded, source, prebuilt=prebuilt, writes=writes
+            )
+        if not callable(source):
+            return await self._aattempt(engine, source, prebuilt, writes)
+        return await retry.awith_retries(lambda: self._aattempt(engine, source(), prebuilt, writes))
+
+    async def _aattempt(
+        self, engine: AsyncEngine, plan: Plan[T], prebuilt: bool, writes: bool | None
+    ) -> T:
+        if not (self._connected and self.schema_checked):
+            async with engine.connect() as connection:
+                await connection.run_sync(self._first_connection)
+        try:
+            first = next(plan)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        sync_engine = engine.sync_engine
+        async with locks.holding(self._writer_lock(sync_engine, first, writes)):
+            result: Any = await greenlet_spawn(
+                self._run_started, sync_engine, plan, first, prebuilt
+            )
+            return result  # type: ignore[no-any-return]

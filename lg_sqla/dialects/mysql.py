@@ -319,9 +319,10 @@ class MySQLOps(DialectOps):
             )
         try:
             yield
-            # Commit before the lock goes: the last revision's version row must be
-            # there for the next process that takes it, or it applies that revision
-            # again ("Duplicate column name").
+            # The version table's last UPDATE is still in this transaction (Alembic
+            # leaves the commit to us: see alembic/env.py). Committed only after the
+            # release, it let the next process read the old revision under the lock and
+            # apply the last revision again ("Duplicate column name 'prefix_head'").
             if connection.in_transaction():
                 connection.commit()
         finally:

@@ -121,6 +121,13 @@ class PostgresJSONB(_FastJSONWriter, TypeDecorator[Any]):
     impl = postgresql.JSONB
     cache_ok = True
 
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        # The dialect's own JSONB reads the value (psycopg hands JSONB back parsed: no
+        # processor). SQLAlchemy 2.0.30 reaches this type as json_document()'s variant
+        # without adapting its impl to the dialect, and would apply the generic JSONB's
+        # json.loads to the parsed value ("the JSON object must be str ..., not dict").
+        return self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+
 
 def json_document() -> TypeEngine[Any]:
     """JSON documents: JSONB on PostgreSQL so metadata filters run in SQL and index well."""

@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import event, pool
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
@@ -224,7 +225,8 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
       a connection's page cache whenever another connection wrote, so reads and
       writes that follow each other on one connection find their pages cached
       (writers, serialized by the writer lock, hand theirs to the next one).
-      Callers that overlap still get connections of their own.
+      Callers that overlap still get connections of their own. (Where the engine's
+      pool is a queue: not aiosqlite's NullPool of SQLAlchemy 2.0.30.)
     """
     options = {"pool_reset_on_return": None, **options}
     parsed = make_url(url)
@@ -234,8 +236,13 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         options = {"poolclass": pool.StaticPool, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
         options["connect_args"] = connect_args
-    elif parsed.get_backend_name() == "sqlite":
-        options = {"pool_use_lifo": True, **options}
+    elif parsed.get_backend_name() == "sqlite" and "pool" not in options:
+        dialect = cast("type[DefaultDialect]", parsed.get_dialect())
+        poolclass = options.get("poolclass") or dialect.get_pool_class(parsed)
+        # Only a queue pool takes the option: SQLAlchemy 2.0.30 opens aiosqlite files
+        # with a NullPool (a new connection per checkout), 2.1 with a queue pool.
+        if isinstance(poolclass, type) and issubclass(poolclass, pool.QueuePool):
+            options = {"pool_use_lifo": True, **options}
     return options
 
 

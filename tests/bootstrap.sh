@@ -5,10 +5,9 @@
 #   2. the project virtualenv .venv with the package and its dev group installed.
 # Idempotent, and fast (no network) when everything is already in place.
 #
-# With --min-versions, also
-#   3. the virtualenv .venv-min: the same, but with the lowest SQLAlchemy and
-#      Alembic versions pyproject.toml allows (pins from tests/min_versions.py),
-#      for `make test-min`.
+# With --min-versions, also the virtualenv .venv-min: the same as .venv, but with
+# the lowest SQLAlchemy and Alembic versions pyproject.toml allows (pinned from its
+# lower bounds by tests/min_versions.py), for `make test-min`.
 #
 # Environment:
 #   LG_SQLA_BOOTSTRAP_SERVERS=0   skip the database packages (venv only; `make demo`)
@@ -163,7 +162,7 @@ else
     printf '%s\n' "$want_stamp" >"$STAMP"
 fi
 
-# --- 3. virtualenv at the lowest allowed versions (--min-versions) -------------
+# --- virtualenv at the lowest allowed versions (--min-versions) ----------------
 if [ "$MIN_VERSIONS" = 1 ]; then
     MIN_STAMP=.venv-min/.lg_sqla_stamp
     pins="$(.venv/bin/python tests/min_versions.py)"

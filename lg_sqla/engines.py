@@ -5,15 +5,20 @@ Engines passed in by the caller are used as they are: their owner decides.
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import event, pool
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import await_only
 
 from lg_sqla.errors import MissingDriverError
 
@@ -23,13 +28,22 @@ SqliteSynchronous = Literal["EXTRA", "FULL", "NORMAL", "OFF"]
 E = TypeVar("E", Engine, AsyncEngine)
 
 
-def _sqlite_pragmas(synchronous: SqliteSynchronous, dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(
+    synchronous: SqliteSynchronous,
+    sleep: Callable[[float], None],
+    dbapi_connection: Any,
+    _record: Any,
+) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        # WAL: readers never block the writer; busy_timeout: a second writer
-        # waits for the lock instead of failing at once with "database is locked".
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # busy_timeout first: a connection that meets a lock held by another one
+        # (a writer, another connection switching the file to WAL) waits for it instead
+        # of failing at once with "database is locked"; it covers the statements below.
+        # (The driver's connect() already waits 5 s by default, its `timeout`, which a
+        # caller's connect_args may set to 0.)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL: readers never block the writer.
+        _switch_to_wal(cursor, sleep)
         # FULL (SQLite's default, and the official SqliteSaver's): a commit is on disk
         # when put() returns, power loss included. NORMAL skips that fsync in WAL
         # mode (faster writes; the last commits can be lost in a power cut, never
@@ -37,6 +51,60 @@ def _sqlite_pragmas(synchronous: SqliteSynchronous, dbapi_connection: Any, _reco
         cursor.execute(f"PRAGMA synchronous={synchronous}")
     finally:
         cursor.close()
+
+
+# The pause between two attempts of the switch to WAL grows to this (jittered).
+_WAL_SWITCH_MAX_PAUSE_S = 0.05
+
+
+def _switch_to_wal(cursor: Any, sleep: Callable[[float], None]) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again while SQLite answers SQLITE_BUSY.
+
+    The busy timeout does not cover the switch of a file still in rollback-journal
+    mode (a new file). SQLite makes the switch in two steps: a read transaction to
+    look at the file header (a shared lock), then a write transaction in it to set
+    WAL there (the reserved lock, then the exclusive one to commit). SQLite calls
+    the busy handler only for a connection that has no transaction open yet
+    (``sqlite3BtreeBeginTrans``); one that already holds a shared lock and finds the
+    reserved lock taken gets SQLITE_BUSY at once, because waiting could deadlock:
+    the holder of the reserved lock (another connection making the same switch)
+    waits for every shared lock to go before it can commit. sqlite3_busy_handler's
+    documentation: "If SQLite determines that invoking the busy handler could
+    result in a deadlock, it will go ahead and return SQLITE_BUSY to the
+    application instead of invoking the busy handler." Several threads or processes
+    opening one new file together met this in 4 to 8% of their starts
+    (tests/integration/test_sqlite_first_connections.py). The failed statement has
+    released its locks, so running it again is safe, and it soon succeeds: once one
+    connection has switched the file (WAL is persistent), the pragma finds it in WAL
+    mode and takes no write lock. Bounded by the busy timeout.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as error:
+            if not _is_sqlite_busy(error) or time.monotonic() + pause > deadline:
+                raise
+        sleep(random.uniform(pause / 2, pause))
+        pause = min(pause * 2, _WAL_SWITCH_MAX_PAUSE_S)
+
+
+_SQLITE_BUSY = 5  # the primary result code (the extended ones keep it in the low byte)
+
+
+def _is_sqlite_busy(error: Exception) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_BUSY
+    return "database is locked" in str(error)
+
+
+def _greenlet_sleep(seconds: float) -> None:
+    """A pause in a connect hook of an async engine: it runs in SQLAlchemy's greenlet
+    on the event loop's thread, where ``time.sleep`` would stop every other task."""
+    await_only(asyncio.sleep(seconds))
 
 
 # MySQL string-literal escapes: what asyncmy (and PyMySQL) apply to a str parameter.
@@ -157,7 +225,8 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
       a connection's page cache whenever another connection wrote, so reads and
       writes that follow each other on one connection find their pages cached
       (writers, serialized by the writer lock, hand theirs to the next one).
-      Callers that overlap still get connections of their own.
+      Callers that overlap still get connections of their own. (Where the engine's
+      pool is a queue: not aiosqlite's NullPool of SQLAlchemy 2.0.30.)
     """
     options = {"pool_reset_on_return": None, **options}
     parsed = make_url(url)
@@ -167,8 +236,13 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         options = {"poolclass": pool.StaticPool, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
         options["connect_args"] = connect_args
-    elif parsed.get_backend_name() == "sqlite":
-        options = {"pool_use_lifo": True, **options}
+    elif parsed.get_backend_name() == "sqlite" and "pool" not in options:
+        dialect = cast("type[DefaultDialect]", parsed.get_dialect())
+        poolclass = options.get("poolclass") or dialect.get_pool_class(parsed)
+        # Only a queue pool takes the option: SQLAlchemy 2.0.30 opens aiosqlite files
+        # with a NullPool (a new connection per checkout), 2.1 with a queue pool.
+        if isinstance(poolclass, type) and issubclass(poolclass, pool.QueuePool):
+            options = {"pool_use_lifo": True, **options}
     return options
 
 
@@ -213,8 +287,10 @@ def threaded_sqlite_url(url: str) -> str | None:
 def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL") -> E:
     """Apply lg_sqla's per-dialect connection settings to an engine it owns.
 
-    On SQLite, every new connection gets ``journal_mode=WAL``, a 30 s
-    ``busy_timeout`` and ``synchronous=FULL`` (durable commits). Pass
+    On SQLite, every new connection gets a 30 s ``busy_timeout``,
+    ``journal_mode=WAL`` (the switch of a new file tried again while another
+    connection holds its lock, see ``_switch_to_wal``) and ``synchronous=FULL``
+    (durable commits). Pass
     ``sqlite_synchronous="NORMAL"`` to trade the durability of the last commits
     on power loss for faster writes. asyncmy connections escape str and bytes
     parameters at C speed (``_asyncmy_literal``).
@@ -226,7 +302,8 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
         )
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
     if sync_engine.dialect.name == "sqlite":
-        event.listen(sync_engine, "connect", partial(_sqlite_pragmas, sqlite_synchronous))
+        sleep = _greenlet_sleep if sync_engine.dialect.is_async else time.sleep
+        event.listen(sync_engine, "connect", partial(_sqlite_pragmas, sqlite_synchronous, sleep))
     if sync_engine.dialect.driver == "asyncmy":
         event.listen(sync_engine, "connect", _fast_asyncmy_escaping)
     return engine

@@ -8,6 +8,10 @@
 #   3. the project virtualenv .venv with the package and its dev group installed.
 # Idempotent, and fast (no network) when everything is already in place.
 #
+# With --min-versions, also the virtualenv .venv-min: the same as .venv, but with
+# the lowest SQLAlchemy and Alembic versions pyproject.toml allows (pinned from its
+# lower bounds by tests/min_versions.py), for `make test-min`.
+#
 # Environment:
 #   LG_SQLA_BOOTSTRAP_SERVERS=0   skip the database packages (venv only; `make demo`)
 #   LG_SQLA_TEST_POSTGRES_URL / LG_SQLA_TEST_MYSQL_URL
@@ -17,6 +21,17 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+MIN_VERSIONS=0
+for arg in "$@"; do
+    case "$arg" in
+    --min-versions) MIN_VERSIONS=1 ;;
+    *)
+        printf '[bootstrap] ERROR: unknown argument %s\n' "$arg" >&2
+        exit 2
+        ;;
+    esac
+done
 
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PYTHON=${PYTHON:-python3}
@@ -173,4 +188,40 @@ else
     .venv/bin/python -m pip install -q -U 'pip>=25.1' </dev/null
     .venv/bin/python -m pip install -q -e . --group dev </dev/null
     printf '%s\n' "$want_stamp" >"$STAMP"
+fi
+
+# --- virtualenv at the lowest allowed versions (--min-versions) ----------------
+if [ "$MIN_VERSIONS" = 1 ]; then
+    MIN_STAMP=.venv-min/.lg_sqla_stamp
+    pins="$(.venv/bin/python tests/min_versions.py)"
+    want_min="$(cat pyproject.toml tests/min_versions.py | sha256sum | cut -d' ' -f1)"
+    if [ ! -x .venv-min/bin/python ]; then
+        log "creating .venv-min with $PYTHON"
+        "$PYTHON" -m venv .venv-min
+    fi
+    if [ "$(cat "$MIN_STAMP" 2>/dev/null || true)" = "$want_min" ]; then
+        log ".venv-min up to date"
+    else
+        # shellcheck disable=SC2086 # one pin per word
+        log "installing the project with the lowest allowed versions into .venv-min:" $pins
+        export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+        .venv-min/bin/python -m pip install -q -U 'pip>=25.1' </dev/null
+        # shellcheck disable=SC2086
+        .venv-min/bin/python -m pip install -q -e . --group dev $pins </dev/null
+        # pip resolves the pins together with everything else: check they held.
+        # shellcheck disable=SC2086
+        .venv-min/bin/python - $pins <<'PY'
+import sys
+from importlib.metadata import version
+
+from packaging.requirements import Requirement
+
+for pin in sys.argv[1:]:
+    requirement = Requirement(pin)
+    installed = version(requirement.name)
+    if not requirement.specifier.contains(installed):
+        sys.exit(f"[bootstrap] ERROR: .venv-min has {requirement.name} {installed}, not {pin}")
+PY
+        printf '%s\n' "$want_min" >"$MIN_STAMP"
+    fi
 fi

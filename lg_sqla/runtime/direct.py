@@ -70,7 +70,9 @@ def _probe_internals() -> str | None:
     ):
         if not callable(getattr(owner, name, None)):
             return f"{owner.__name__}.{name}"
-    if not isinstance(getattr(Connection, "_has_events", None), bool):
+    # On the class, SQLAlchemy 2.0 sets it only once a listener is registered on
+    # Connection itself (2.1 defines it as False): absent means no listener.
+    if not isinstance(getattr(Connection, "_has_events", False), bool):
         return "Connection._has_events"
     if not isinstance(getattr(Engine, "_has_events", None), bool):
         return "Engine._has_events"

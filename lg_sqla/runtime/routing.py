@@ -62,7 +62,7 @@ def choose_path(
         return Path.CORE
     if direct.missing_internals() is not None:
         return Path.CORE  # this SQLAlchemy lacks what the direct path reads
-    if engine._has_events or Connection._has_events:
+    if engine._has_events or getattr(Connection, "_has_events", False):
         # A ConnectionEvents listener (statement counters, tracing, fault injection)
         # must see every statement, as SQLAlchemy's own flags tell it.
         return Path.CORE

@@ -40,9 +40,9 @@ from servers import (  # noqa: E402
 )
 
 from lg_sqla import SQLAlchemySaver  # noqa: E402
-from lg_sqla.codec import ns_hash  # noqa: E402
 from lg_sqla.inspect import Inspector  # noqa: E402
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints  # noqa: E402
+from lg_sqla.shared import key_hash  # noqa: E402
 
 NODES = ("agent", "tools", "agent")
 
@@ -68,7 +68,7 @@ def database(dialect: str, tmp: Path) -> Iterator[str]:
 def fill(engine: sa.Engine, threads: int) -> None:
     """``threads`` threads of 3 checkpoints each, with values and writes, in bulk."""
     now = dt.datetime.now(dt.timezone.utc)
-    root = ns_hash("")
+    root = key_hash("")
     batch = 500
     for start in range(0, threads, batch):
         cps: list[dict[str, Any]] = []

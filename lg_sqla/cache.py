@@ -25,7 +25,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import cache_entries
 from lg_sqla.runtime import Plan, Runtime, Step
 from lg_sqla.runtime.plans import T
-from lg_sqla.store._plan import digest
+from lg_sqla.shared import key_hash, utc_now
 
 __all__ = ["SQLAlchemyCache"]
 
@@ -50,11 +50,7 @@ def _key_text(key: str) -> str:
 
 def _row_key(full: FullKey) -> tuple[str, str]:
     namespace, key = full
-    return digest(_namespace_text(namespace)), digest(_key_text(key))
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return key_hash(_namespace_text(namespace)), key_hash(_key_text(key))
 
 
 class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
@@ -146,7 +142,7 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
     def _clear_plan(self, namespaces: Sequence[Namespace] | None) -> Plan[None]:
         statement = sa.delete(cache_entries)
         if namespaces is not None:
-            hashes = sorted({digest(_namespace_text(ns)) for ns in namespaces})
+            hashes = sorted({key_hash(_namespace_text(ns)) for ns in namespaces})
             if not hashes:
                 return
             statement = statement.where(cache_entries.c.namespace_hash.in_(hashes))
@@ -176,20 +172,20 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
 
     def get(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
         """The unexpired cached values of ``keys`` (missing keys are absent)."""
-        now = _now()
+        now = utc_now()
         return self._run(lambda: self._get_plan(keys, now))
 
     async def aget(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
-        now = _now()
+        now = utc_now()
         return await self._arun(lambda: self._get_plan(keys, now))
 
     def set(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
         """Store values with a TTL in seconds each (None: until cleared)."""
-        now = _now()
+        now = utc_now()
         self._run(lambda: self._set_plan(pairs, now))
 
     async def aset(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
-        now = _now()
+        now = utc_now()
         await self._arun(lambda: self._set_plan(pairs, now))
 
     def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from lg_sqla import migrate
 from lg_sqla.dialects import ops_for
 from lg_sqla.errors import LgSqlaError
+from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:
     from lg_sqla.inspect import StorageReport, ValueView
@@ -1149,7 +1150,7 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
         report = _dry_run(saver, plan, None)
         _say(args, {"dry_run": True, **report}, _would(report, args.strategy))
         return
-    cutoff = maintenance.codec_now() - older_than
+    cutoff = utc_now() - older_than
     stale = saver._run(maintenance.count_stale_threads(cutoff, args.strategy))
     question = (
         f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"

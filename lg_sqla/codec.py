@@ -13,14 +13,12 @@ Storage shape:
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -37,19 +35,12 @@ from langgraph.checkpoint.serde.types import TASKS
 
 from lg_sqla import limits
 from lg_sqla.errors import InvalidInputError
+from lg_sqla.runtime.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
 from lg_sqla.serde.tags import parse_type_tag
+from lg_sqla.shared import json_text
 
 EMPTY_TYPE = "empty"
-
-# A result row's mapping (keys may be str or Column) or a plain dict.
-Record = Mapping[Any, Any]
-
-
-@functools.lru_cache(maxsize=4096)  # a graph's namespaces repeat on every call
-def ns_hash(checkpoint_ns: str) -> str:
-    """Fixed-width key for a namespace of any length (MD5 hex; not a security use)."""
-    return hashlib.md5(checkpoint_ns.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 # MariaDB refuses JSON with more than 31 nested objects/arrays (its depth limit, 32,
@@ -167,30 +158,6 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
 # float, bool, None, dict with str keys, list and tuple. Anything else (subclasses,
 # dataclasses, datetimes...) is passed to its `default`, which has none, so it raises
 # and json.dumps decides, as it always did.
-_ORJSON_STRICT = (
-    orjson.OPT_PASSTHROUGH_SUBCLASS
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-)
-
-
-def json_text(value: Any) -> str:
-    """``value`` as JSON text, for the JSON columns of SQLite and PostgreSQL.
-
-    orjson writes a checkpoint document about 10x faster than ``json.dumps``
-    (0.6 against 8.3 µs for the benchmark's), the same JSON value in compact UTF-8.
-    What it refuses (non-str keys, integers beyond 64 bits, lone surrogates, other
-    types) is written by ``json.dumps``, as before. Metadata and store values are
-    validated first (``check_json``; the store's ``check_json_value``), so what orjson
-    alone would accept (NaN, written as null; UUIDs and enums, as their str and value)
-    never reaches it from them; LangGraph's checkpoint document holds none of those.
-    """
-    try:
-        return orjson.dumps(value, option=_ORJSON_STRICT).decode()
-    except TypeError:
-        return json.dumps(value)
-
-
 def _strip_nul(value: Any) -> Any:
     """PostgreSQL text and JSONB reject U+0000; LangGraph strips it from metadata too."""
     try:

@@ -33,6 +33,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import Context, Plan, Step
+from lg_sqla.shared import key_hash
 from lg_sqla.statements import WRITE_VALUE_COLUMNS
 
 
@@ -308,7 +309,7 @@ def delta_channel_history(
 ) -> Plan[dict[str, DeltaChannelHistory]]:
     """Per channel: writes oldest→newest from the target's ancestors, and the seed."""
     channels = list(dict.fromkeys(channels))
-    nsh = codec.ns_hash(checkpoint_ns)
+    nsh = key_hash(checkpoint_ns)
     chain = yield from walk_chain(ctx, thread_id, nsh, checkpoint_id, channels)
     result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
     max_depth = chain.depth_needed(channels)

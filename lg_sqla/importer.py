@@ -36,10 +36,10 @@ import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from lg_sqla import codec
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import Plan, Step
+from lg_sqla.shared import key_hash
 
 if TYPE_CHECKING:
     from lg_sqla.aio import AsyncSQLAlchemySaver
@@ -85,7 +85,7 @@ def restamp(thread_id: str, tuples: Iterable[CheckpointTuple]) -> Plan[None]:
         when = _ts(t.checkpoint)
         if when is not None:
             cfg = t.config["configurable"]
-            nsh = codec.ns_hash(cfg.get("checkpoint_ns", ""))
+            nsh = key_hash(cfg.get("checkpoint_ns", ""))
             rows.append(
                 {"b_thread": thread_id, "b_nsh": nsh, "b_id": cfg["checkpoint_id"], "b_ts": when}
             )
@@ -142,7 +142,7 @@ def _copies(
     for t in ordered:
         cfg = t.config["configurable"]
         ns, checkpoint_id = cfg.get("checkpoint_ns", ""), cfg["checkpoint_id"]
-        key = (codec.ns_hash(ns), checkpoint_id)
+        key = (key_hash(ns), checkpoint_id)
         if key in existing:
             skipped += 1
             continue

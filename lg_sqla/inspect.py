@@ -39,6 +39,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import Context, Plan, Step
+from lg_sqla.shared import key_hash
 from lg_sqla.statements import versioned_blobs
 
 if TYPE_CHECKING:
@@ -387,7 +388,7 @@ def history(
             _pending_count(C.c.checkpoint_id).label("pending"),
             _pending_count(C.c.parent_checkpoint_id, W.c.channel == TASKS).label("sends"),
         )
-        .where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+        .where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == key_hash(checkpoint_ns))
         .order_by(C.c.checkpoint_id.desc())
         .limit(limit)
     )
@@ -463,7 +464,7 @@ def diff(
         _checkpoint_id(old_id, "old checkpoint_id"),
         _checkpoint_id(new_id, "new checkpoint_id"),
     )
-    stmt = _checkpoint_values(ctx, thread_id, codec.ns_hash(checkpoint_ns), [old_id, new_id])
+    stmt = _checkpoint_values(ctx, thread_id, key_hash(checkpoint_ns), [old_id, new_id])
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     documents: dict[str, dict[str, Any]] = {}
     blobs: dict[tuple[str, str], tuple[str, bytes | None]] = {}
@@ -561,7 +562,7 @@ def writes(
         columns.append(W.c.blob)
     stmt = sa.select(*columns).where(
         W.c.thread_id == _thread(thread_id),
-        W.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns),
+        W.c.checkpoint_ns_hash == key_hash(checkpoint_ns),
         W.c.checkpoint_id == _checkpoint_id(checkpoint_id),
     )
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
@@ -615,7 +616,7 @@ def write_stats(
     if thread_id is not None:
         stmt = stmt.where(W.c.thread_id == _thread(thread_id))
     if checkpoint_ns is not None:
-        stmt = stmt.where(W.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+        stmt = stmt.where(W.c.checkpoint_ns_hash == key_hash(checkpoint_ns))
     stmt = stmt.group_by(key)
     if by != "node":
         # Task paths are merged into nodes in Python; other groups are final in SQL.
@@ -666,7 +667,7 @@ def latest(
     )
     ranked = (
         sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint_id, C.c.checkpoint, rank)
-        .where(C.c.thread_id.in_(ids), C.c.checkpoint_ns_hash == codec.ns_hash(checkpoint_ns))
+        .where(C.c.thread_id.in_(ids), C.c.checkpoint_ns_hash == key_hash(checkpoint_ns))
         .subquery("ranked")
     )
     heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")

@@ -28,6 +28,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step
+from lg_sqla.shared import utc_now
 from lg_sqla.statements import blob_keys
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
@@ -197,7 +198,7 @@ def copy_thread(ctx: Context, source: str, target: str) -> Plan[RowCounts]:
         )
     if not counts.get(source):
         raise InvalidInputError(f"copy_thread: source thread {source!r} has no checkpoints")
-    now = sa.literal(codec_now(), C.c.created_at.type)
+    now = sa.literal(utc_now(), C.c.created_at.type)
     copied = RowCounts(threads=1)
     for table, counter in ((C, "checkpoints"), (W, "writes"), (B, "blobs")):
         names = [c.name for c in table.columns]
@@ -218,10 +219,6 @@ def copy_thread(ctx: Context, source: str, target: str) -> Plan[RowCounts]:
         ).rowcount
         setattr(copied, counter, written)
     return copied
-
-
-def codec_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 # --- pruning -------------------------------------------------------------------------
@@ -334,7 +331,7 @@ def sweep(
         raise InvalidInputError(f"older_than must be a non-negative timedelta, got {older_than!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    report = SweepReport(cutoff=codec_now() - older_than, strategy=strategy)
+    report = SweepReport(cutoff=utc_now() - older_than, strategy=strategy)
     after: str | None = None
     while True:
         batch = yield from stale_threads(report.cutoff, strategy, after, batch_size)

@@ -15,15 +15,18 @@ import functools
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic.config import Config
-from alembic.ddl.impl import DefaultImpl
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, Dialect, Engine
 
-from alembic import command
 from lg_sqla.errors import SchemaError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic's modules are imported by the functions that use them: importing
+# alembic.config imports alembic.command and most of Alembic, which an app that
+# only imports lg_sqla (or lg_sqla.models into its own Alembic env) does not need.
 
 __all__ = ["SchemaError", "check_schema", "upgrade"]
 
@@ -80,6 +83,8 @@ def script_location() -> Path:
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic Config for our migrations, optionally bound to an open connection."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(script_location()))
     if connection is not None:
@@ -90,6 +95,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
 @functools.cache
 def head_revision() -> str:
     """The newest revision lg_sqla ships (read once: the installed files do not change)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "lg_sqla has no migrations"
     return head
@@ -112,6 +119,8 @@ def ensure_alembic_impl(dialect: Dialect) -> None:
     serves; registering is what Alembic documents for third-party dialects:
     a ``DefaultImpl`` subclass naming the dialect in ``__dialect__``.
     """
+    from alembic.ddl.impl import DefaultImpl
+
     try:
         DefaultImpl.get_by_dialect(dialect)
     except KeyError:
@@ -120,6 +129,8 @@ def ensure_alembic_impl(dialect: Dialect) -> None:
 
 def current_revision(connection: Connection) -> str | None:
     ensure_alembic_impl(connection.dialect)
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(
         connection,
         opts={"version_table": VERSION_TABLE, "version_table_schema": schema_of(connection)},
@@ -141,6 +152,8 @@ def upgrade_connection(connection: Connection, revision: str = "head") -> None:
 
 def upgrade_connection_locked(connection: Connection, revision: str = "head") -> None:
     """``upgrade_connection`` for a caller that already holds the process lock."""
+    from alembic import command  # imported when a migration runs, not with the models
+
     command.upgrade(alembic_config(connection), revision)
     if connection.in_transaction():
         connection.commit()
@@ -148,6 +161,8 @@ def upgrade_connection_locked(connection: Connection, revision: str = "head") ->
 
 def downgrade_connection(connection: Connection, revision: str) -> None:
     with holding_alembic_lock():
+        from alembic import command
+
         command.downgrade(alembic_config(connection), revision)
         if connection.in_transaction():
             connection.commit()
@@ -185,6 +200,8 @@ def check_schema(connection: Connection) -> None:
             else FIX_HINT
         )
         raise SchemaError(f"lg_sqla tables are not set up {where}: {hint.format(schema=schema)}")
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config())
     known = {rev.revision for rev in script.walk_revisions()}
     if current not in known:

@@ -11,7 +11,6 @@ nothing: the shell runs each plan inside one transaction.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,14 +29,14 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import codec, limits
-from lg_sqla.codec import Record
 from lg_sqla.dialects import bulk_params, bulk_rows_shape
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.history import delta_channel_history
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Context, Plan, Step
+from lg_sqla.runtime.plans import Context, Plan, Record, Step
+from lg_sqla.shared import key_hash, utc_now
 from lg_sqla.statements import (
     KIND_BLOB,
     KIND_CHECKPOINT,
@@ -52,11 +51,6 @@ from lg_sqla.statements import (
     select_page,
     select_writes_for,
 )
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
 
 # --- writing -----------------------------------------------------------------
 
@@ -140,8 +134,8 @@ def put(
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.check_length("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
     parent_id = codec.parent_id_of(config)
-    nsh = codec.ns_hash(checkpoint_ns)
-    now = _utcnow()
+    nsh = key_hash(checkpoint_ns)
+    now = utc_now()
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
     blob_rows = [
@@ -198,8 +192,8 @@ def put_writes(
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
-    nsh = codec.ns_hash(checkpoint_ns)
-    now = _utcnow()
+    nsh = key_hash(checkpoint_ns)
+    now = utc_now()
     rows = [
         {
             "thread_id": thread_id,
@@ -348,7 +342,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
     checkpoint_id = codec.checkpoint_id_of(config)
     q = PageQuery(
         thread_id=codec.thread_id_of(config),
-        ns_hash=codec.ns_hash(_namespace(config)),
+        ns_hash=key_hash(_namespace(config)),
         checkpoint_id=checkpoint_id,
         limit=1,
     )
@@ -369,7 +363,7 @@ def list_query(
         if configurable.get("thread_id") is not None:
             thread_id = codec.thread_id_of(config)
         if configurable.get("checkpoint_ns") is not None:
-            ns_hash = codec.ns_hash(_namespace(config))
+            ns_hash = key_hash(_namespace(config))
         checkpoint_id = codec.checkpoint_id_of(config)
     before_id = codec.checkpoint_id_of(before, "before checkpoint_id")
     if filter is not None and not isinstance(filter, Mapping):
@@ -429,7 +423,7 @@ class Pages:
         if self.remaining is not None:
             self.remaining -= len(kept)
         last = page[-1].config["configurable"]
-        cursor = (last["checkpoint_id"], last["thread_id"], codec.ns_hash(last["checkpoint_ns"]))
+        cursor = (last["checkpoint_id"], last["thread_id"], key_hash(last["checkpoint_ns"]))
         self.query = replace(self.query, after=cursor)
         return kept
 

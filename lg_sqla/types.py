@@ -13,8 +13,8 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from lg_sqla.codec import json_text
 from lg_sqla.dialects import is_mysql_family, mysql_json_text, mysql_key_collation
+from lg_sqla.shared import json_text
 
 
 class KeyString(TypeDecorator[str]):
@@ -85,7 +85,7 @@ class DocumentJSON(TypeDecorator[Any]):
     well), JSON on MySQL/MariaDB, JSON text on SQLite and any other dialect.
 
     Written by lg_sqla, whatever serializer the engine was given: by orjson
-    (``codec.json_text``: a checkpoint document is serialized on every ``put``, a
+    (``json_text``: a checkpoint document is serialized on every ``put``, a
     store value on every store ``put``, about 10x faster than ``json.dumps``; the
     stored JSON value is the same), and on MySQL/MariaDB in the canonical form of
     ``dialects.mysql_json_text`` so keys of any name can be found. Read by the

@@ -11,7 +11,7 @@ logic exists once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,11 +20,12 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import Executable
 
-from lg_sqla.codec import Record
 from lg_sqla.dialects import DialectOps
 from lg_sqla.runtime import retry
 
 T = TypeVar("T")
+# A statement's parameters, or a result row's mapping (keys may be str or Column).
+Record = Mapping[Any, Any]
 Rows = Sequence[Row[Any]]
 
 

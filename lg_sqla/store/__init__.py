@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import datetime as dt
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -41,6 +40,7 @@ from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_ur
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.runtime import Plan, Runtime
 from lg_sqla.runtime.plans import T
+from lg_sqla.shared import utc_now
 from lg_sqla.store._plan import (
     Embedded,
     NativeVectors,
@@ -55,10 +55,6 @@ from lg_sqla.store._plan import (
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
 logger = logging.getLogger(__name__)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 class _StoreBase(BaseStore):
@@ -252,7 +248,7 @@ class SQLAlchemyStore(_StoreBase):
                 doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, _now()
+        settings, now = self._settings, utc_now()
         hot, writes = self._kind(ops)
         return self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
 
@@ -262,7 +258,7 @@ class SQLAlchemyStore(_StoreBase):
 
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
-        now = _now()
+        now = utc_now()
         return self._run(lambda: sweep_plan(now))
 
     def start_ttl_sweeper(
@@ -412,7 +408,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, _now()
+        settings, now = self._settings, utc_now()
         hot, writes = self._kind(ops)
         return await self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
 
@@ -436,7 +432,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
 
     async def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
-        now = _now()
+        now = utc_now()
         return await self._run(lambda: sweep_plan(now))
 
     async def start_ttl_sweeper(

@@ -28,7 +28,6 @@ Python over the filtered candidates; dialects without JSON functions we know
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import re
@@ -57,6 +56,7 @@ from lg_sqla.dialects import NUMERIC_STRING, DialectOps, StoreSQL
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
 from lg_sqla.runtime.plans import Plan, Step
+from lg_sqla.shared import key_hash
 from lg_sqla.store._sql import (
     filter_condition,
     filter_params,
@@ -67,11 +67,6 @@ from lg_sqla.store._sql import (
 
 T = TypeVar("T")
 FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
-
-
-def digest(text: str) -> str:
-    """Fixed-width key for an unbounded namespace or item key (MD5 hex; not security)."""
-    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def join_namespace(namespace: tuple[str, ...]) -> str:
@@ -355,7 +350,7 @@ def _prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
     return sa.and_(
         _head_in(*subtree_bounds(text)),
         sa.or_(
-            t.prefix_hash == digest(text),
+            t.prefix_hash == key_hash(text),
             sa.func.substr(t.prefix, 1, len(text) + 1) == text + ".",
         ),
     )
@@ -621,7 +616,7 @@ def _search_select(
     if sop.namespace_prefix:
         params.update(
             {
-                name("hash"): digest(text),
+                name("hash"): key_hash(text),
                 name("width"): len(text) + 1,
                 name("start"): text + ".",
                 name("low"): low,
@@ -737,7 +732,9 @@ def batch_plan(
         return Step(statement, params, fetch=fetch, whole_plan=first)
 
     if gets:
-        pairs = sorted({(digest(join_namespace(op.namespace)), digest(op.key)) for _, op in gets})
+        pairs = sorted(
+            {(key_hash(join_namespace(op.namespace)), key_hash(op.key)) for _, op in gets}
+        )
         rows: list[Any] = []
         if len(pairs) == 1:  # the common case, a lone get: the simplest statement
             ((prefix_hash, key_hash),) = pairs
@@ -897,7 +894,7 @@ def _write_plan(
 ) -> Plan[None]:
     if not puts:
         return
-    keys = sorted((digest(join_namespace(ns)), digest(key)) for ns, key in puts)
+    keys = sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
     ops = settings.ops
     # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
     if settings.indexed:
@@ -909,7 +906,7 @@ def _write_plan(
             yield step(delete_vectors, chunk)
     written = [op for op in puts.values() if op.value is not None]
     deleted = [
-        (digest(join_namespace(op.namespace)), digest(op.key))
+        (key_hash(join_namespace(op.namespace)), key_hash(op.key))
         for op in puts.values()
         if op.value is None
     ]
@@ -926,8 +923,8 @@ def _write_plan(
     if written:
         rows = [
             {
-                "prefix_hash": digest(join_namespace(op.namespace)),
-                "key_hash": digest(op.key),
+                "prefix_hash": key_hash(join_namespace(op.namespace)),
+                "key_hash": key_hash(op.key),
                 "prefix": join_namespace(op.namespace),
                 "prefix_head": namespace_head(join_namespace(op.namespace)),
                 "key": op.key,
@@ -950,8 +947,8 @@ def _write_plan(
         yield step(statement, rows[0] if len(rows) == 1 else rows)
     vector_rows = [
         {
-            "prefix_hash": digest(join_namespace(ns)),
-            "key_hash": digest(key),
+            "prefix_hash": key_hash(join_namespace(ns)),
+            "key_hash": key_hash(key),
             "field": path,
             "embedding": settings.sql.vector_value(vector),
             "created_at": now,

@@ -32,9 +32,9 @@ from faults import Faults, InjectedFault
 from helpers import checkpoint, config, new_thread, table_counts
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.codec import ns_hash
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 from lg_sqla.runtime import direct
+from lg_sqla.shared import key_hash
 
 # LangGraph's special channels (their constants are private since LangGraph 1.0).
 INTERRUPT, RESUME = "__interrupt__", "__resume__"
@@ -59,7 +59,7 @@ def orphans(saver: SQLAlchemySaver, threads: Sequence[str]) -> list[str]:
     referenced, kept = set(), set()
     for t in threads:
         for tup in saver.list(config(t, checkpoint_ns=None)):  # type: ignore[arg-type]
-            h = ns_hash(tup.config["configurable"]["checkpoint_ns"])
+            h = key_hash(tup.config["configurable"]["checkpoint_ns"])
             kept.add((t, h, tup.config["configurable"]["checkpoint_id"]))
             versions = tup.checkpoint["channel_versions"].items()
             referenced |= {(t, h, ch, str(v)) for ch, v in versions}

@@ -57,9 +57,9 @@ def _orphan_blobs(engine: sa.Engine, saver: SQLAlchemySaver, thread_id: str) -> 
     """Blobs of the thread that no checkpoint's channel_versions references."""
     referenced = set()
     for tup in saver.list(config(thread_id, checkpoint_ns=None)):  # type: ignore[arg-type]
-        from lg_sqla.codec import ns_hash
+        from lg_sqla.shared import key_hash
 
-        h = ns_hash(tup.config["configurable"]["checkpoint_ns"])
+        h = key_hash(tup.config["configurable"]["checkpoint_ns"])
         referenced |= {(h, ch, str(v)) for ch, v in tup.checkpoint["channel_versions"].items()}
     with engine.connect() as conn:
         rows = conn.execute(

@@ -1,4 +1,4 @@
-"""The JSON text lg_sqla writes to SQLite's JSON and PostgreSQL's JSONB (codec.json_text).
+"""The JSON text lg_sqla writes to SQLite's JSON and PostgreSQL's JSONB (json_text).
 
 It is written by orjson where orjson writes the same JSON value as ``json.dumps``
 and by ``json.dumps`` otherwise: whatever the value, reading the text back gives
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lg_sqla.codec import json_text
+from lg_sqla.shared import json_text
 
 # Every str (lone surrogates included), integers past 64 bits, non-str keys.
 keys = st.text() | st.integers() | st.booleans() | st.none()

@@ -33,3 +33,17 @@ def test_wheel_ships_migrations_and_types(tmp_path: Path) -> None:
 
 def test_checkout_uses_the_top_level_alembic_directory() -> None:
     assert migrate.script_location() == REPO / "alembic"
+
+
+def test_importing_the_models_does_not_import_alembic() -> None:
+    """A host app that includes lg_sqla.models in its own Alembic env, or only imports
+    lg_sqla, pays for Alembic only when it migrates (alembic.config alone imports
+    alembic.command and most of Alembic)."""
+    probe = (
+        "import sys, lg_sqla.models, lg_sqla; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert out == "[]", out

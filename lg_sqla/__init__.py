@@ -1,8 +1,8 @@
 """lg_sqla: the LangGraph checkpointer for every SQLAlchemy database."""
 
-from lg_sqla.aio import AsyncSQLAlchemySaver
+from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
+from lg_sqla.checkpoint.saver import SQLAlchemySaver
 from lg_sqla.errors import InvalidInputError, LgSqlaError, MissingDriverError, SchemaError
-from lg_sqla.saver import SQLAlchemySaver
 
 __all__ = [
     "AsyncSQLAlchemySaver",

@@ -19,8 +19,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for
+from lg_sqla.engines import in_schema
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import cache_entries
 from lg_sqla.runtime import Plan, Runtime, Step

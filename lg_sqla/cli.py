@@ -30,9 +30,9 @@ from lg_sqla.errors import LgSqlaError
 from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:
+    from lg_sqla.checkpoint.maintenance import RowCounts
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
     from lg_sqla.inspect import StorageReport, ValueView
-    from lg_sqla.maintenance import RowCounts
-    from lg_sqla.saver import SQLAlchemySaver
 
 # The extra that installs each driver module lg_sqla is tested with.
 DRIVER_EXTRAS = {
@@ -813,7 +813,7 @@ def _read(args: argparse.Namespace) -> int:
     call = _inspection(args)
     url = make_url(args.url)
     if url.get_dialect().is_async:
-        from lg_sqla.aio import AsyncSQLAlchemySaver
+        from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
 
         async def run() -> Any:
             async with AsyncSQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
@@ -821,7 +821,7 @@ def _read(args: argparse.Namespace) -> int:
 
         result = asyncio.run(run())
     else:
-        from lg_sqla.saver import SQLAlchemySaver
+        from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
         with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
             result = call(insp.Inspector(saver))
@@ -1027,7 +1027,7 @@ def _print_read(args: argparse.Namespace, result: Any) -> None:
 
 @contextmanager
 def _sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySaver]:
-    from lg_sqla.saver import SQLAlchemySaver
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
     url = make_url(args.url)
     if url.get_dialect().is_async:
@@ -1085,7 +1085,7 @@ def _vacuum(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    from lg_sqla import maintenance
+    from lg_sqla.checkpoint import maintenance
 
     if args.command == "reencrypt":
         return _reencrypt(args)
@@ -1140,7 +1140,7 @@ def _would(report: dict[str, Any], strategy: str) -> str:
 
 
 def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
-    from lg_sqla import maintenance
+    from lg_sqla.checkpoint import maintenance
 
     older_than = dt.timedelta(days=args.older_than_days)
     if args.dry_run:

@@ -20,7 +20,8 @@ from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
 
-from lg_sqla.errors import MissingDriverError
+from lg_sqla.dialects import ops_for
+from lg_sqla.errors import InvalidInputError, MissingDriverError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SqliteSynchronous = Literal["EXTRA", "FULL", "NORMAL", "OFF"]
@@ -307,3 +308,22 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
     if sync_engine.dialect.driver == "asyncmy":
         event.listen(sync_engine, "connect", _fast_asyncmy_escaping)
     return engine
+
+
+def in_schema(engine: E, schema: str | None) -> E:
+    """``engine`` with lg_sqla's tables (and version table) in ``schema``.
+
+    Our models have no schema; SQLAlchemy's ``schema_translate_map`` renders them
+    as ``schema.checkpoints`` on every statement of the returned engine, which
+    shares the original's pool. A PostgreSQL schema; a database on MySQL/MariaDB.
+    """
+    if schema is None:
+        return engine
+    if not isinstance(schema, str) or not schema or len(schema) > 63:
+        raise InvalidInputError(f"schema must be a name of 1 to 63 characters, got {schema!r}")
+    if not ops_for(engine.dialect).supports_schemas:
+        raise InvalidInputError(
+            f"schema= needs PostgreSQL or MySQL/MariaDB; {engine.dialect.name} has no schemas "
+            "lg_sqla can use (use another database file instead)"
+        )
+    return engine.execution_options(schema_translate_map={None: schema})

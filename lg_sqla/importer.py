@@ -42,8 +42,8 @@ from lg_sqla.runtime.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
 if TYPE_CHECKING:
-    from lg_sqla.aio import AsyncSQLAlchemySaver
-    from lg_sqla.saver import SQLAlchemySaver
+    from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
 # (checkpoint_ns, checkpoint_id, task_id) -> task_path, for one thread.
 TaskPaths = Mapping[tuple[str, str, str], str]

@@ -33,18 +33,19 @@ from langgraph.checkpoint.base import writes_sort_key
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
-from lg_sqla import codec, limits
+from lg_sqla import limits
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import Context, Plan, Step
 from lg_sqla.shared import key_hash
-from lg_sqla.statements import versioned_blobs
 
 if TYPE_CHECKING:
-    from lg_sqla.aio import AsyncSQLAlchemySaver
-    from lg_sqla.saver import SQLAlchemySaver
+    from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
 MAX_PAGE = 1000
 THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
@@ -511,7 +512,7 @@ def show(
 ) -> Plan[CheckpointView | None]:
     """One checkpoint (the latest without ``checkpoint_id``) with its values summarized,
     its metadata and its pending writes; one statement (``get_tuple``'s)."""
-    from lg_sqla import operations
+    from lg_sqla.checkpoint import operations
 
     configurable: dict[str, Any] = {"thread_id": _thread(thread_id), "checkpoint_ns": checkpoint_ns}
     if checkpoint_id is not None:

@@ -34,9 +34,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.base import in_schema
 from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
-from lg_sqla.engines import configure_engine, engine_options, threaded_sqlite_url
+from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.runtime import Plan, Runtime
 from lg_sqla.runtime.plans import T

@@ -140,9 +140,9 @@ def test_missing_schema_is_one_error_line_naming_the_fix(
 def test_bad_urls_and_missing_drivers_are_one_error_line() -> None:
     assert_one_error_line(run_cli(["current"], "not a url"), "invalid database URL")
     assert_one_error_line(run_cli(["current"], "nosuchdb://h/x"), "unknown database dialect")
-    # mysqlclient is not installed here (lg_sqla's MySQL extra is PyMySQL).
-    line = assert_one_error_line(run_cli(["current"], "mysql+mysqldb://u@127.0.0.1/x"))
-    assert "'MySQLdb' is not installed" in line and '"lg_sqla[mysql]"' in line
+    # CyMySQL is in no extra and no dependency group: a driver the user named but lacks.
+    line = assert_one_error_line(run_cli(["current"], "mysql+cymysql://u@127.0.0.1/x"))
+    assert "'cymysql' is not installed" in line and '"lg_sqla[mysql]"' in line
     done = run_cli(["current"], None)
     assert_one_error_line(done, "no database URL")
     assert done.returncode == 2

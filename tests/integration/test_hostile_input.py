@@ -13,7 +13,7 @@ from backends import Backend
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
-from lg_sqla.codec import JSON_MAX_DEPTH
+from lg_sqla.checkpoint.codec import JSON_MAX_DEPTH
 
 SURROGATE = "\ud800"
 BIG = 2**64

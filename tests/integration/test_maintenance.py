@@ -20,7 +20,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
-from lg_sqla.maintenance import SweepReport
+from lg_sqla.checkpoint.maintenance import SweepReport
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
 pytestmark = pytest.mark.any_charset
@@ -281,7 +281,7 @@ def test_prune_statement_count_is_bounded(backend: Backend) -> None:
 def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchemySaver) -> None:
     """A checkpoint (and a new namespace) written between the prune's first read and
     its deletes survives: deletes are bounded by what the prune saw."""
-    from lg_sqla import maintenance
+    from lg_sqla.checkpoint import maintenance
     from lg_sqla.runtime.plans import Outcome, drive
 
     thread_id = new_thread()
@@ -342,7 +342,7 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
     sync_saver.put_writes(revived, [("v", 9)], task_id="t")
 
     # The thread was picked as stale, then revived before its turn: run that turn.
-    from lg_sqla import maintenance
+    from lg_sqla.checkpoint import maintenance
 
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
     sync_saver._run(maintenance.sweep_thread(sync_saver._ctx, thread_id, cutoff, "delete", 1))

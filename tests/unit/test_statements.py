@@ -7,9 +7,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from lg_sqla.checkpoint.statements import PageQuery, select_load, select_page
 from lg_sqla.dialects import GenericOps, MySQLOps, PostgresOps, SQLiteOps, ops_for
 from lg_sqla.models import checkpoint_blobs, checkpoints
-from lg_sqla.statements import PageQuery, select_load, select_page
 
 HOSTILE = "x') OR 1=1; DROP TABLE checkpoints; --"
 

@@ -28,16 +28,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
-from lg_sqla import codec, limits
-from lg_sqla.dialects import bulk_params, bulk_rows_shape
-from lg_sqla.errors import InvalidInputError
-from lg_sqla.history import delta_channel_history
-from lg_sqla.models import checkpoint_blobs as B
-from lg_sqla.models import checkpoint_writes as W
-from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Context, Plan, Record, Step
-from lg_sqla.shared import key_hash, utc_now
-from lg_sqla.statements import (
+from lg_sqla import limits
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.history import delta_channel_history
+from lg_sqla.checkpoint.statements import (
     KIND_BLOB,
     KIND_CHECKPOINT,
     KIND_PARENT_SEND,
@@ -51,6 +45,13 @@ from lg_sqla.statements import (
     select_page,
     select_writes_for,
 )
+from lg_sqla.dialects import bulk_params, bulk_rows_shape
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.runtime.plans import Context, Plan, Record, Step
+from lg_sqla.shared import key_hash, utc_now
 
 # --- writing -----------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from lg_sqla.codec import EMPTY_TYPE
+from lg_sqla.checkpoint.codec import EMPTY_TYPE
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes
 from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step

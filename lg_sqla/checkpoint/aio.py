@@ -21,17 +21,19 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lg_sqla import maintenance, migrate, operations, rotation
-from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
+from lg_sqla import migrate
+from lg_sqla.checkpoint import maintenance, operations, rotation
+from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint.maintenance import SweepReport
+from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
     engine_options,
+    in_schema,
     saver_url,
     threaded_sqlite_url,
 )
-from lg_sqla.maintenance import SweepReport
-from lg_sqla.rotation import RotationReport
 from lg_sqla.runtime.plans import PlanSource, T
 
 

@@ -21,15 +21,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lg_sqla import codec, limits
+from lg_sqla import limits
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.history import walk_chain
+from lg_sqla.checkpoint.statements import blob_keys
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.history import walk_chain
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step
 from lg_sqla.shared import utc_now
-from lg_sqla.statements import blob_keys
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 # Bound on bound parameters per statement (SQLite allows 32766, PostgreSQL 65535).

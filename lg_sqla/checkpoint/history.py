@@ -26,15 +26,15 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from sqlalchemy.sql.selectable import CTE
 
-from lg_sqla import codec
-from lg_sqla.codec import EMPTY_TYPE
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.codec import EMPTY_TYPE
+from lg_sqla.checkpoint.statements import WRITE_VALUE_COLUMNS
 from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.runtime.plans import Context, Plan, Step
 from lg_sqla.shared import key_hash
-from lg_sqla.statements import WRITE_VALUE_COLUMNS
 
 
 @dataclass

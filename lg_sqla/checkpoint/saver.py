@@ -20,11 +20,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from lg_sqla import maintenance, migrate, operations, rotation
-from lg_sqla.base import DEFAULT_LIST_PAGE_SIZE, SaverBase, in_schema
-from lg_sqla.engines import configure_engine, driver_hint, engine_options, saver_url
-from lg_sqla.maintenance import SweepReport
-from lg_sqla.rotation import RotationReport
+from lg_sqla import migrate
+from lg_sqla.checkpoint import maintenance, operations, rotation
+from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint.maintenance import SweepReport
+from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.runtime.plans import PlanSource, T
 
 
@@ -354,7 +355,7 @@ class SQLAlchemySaver(SaverBase):
         Use after adding a new primary key (rotation) or enabling encryption on
         existing data. Runs in batches of ``batch_size`` rows, one transaction
         each; data stays readable throughout and an interrupted run resumes by
-        running again. See ``lg_sqla.rotation``.
+        running again. See ``lg_sqla.checkpoint.rotation``.
 
         Args:
             batch_size: Rows scanned per transaction.

@@ -5,12 +5,10 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Collection
-from typing import TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
-from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Dialect
 
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError
@@ -18,26 +16,6 @@ from lg_sqla.runtime import Context, Runtime
 from lg_sqla.serde import with_msgpack_allowlist
 
 DEFAULT_LIST_PAGE_SIZE = 100
-AnyEngine = TypeVar("AnyEngine", Engine, AsyncEngine)
-
-
-def in_schema(engine: AnyEngine, schema: str | None) -> AnyEngine:
-    """``engine`` with lg_sqla's tables (and version table) in ``schema``.
-
-    Our models have no schema; SQLAlchemy's ``schema_translate_map`` renders them
-    as ``schema.checkpoints`` on every statement of the returned engine, which
-    shares the original's pool. A PostgreSQL schema; a database on MySQL/MariaDB.
-    """
-    if schema is None:
-        return engine
-    if not isinstance(schema, str) or not schema or len(schema) > 63:
-        raise InvalidInputError(f"schema must be a name of 1 to 63 characters, got {schema!r}")
-    if not ops_for(engine.dialect).supports_schemas:
-        raise InvalidInputError(
-            f"schema= needs PostgreSQL or MySQL/MariaDB; {engine.dialect.name} has no schemas "
-            "lg_sqla can use (use another database file instead)"
-        )
-    return engine.execution_options(schema_translate_map={None: schema})
 
 
 def next_version(current: str | int | float | None) -> str:

@@ -1,0 +1,22 @@
+"""The checkpointer: LangGraph's ``BaseCheckpointSaver`` on any SQLAlchemy database.
+
+=============== ==============================================================
+saver.py        ``SQLAlchemySaver``: the sync shell, each method one plan
+aio.py          ``AsyncSQLAlchemySaver``: the same plans on an ``AsyncEngine``
+base.py         what both savers share: construction, versions, serde handling
+operations.py   every checkpointer call as a sans-IO plan (get, list, put, ...)
+statements.py   the statements the plans run: the page query, the blob load
+codec.py        rows <-> LangGraph objects, input validation
+history.py      ``get_delta_channel_history``: the parent-chain walk in SQL
+maintenance.py  prune, delete_for_runs, copy_thread, retention sweep
+rotation.py     rewriting stored values into the current serializer (keys)
+=============== ==============================================================
+
+The plans are pure (no I/O); ``lg_sqla.runtime`` runs them, and
+``lg_sqla.dialects`` answers every question on which the SQL differs.
+"""
+
+from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
+from lg_sqla.checkpoint.saver import SQLAlchemySaver
+
+__all__ = ["AsyncSQLAlchemySaver", "SQLAlchemySaver"]

@@ -115,10 +115,10 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             if ttl is not None and (not isinstance(ttl, (int, float)) or ttl <= 0):
                 raise InvalidInputError(f"cache ttl must be > 0 seconds or None, got {ttl!r}")
             type_, blob = self.serde.dumps_typed(value)
-            namespace_hash, key_hash = _row_key((namespace, key))
-            rows[(namespace_hash, key_hash)] = {
+            namespace_hash, item_hash = _row_key((namespace, key))
+            rows[(namespace_hash, item_hash)] = {
                 "namespace_hash": namespace_hash,
-                "key_hash": key_hash,
+                "key_hash": item_hash,
                 "namespace": _namespace_text(namespace),
                 "key": key,
                 "type": type_,

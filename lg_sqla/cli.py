@@ -1050,9 +1050,9 @@ def _dry_run(saver: SQLAlchemySaver, plan: Any, thread_ids: Sequence[str] | None
     from lg_sqla.runtime.plans import drive, in_one_transaction
 
     def measured() -> Any:
-        before = yield from insp.storage(saver._ctx, thread_ids=thread_ids)
+        before = yield from insp.storage(saver.context, thread_ids=thread_ids)
         result = yield from in_one_transaction(plan)
-        after = yield from insp.storage(saver._ctx, thread_ids=thread_ids)
+        after = yield from insp.storage(saver.context, thread_ids=thread_ids)
         return before, result, after
 
     with saver.engine.connect() as connection:
@@ -1102,7 +1102,7 @@ def _maintain(args: argparse.Namespace) -> int:
             verb = "deleted" if strategy == "delete" else "pruned"
             if args.dry_run:
                 report = _dry_run(
-                    saver, maintenance.prune(saver._ctx, threads, strategy, keep_last), threads
+                    saver, maintenance.prune(saver.context, threads, strategy, keep_last), threads
                 )
                 _say(args, {"dry_run": True, **report}, _would(report, strategy))
                 return 0
@@ -1117,7 +1117,9 @@ def _maintain(args: argparse.Namespace) -> int:
             with Progress(verb, len(threads), args) as progress:
                 for n, thread_id in enumerate(threads, start=1):
                     total.add(
-                        saver._run(maintenance.prune(saver._ctx, [thread_id], strategy, keep_last))
+                        saver.run(
+                            maintenance.prune(saver.context, [thread_id], strategy, keep_last)
+                        )
                     )
                     progress.update(n, f"{total.checkpoints} checkpoint(s) removed")
             _say(
@@ -1145,13 +1147,13 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
     older_than = dt.timedelta(days=args.older_than_days)
     if args.dry_run:
         plan = maintenance.sweep(
-            saver._ctx, older_than, args.strategy, args.keep_last, args.batch_size, None
+            saver.context, older_than, args.strategy, args.keep_last, args.batch_size, None
         )
         report = _dry_run(saver, plan, None)
         _say(args, {"dry_run": True, **report}, _would(report, args.strategy))
         return
     cutoff = utc_now() - older_than
-    stale = saver._run(maintenance.count_stale_threads(cutoff, args.strategy))
+    stale = saver.run(maintenance.count_stale_threads(cutoff, args.strategy))
     question = (
         f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"
         if args.strategy == "delete"
@@ -1197,7 +1199,7 @@ def _reencrypt(args: argparse.Namespace) -> int:
     except SerdeError as error:
         raise CommandError(str(error), 2) from error
     with _sync_saver(args, serde=serde) as saver:
-        usage = saver._run(insp.storage(saver._ctx))
+        usage = saver.run(insp.storage(saver.context))
         total = usage.tables["checkpoint_blobs"].rows + usage.tables["checkpoint_writes"].rows
         with Progress("reencrypt", total, args) as progress:
             report = saver.reencrypt(

@@ -200,7 +200,7 @@ def import_threads(
     report = ImportReport(threads_total=len(threads))
     for thread_id in threads:
         report.current_thread = thread_id
-        existing = target._run(existing_checkpoints(thread_id))
+        existing = target.run(existing_checkpoints(thread_id))
         tuples = list(source.list(_thread_config(thread_id)))
         paths = task_paths(thread_id) if task_paths is not None else {}
         todo, skipped = _copies(tuples, paths, existing)
@@ -211,7 +211,7 @@ def import_threads(
                 report.writes_imported += len(writes)
             target.put(*copy.put)
             report.checkpoints_imported += 1
-        target._run(restamp(thread_id, tuples))
+        target.run(restamp(thread_id, tuples))
         report.threads_done += 1
         report.threads.append(thread_id)
         if progress is not None:
@@ -233,7 +233,7 @@ async def aimport_threads(
     report = ImportReport(threads_total=len(threads))
     for thread_id in threads:
         report.current_thread = thread_id
-        existing = await target._run(existing_checkpoints(thread_id))
+        existing = await target.arun(existing_checkpoints(thread_id))
         tuples = [t async for t in _alist(source, thread_id)]
         paths = task_paths(thread_id) if task_paths is not None else {}
         todo, skipped = _copies(tuples, paths, existing)
@@ -244,7 +244,7 @@ async def aimport_threads(
                 report.writes_imported += len(writes)
             await target.aput(*copy.put)
             report.checkpoints_imported += 1
-        await target._run(restamp(thread_id, tuples))
+        await target.arun(restamp(thread_id, tuples))
         report.threads_done += 1
         report.threads.append(thread_id)
         if progress is not None:

@@ -750,9 +750,9 @@ class Inspector:
     ) -> ThreadPage:
         """A page of threads: ``order`` is one of ``THREAD_ORDERS``; ``filter`` keeps threads
         with a checkpoint whose metadata matches; the times bound the last write."""
-        return self.saver._run(
+        return self.saver.run(
             threads(
-                self.saver._ctx,
+                self.saver.context,
                 filter=filter,
                 written_after=written_after,
                 written_before=written_before,
@@ -766,9 +766,13 @@ class Inspector:
         self, thread_id: str, *, checkpoint_ns: str = "", before: str | None = None, limit: int = 50
     ) -> list[HistoryEntry]:
         """A thread's checkpoints in one namespace, newest first (``before``: paging)."""
-        return self.saver._run(
+        return self.saver.run(
             history(
-                self.saver._ctx, thread_id, checkpoint_ns=checkpoint_ns, before=before, limit=limit
+                self.saver.context,
+                thread_id,
+                checkpoint_ns=checkpoint_ns,
+                before=before,
+                limit=limit,
             )
         )
 
@@ -781,9 +785,13 @@ class Inspector:
         width: int = 120,
     ) -> CheckpointView | None:
         """One checkpoint (default: the latest) with values summarized to ``width`` chars."""
-        return self.saver._run(
+        return self.saver.run(
             show(
-                self.saver._ctx, thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns, width=width
+                self.saver.context,
+                thread_id,
+                checkpoint_id,
+                checkpoint_ns=checkpoint_ns,
+                width=width,
             )
         )
 
@@ -797,9 +805,14 @@ class Inspector:
         width: int = 120,
     ) -> list[ChannelChange]:
         """The channels whose version differs between two checkpoints, with both values."""
-        return self.saver._run(
+        return self.saver.run(
             diff(
-                self.saver._ctx, thread_id, old_id, new_id, checkpoint_ns=checkpoint_ns, width=width
+                self.saver.context,
+                thread_id,
+                old_id,
+                new_id,
+                checkpoint_ns=checkpoint_ns,
+                width=width,
             )
         )
 
@@ -813,9 +826,9 @@ class Inspector:
         width: int = 120,
     ) -> list[WriteInfo]:
         """A checkpoint's writes in execution order; values only with ``values=True``."""
-        return self.saver._run(
+        return self.saver.run(
             writes(
-                self.saver._ctx,
+                self.saver.context,
                 thread_id,
                 checkpoint_id,
                 checkpoint_ns=checkpoint_ns,
@@ -835,9 +848,9 @@ class Inspector:
         limit: int = 100,
     ) -> list[WriteStats]:
         """Write count and bytes per node, channel or thread (``by``) in a time window."""
-        return self.saver._run(
+        return self.saver.run(
             write_stats(
-                self.saver._ctx,
+                self.saver.context,
                 by=by,
                 since=since,
                 until=until,
@@ -851,15 +864,17 @@ class Inspector:
         self, channel: str, thread_ids: Sequence[str], *, checkpoint_ns: str = ""
     ) -> dict[str, LatestValue]:
         """The value of ``channel`` in each thread's latest checkpoint."""
-        return self.saver._run(
-            latest(self.saver._ctx, channel, thread_ids, checkpoint_ns=checkpoint_ns)
+        return self.saver.run(
+            latest(self.saver.context, channel, thread_ids, checkpoint_ns=checkpoint_ns)
         )
 
     def storage(
         self, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
     ) -> StorageReport:
         """Rows and payload bytes per table: all threads, one, or a few."""
-        return self.saver._run(storage(self.saver._ctx, thread_id=thread_id, thread_ids=thread_ids))
+        return self.saver.run(
+            storage(self.saver.context, thread_id=thread_id, thread_ids=thread_ids)
+        )
 
 
 class AsyncInspector:
@@ -878,9 +893,9 @@ class AsyncInspector:
         limit: int = 50,
         offset: int = 0,
     ) -> ThreadPage:
-        return await self.saver._run(
+        return await self.saver.arun(
             threads(
-                self.saver._ctx,
+                self.saver.context,
                 filter=filter,
                 written_after=written_after,
                 written_before=written_before,
@@ -893,9 +908,13 @@ class AsyncInspector:
     async def history(
         self, thread_id: str, *, checkpoint_ns: str = "", before: str | None = None, limit: int = 50
     ) -> list[HistoryEntry]:
-        return await self.saver._run(
+        return await self.saver.arun(
             history(
-                self.saver._ctx, thread_id, checkpoint_ns=checkpoint_ns, before=before, limit=limit
+                self.saver.context,
+                thread_id,
+                checkpoint_ns=checkpoint_ns,
+                before=before,
+                limit=limit,
             )
         )
 
@@ -907,9 +926,13 @@ class AsyncInspector:
         checkpoint_ns: str = "",
         width: int = 120,
     ) -> CheckpointView | None:
-        return await self.saver._run(
+        return await self.saver.arun(
             show(
-                self.saver._ctx, thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns, width=width
+                self.saver.context,
+                thread_id,
+                checkpoint_id,
+                checkpoint_ns=checkpoint_ns,
+                width=width,
             )
         )
 
@@ -922,9 +945,14 @@ class AsyncInspector:
         checkpoint_ns: str = "",
         width: int = 120,
     ) -> list[ChannelChange]:
-        return await self.saver._run(
+        return await self.saver.arun(
             diff(
-                self.saver._ctx, thread_id, old_id, new_id, checkpoint_ns=checkpoint_ns, width=width
+                self.saver.context,
+                thread_id,
+                old_id,
+                new_id,
+                checkpoint_ns=checkpoint_ns,
+                width=width,
             )
         )
 
@@ -937,9 +965,9 @@ class AsyncInspector:
         values: bool = False,
         width: int = 120,
     ) -> list[WriteInfo]:
-        return await self.saver._run(
+        return await self.saver.arun(
             writes(
-                self.saver._ctx,
+                self.saver.context,
                 thread_id,
                 checkpoint_id,
                 checkpoint_ns=checkpoint_ns,
@@ -958,9 +986,9 @@ class AsyncInspector:
         checkpoint_ns: str | None = None,
         limit: int = 100,
     ) -> list[WriteStats]:
-        return await self.saver._run(
+        return await self.saver.arun(
             write_stats(
-                self.saver._ctx,
+                self.saver.context,
                 by=by,
                 since=since,
                 until=until,
@@ -973,13 +1001,13 @@ class AsyncInspector:
     async def latest(
         self, channel: str, thread_ids: Sequence[str], *, checkpoint_ns: str = ""
     ) -> dict[str, LatestValue]:
-        return await self.saver._run(
-            latest(self.saver._ctx, channel, thread_ids, checkpoint_ns=checkpoint_ns)
+        return await self.saver.arun(
+            latest(self.saver.context, channel, thread_ids, checkpoint_ns=checkpoint_ns)
         )
 
     async def storage(
         self, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
     ) -> StorageReport:
-        return await self.saver._run(
-            storage(self.saver._ctx, thread_id=thread_id, thread_ids=thread_ids)
+        return await self.saver.arun(
+            storage(self.saver.context, thread_id=thread_id, thread_ids=thread_ids)
         )

@@ -139,14 +139,20 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     # --- plumbing ------------------------------------------------------------
 
-    async def _run(self, source: PlanSource[T], *, hot: bool = False) -> T:
-        """Run a plan (``lg_sqla.runtime``). ``hot``: a checkpointer call, whose
-        statements are all prebuilt (it may take the direct path) and which calls no
-        user code (on a SQLite file opened by ``from_conn_string`` it runs whole on
-        the pysqlite engine in a worker thread). Maintenance calls, whose progress
-        callbacks run on the loop, and engines passed in stay on the event loop."""
+    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+        """Run one of lg_sqla's plans on this saver's engine; see ``SQLAlchemySaver.run``.
+
+        ``prebuilt``: a checkpointer call, whose statements are all prebuilt (it may
+        take the direct path) and which calls no user code (on a SQLite file opened by
+        ``from_conn_string`` it runs whole on the pysqlite engine in a worker thread).
+        Other plans (maintenance, whose progress callbacks run on the loop; inspection)
+        stay on the event loop."""
         return await self._runtime.arun(
-            self.engine, source, prebuilt=hot, threaded=self._threaded, calls_back=not hot
+            self.engine,
+            source,
+            prebuilt=prebuilt,
+            threaded=self._threaded,
+            calls_back=not prebuilt,
         )
 
     async def setup(self) -> None:
@@ -168,7 +174,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple (one statement): ``checkpoint_id``'s, else the latest."""
-        return await self._run(lambda: operations.get_tuple(self._ctx, config), hot=True)
+        return await self.arun(lambda: operations.get_tuple(self.context, config), prebuilt=True)
 
     async def alist(
         self,
@@ -188,7 +194,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             filter_in_sql=self.ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
-            page = await self._run(lambda: operations.load_page(self._ctx, query), hot=True)
+            page = await self.arun(lambda: operations.load_page(self.context, query), prebuilt=True)
             for item in pages.advance(page):
                 yield item
 
@@ -200,8 +206,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
-        return await self._run(
-            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions), hot=True
+        return await self.arun(
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
+            prebuilt=True,
         )
 
     async def aput_writes(
@@ -212,13 +219,14 @@ class AsyncSQLAlchemySaver(SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes against the checkpoint in ``config``."""
-        await self._run(
-            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path), hot=True
+        await self.arun(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
+            prebuilt=True,
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        await self._run(lambda: operations.delete_thread(self._ctx, thread_id), hot=True)
+        await self.arun(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -226,25 +234,27 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in two statements; see the sync saver."""
         if not channels:
             return {}
-        return await self._run(
-            lambda: operations.delta_history(self._ctx, config, channels), hot=True
+        return await self.arun(
+            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
         )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete checkpoints of these runs, their writes and orphan blobs; see the sync saver."""
-        await self._run(lambda: maintenance.delete_for_runs(self._ctx, list(run_ids)))
+        await self.arun(lambda: maintenance.delete_for_runs(self.context, list(run_ids)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread; see ``SQLAlchemySaver.copy_thread``."""
-        await self._run(
-            lambda: maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id)
+        await self.arun(
+            lambda: maintenance.copy_thread(self.context, source_thread_id, target_thread_id)
         )
 
     async def aprune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
     ) -> None:
         """Prune threads (DeltaChannel safe); see ``SQLAlchemySaver.prune``."""
-        await self._run(lambda: maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+        await self.arun(
+            lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last)
+        )
 
     async def asweep(
         self,
@@ -256,9 +266,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         progress: Callable[[SweepReport], None] | None = None,
     ) -> SweepReport:
         """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
-        return await self._run(
+        return await self.arun(
             lambda: maintenance.sweep(
-                self._ctx, older_than, strategy, keep_last, batch_size, progress
+                self.context, older_than, strategy, keep_last, batch_size, progress
             )
         )
 
@@ -270,9 +280,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         progress: Callable[[RotationReport], None] | None = None,
     ) -> RotationReport:
         """Rewrite stored values into the current serializer form; see the sync saver."""
-        return await self._run(
+        return await self.arun(
             lambda: rotation.reencrypt(
-                self._ctx, batch_size=batch_size, source=source, progress=progress
+                self.context, batch_size=batch_size, source=source, progress=progress
             )
         )
 

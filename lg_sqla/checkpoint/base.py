@@ -55,7 +55,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         self.list_page_size = list_page_size
 
     @property
-    def _ctx(self) -> Context:
+    def context(self) -> Context:
+        """What this saver's plans need (dialect, serializer), for ``run``/``arun``."""
         # Built per call: `with_allowlist` clones carry another serde.
         return Context(self.ops, self.serde, self._first_version)
 

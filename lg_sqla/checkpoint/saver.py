@@ -117,10 +117,14 @@ class SQLAlchemySaver(SaverBase):
 
     # --- plumbing ------------------------------------------------------------
 
-    def _run(self, source: PlanSource[T], *, hot: bool = False) -> T:
-        """Run a plan (``lg_sqla.runtime``); ``hot``: a checkpointer call, whose
-        statements are all prebuilt, so it may take the direct path."""
-        return self._runtime.run(self.engine, source, prebuilt=hot)
+    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+        """Run one of lg_sqla's plans on this saver's engine, in one transaction per
+        attempt, retried as every call is (``lg_sqla.runtime``). Semi-public: what
+        ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
+
+        ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
+        (the checkpointer's hot calls), so it may take the direct path."""
+        return self._runtime.run(self.engine, source, prebuilt=prebuilt)
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
@@ -162,7 +166,7 @@ class SQLAlchemySaver(SaverBase):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "user-42", "checkpoint_ns": ""}})
         """
-        return self._run(lambda: operations.get_tuple(self._ctx, config), hot=True)
+        return self.run(lambda: operations.get_tuple(self.context, config), prebuilt=True)
 
     def list(
         self,
@@ -191,7 +195,7 @@ class SQLAlchemySaver(SaverBase):
             filter_in_sql=self.ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
-            page = self._run(lambda: operations.load_page(self._ctx, query), hot=True)
+            page = self.run(lambda: operations.load_page(self.context, query), prebuilt=True)
             yield from pages.advance(page)
 
     def put(
@@ -221,9 +225,9 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: a key is too long or holds a NUL, or metadata is not
                 JSON; nothing is written. A serializer error also writes nothing.
         """
-        return self._run(
-            lambda: operations.put(self._ctx, config, checkpoint, metadata, new_versions),
-            hot=True,
+        return self.run(
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
+            prebuilt=True,
         )
 
     def put_writes(
@@ -248,9 +252,9 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
-        self._run(
-            lambda: operations.put_writes(self._ctx, config, writes, task_id, task_path),
-            hot=True,
+        self.run(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
+            prebuilt=True,
         )
 
     def delete_thread(self, thread_id: str) -> None:
@@ -259,7 +263,7 @@ class SQLAlchemySaver(SaverBase):
         Args:
             thread_id: The thread to delete; unknown threads are a no-op.
         """
-        self._run(lambda: operations.delete_thread(self._ctx, thread_id), hot=True)
+        self.run(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -273,7 +277,9 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
-        return self._run(lambda: operations.delta_history(self._ctx, config, channels), hot=True)
+        return self.run(
+            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
+        )
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
 
@@ -284,7 +290,7 @@ class SQLAlchemySaver(SaverBase):
         Beware with DeltaChannel threads: deleting a run whose writes later
         checkpoints replay breaks their reconstruction (see ``prune``).
         """
-        self._run(lambda: maintenance.delete_for_runs(self._ctx, list(run_ids)))
+        self.run(lambda: maintenance.delete_for_runs(self.context, list(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history (every namespace, same checkpoint ids,
@@ -293,7 +299,7 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: the target already has checkpoints, or the source has none.
         """
-        self._run(lambda: maintenance.copy_thread(self._ctx, source_thread_id, target_thread_id))
+        self.run(lambda: maintenance.copy_thread(self.context, source_thread_id, target_thread_id))
 
     def prune(
         self,
@@ -315,7 +321,7 @@ class SQLAlchemySaver(SaverBase):
 
         Blobs no remaining checkpoint references are deleted.
         """
-        self._run(lambda: maintenance.prune(self._ctx, list(thread_ids), strategy, keep_last))
+        self.run(lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last))
 
     def sweep(
         self,
@@ -337,9 +343,9 @@ class SQLAlchemySaver(SaverBase):
         Returns:
             What was removed: threads, checkpoints, writes, blobs, batches.
         """
-        return self._run(
+        return self.run(
             lambda: maintenance.sweep(
-                self._ctx, older_than, strategy, keep_last, batch_size, progress
+                self.context, older_than, strategy, keep_last, batch_size, progress
             )
         )
 
@@ -363,9 +369,9 @@ class SQLAlchemySaver(SaverBase):
                 still holding a retired key).
             progress: Called after every batch with the running report.
         """
-        return self._run(
+        return self.run(
             lambda: rotation.reencrypt(
-                self._ctx, batch_size=batch_size, source=source, progress=progress
+                self.context, batch_size=batch_size, source=source, progress=progress
             )
         )
 

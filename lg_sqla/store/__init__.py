@@ -157,9 +157,9 @@ class _StoreBase(BaseStore):
         return embedded
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
-        """(hot: a lone get or put, whose statements are all prebuilt; writes: a put)."""
-        hot = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
-        return hot, any(isinstance(op, PutOp) for op in ops)
+        """(prebuilt: a lone get or put, whose statements are all built once; writes: a put)."""
+        prebuilt = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
+        return prebuilt, any(isinstance(op, PutOp) for op in ops)
 
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:
@@ -232,8 +232,10 @@ class SQLAlchemyStore(_StoreBase):
             self._vectors_set_up(connection)
         self._runtime.set_up()
 
-    def _run(self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True) -> T:
-        return self._runtime.run(self.engine, factory, prebuilt=hot, writes=writes)
+    def _run(
+        self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
+    ) -> T:
+        return self._runtime.run(self.engine, factory, prebuilt=prebuilt, writes=writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -248,8 +250,8 @@ class SQLAlchemyStore(_StoreBase):
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
         settings, now = self._settings, utc_now()
-        hot, writes = self._kind(ops)
-        return self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
+        prebuilt, writes = self._kind(ops)
+        return self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread."""
@@ -384,12 +386,12 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self._runtime.set_up()
 
     async def _run(
-        self, factory: Callable[[], Plan[T]], hot: bool = False, writes: bool = True
+        self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
     ) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
         # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
         return await self._runtime.arun(
-            self.engine, factory, prebuilt=hot, writes=writes, threaded=self._threaded
+            self.engine, factory, prebuilt=prebuilt, writes=writes, threaded=self._threaded
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -408,8 +410,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
         settings, now = self._settings, utc_now()
-        hot, writes = self._kind(ops)
-        return await self._run(lambda: batch_plan(settings, ops, embedded, now), hot, writes)
+        prebuilt, writes = self._kind(ops)
+        return await self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in

@@ -737,8 +737,8 @@ def batch_plan(
         )
         rows: list[Any] = []
         if len(pairs) == 1:  # the common case, a lone get: the simplest statement
-            ((prefix_hash, key_hash),) = pairs
-            params = {"prefix_hash": prefix_hash, "key_hash": key_hash, "now": now}
+            ((prefix_hash, item_hash),) = pairs
+            params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
             rows += (yield step(_get_statement(settings, False), params, fetch=True)).rows
         else:
             for chunk in _chunks(settings, pairs):

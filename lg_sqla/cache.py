@@ -127,17 +127,9 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             }
         if not rows:
             return
-        if self.ops.native_upsert:
-            statement = self.ops.upsert(cache_entries, ("type", "value", "expires_at"))
-        else:
-            c = cache_entries.c
-            yield Step(
-                sa.delete(cache_entries).where(
-                    sa.tuple_(c.namespace_hash, c.key_hash).in_(sorted(rows))
-                )
-            )
-            statement = sa.insert(cache_entries)
-        yield Step(statement, [rows[k] for k in sorted(rows)])
+        yield from self.ops.upsert_rows(
+            cache_entries, [rows[k] for k in sorted(rows)], ("type", "value", "expires_at")
+        )
 
     def _clear_plan(self, namespaces: Sequence[Namespace] | None) -> Plan[None]:
         statement = sa.delete(cache_entries)

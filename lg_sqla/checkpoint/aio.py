@@ -309,6 +309,10 @@ class AsyncSQLAlchemySaver(SaverBase):
             pass
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+        result: T = self._on_loop(self.arun(source, prebuilt=prebuilt))
+        return result
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         result: CheckpointTuple | None = self._on_loop(self.aget_tuple(config))
         return result

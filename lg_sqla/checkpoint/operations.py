@@ -38,7 +38,6 @@ from lg_sqla.checkpoint.statements import (
     KIND_WRITE,
     PageKey,
     PageQuery,
-    key_filter,
     load_statement,
     page_params,
     select_blobs_for,
@@ -54,38 +53,6 @@ from lg_sqla.runtime.plans import Context, Plan, Record, Step
 from lg_sqla.shared import key_hash, utc_now
 
 # --- writing -----------------------------------------------------------------
-
-
-def _insert_ignore(ctx: Context, table: sa.Table, rows: list[dict[str, Any]]) -> Plan[None]:
-    if not rows:
-        return
-    if not ctx.ops.native_upsert:
-        pk = [c.name for c in table.primary_key.columns]
-        existing = yield Step(
-            sa.select(*table.primary_key.columns).where(key_filter(table, rows)), fetch=True
-        )
-        seen = {tuple(r) for r in existing.rows}
-        rows = [r for r in rows if tuple(r[name] for name in pk) not in seen]
-        if not rows:
-            return
-    yield Step(
-        ctx.ops.cached(("insert_ignore", table.name), lambda: ctx.ops.insert_ignore(table)), rows
-    )
-
-
-def _upsert(
-    ctx: Context, table: sa.Table, rows: list[dict[str, Any]], update: Sequence[str]
-) -> Plan[None]:
-    if not rows:
-        return
-    if not ctx.ops.native_upsert:
-        yield Step(sa.delete(table).where(key_filter(table, rows)))
-        yield Step(sa.insert(table), rows)
-        return
-    statement = ctx.ops.cached(
-        ("upsert", table.name, tuple(update)), lambda: ctx.ops.upsert(table, update)
-    )
-    yield Step(statement, rows)
 
 
 _namespace = codec.namespace_of
@@ -167,8 +134,8 @@ def put(
             params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
         yield Step(statement, params, whole_plan=True)
     else:
-        yield from _insert_ignore(ctx, B, blob_rows)
-        yield from _upsert(ctx, C, [checkpoint_row], update)
+        yield from ctx.ops.insert_ignore_rows(B, blob_rows)
+        yield from ctx.ops.upsert_rows(C, [checkpoint_row], update)
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -235,8 +202,8 @@ def put_writes(
         )
         yield Step(statement, rows)
     else:
-        yield from _upsert(ctx, W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
-        yield from _insert_ignore(ctx, W, [r for r in rows if r["idx"] >= 0])
+        yield from ctx.ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
+        yield from ctx.ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:

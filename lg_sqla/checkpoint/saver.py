@@ -378,6 +378,9 @@ class SQLAlchemySaver(SaverBase):
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
 
+    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+        return await asyncio.to_thread(lambda: self.run(source, prebuilt=prebuilt))
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 

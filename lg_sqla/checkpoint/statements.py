@@ -285,9 +285,3 @@ def select_writes_for(checkpoints: Sequence[tuple[str, str, str]]) -> sa.Select[
             )
         )
     )
-
-
-def key_filter(table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> ColumnElement[bool]:
-    """Rows of ``table`` whose primary key equals one of ``rows``' keys."""
-    pk = list(table.primary_key.columns)
-    return sa.or_(*(sa.and_(*(col == row[col.name] for col in pk)) for row in rows))

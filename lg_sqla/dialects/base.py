@@ -12,17 +12,22 @@ import contextlib
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+
+if TYPE_CHECKING:
+    from lg_sqla.runtime.plans import Plan
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Join
 
 T = TypeVar("T")
+# A row of parameters (column name -> value).
+Record = Mapping[Any, Any]
 logger = logging.getLogger(__name__)
 
 # A row of the (channel, version) pairs of a checkpoint's channel_versions.
@@ -90,6 +95,28 @@ class DialectOps:
         only where ``replace`` (a condition on the existing row's key columns) holds,
         and otherwise leaves it untouched: insert-or-ignore and upsert decided per row."""
         raise NotImplementedError
+
+    def insert_ignore_rows(self, table: sa.Table, rows: Sequence[Record]) -> Plan[None]:
+        """Plan steps that insert ``rows``, leaving rows whose key exists untouched."""
+        from lg_sqla.runtime.plans import Step  # (the plan protocol imports this module)
+
+        if rows:
+            yield Step(
+                self.cached(("insert_ignore", table.name), lambda: self.insert_ignore(table)), rows
+            )
+
+    def upsert_rows(
+        self, table: sa.Table, rows: Sequence[Record], update: Sequence[str]
+    ) -> Plan[None]:
+        """Plan steps that insert ``rows``, overwriting the ``update`` columns of rows
+        whose key exists."""
+        from lg_sqla.runtime.plans import Step
+
+        if rows:
+            statement = self.cached(
+                ("upsert", table.name, tuple(update)), lambda: self.upsert(table, update)
+            )
+            yield Step(statement, rows)
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
@@ -241,6 +268,12 @@ def render_ordered_join(join: OrderedJoin, compiler: Any, keyword: str, **kw: An
 @compiles(OrderedJoin)
 def _compile_join(join: OrderedJoin, compiler: Any, **kw: Any) -> str:
     return str(compiler.visit_join(join, **kw))
+
+
+def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[bool]:
+    """Rows of ``table`` whose primary key equals one of ``rows``' keys (portable SQL)."""
+    pk = list(table.primary_key.columns)
+    return sa.or_(*(sa.and_(*(col == row[col.name] for col in pk)) for row in rows))
 
 
 def ordered_join(left: FromClause, right: FromClause, on: ColumnElement[bool]) -> OrderedJoin:

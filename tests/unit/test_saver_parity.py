@@ -63,6 +63,7 @@ def test_the_pairs_are_langgraphs_and_ours() -> None:
         "put",
         "put_writes",
         "reencrypt",
+        "run",  # lg_sqla's plans (inspection, import): run / arun
         "sweep",
     ]
 

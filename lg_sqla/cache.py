@@ -23,8 +23,8 @@ from lg_sqla.dialects import ops_for
 from lg_sqla.engines import in_schema
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import cache_entries
-from lg_sqla.runtime import Plan, Runtime, Step
-from lg_sqla.runtime.plans import T
+from lg_sqla.plans import Plan, Step, T
+from lg_sqla.runtime import Runtime
 from lg_sqla.shared import key_hash, utc_now
 
 __all__ = ["SQLAlchemyCache"]

@@ -750,7 +750,8 @@ def _downgrade(args: argparse.Namespace) -> int:
     from alembic.script import ScriptDirectory
 
     from lg_sqla import inspect as insp
-    from lg_sqla.runtime.plans import Context, drive
+    from lg_sqla.checkpoint.base import Context
+    from lg_sqla.runtime.executor import drive
 
     def survey(connection: Connection) -> tuple[str | None, list[str], StorageReport | None]:
         current = migrate.current_revision(connection)
@@ -1047,7 +1048,8 @@ def _counts(counts: RowCounts) -> str:
 def _dry_run(saver: SQLAlchemySaver, plan: Any, thread_ids: Sequence[str] | None) -> dict[str, Any]:
     """Run a deleting plan in one transaction, measure, and roll it all back."""
     from lg_sqla import inspect as insp
-    from lg_sqla.runtime.plans import drive, in_one_transaction
+    from lg_sqla.plans import in_one_transaction
+    from lg_sqla.runtime.executor import drive
 
     def measured() -> Any:
         before = yield from insp.storage(saver.context, thread_ids=thread_ids)

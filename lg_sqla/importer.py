@@ -38,7 +38,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Plan, Step
+from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
 if TYPE_CHECKING:

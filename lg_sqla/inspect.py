@@ -8,7 +8,7 @@ SQLite, PostgreSQL and MySQL/MariaDB, bounded by a page size. Nothing is
 deserialized unless the call's purpose is to show values (``show``, ``diff``,
 ``latest``, ``writes(values=True)``).
 
-Every query is a sans-IO plan (see ``lg_sqla.runtime.plans``), so the sync and async
+Every query is a sans-IO plan (see ``lg_sqla.plans``), so the sync and async
 front ends differ only by ``await``::
 
     from lg_sqla.inspect import Inspector, AsyncInspector
@@ -35,12 +35,13 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Context, Plan, Step
+from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from lg_sqla.engines import (
     saver_url,
     threaded_sqlite_url,
 )
-from lg_sqla.runtime.plans import PlanSource, T
+from lg_sqla.plans import PlanSource, T
 
 
 class AsyncSQLAlchemySaver(SaverBase):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
@@ -12,7 +14,7 @@ from sqlalchemy.engine import Dialect
 
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.runtime import Context, Runtime
+from lg_sqla.runtime import Runtime
 from lg_sqla.serde import with_msgpack_allowlist
 
 DEFAULT_LIST_PAGE_SIZE = 100
@@ -32,6 +34,17 @@ def next_version(current: str | int | float | None) -> str:
 def check_page_size(page_size: int) -> None:
     if not isinstance(page_size, int) or page_size < 1:
         raise InvalidInputError(f"list_page_size must be an int >= 1, got {page_size!r}")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the checkpoint plans (and inspection's, the importer's) need from their saver."""
+
+    ops: DialectOps
+    serde: SerializerProtocol
+    # The saver's get_next_version(None, None), called only where a tuple needs it
+    # (a v<4 checkpoint with pending sends and no versions).
+    next_version: Callable[[], Any] = lambda: None  # (callers that build no tuples)
 
 
 class SaverBase(BaseCheckpointSaver[str]):

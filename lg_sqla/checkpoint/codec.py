@@ -35,7 +35,7 @@ from langgraph.checkpoint.serde.types import TASKS
 
 from lg_sqla import limits
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.runtime.plans import Record
+from lg_sqla.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
 from lg_sqla.serde.tags import parse_type_tag
 from lg_sqla.shared import json_text

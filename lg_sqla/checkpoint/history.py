@@ -27,13 +27,14 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_
 from sqlalchemy.sql.selectable import CTE
 
 from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import EMPTY_TYPE
 from lg_sqla.checkpoint.statements import WRITE_VALUE_COLUMNS
 from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Context, Plan, Step
+from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
 

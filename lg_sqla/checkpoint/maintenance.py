@@ -23,13 +23,14 @@ import sqlalchemy as sa
 
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.history import walk_chain
 from lg_sqla.checkpoint.statements import blob_keys
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step
+from lg_sqla.plans import COMMIT, Plan, Step
 from lg_sqla.shared import utc_now
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")

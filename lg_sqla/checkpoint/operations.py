@@ -30,6 +30,7 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.history import delta_channel_history
 from lg_sqla.checkpoint.statements import (
     KIND_BLOB,
@@ -49,7 +50,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.runtime.plans import Context, Plan, Record, Step
+from lg_sqla.plans import Plan, Record, Step
 from lg_sqla.shared import key_hash, utc_now
 
 # --- writing -----------------------------------------------------------------

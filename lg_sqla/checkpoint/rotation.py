@@ -24,10 +24,11 @@ from typing import Any
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import EMPTY_TYPE
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes
-from lg_sqla.runtime.plans import COMMIT, Context, Plan, Step
+from lg_sqla.plans import COMMIT, Plan, Step
 from lg_sqla.serde import needs_rewrite, rewrite
 
 

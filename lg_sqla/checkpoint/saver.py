@@ -26,7 +26,7 @@ from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
-from lg_sqla.runtime.plans import PlanSource, T
+from lg_sqla.plans import PlanSource, T
 
 
 class SQLAlchemySaver(SaverBase):

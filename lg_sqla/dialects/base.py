@@ -13,17 +13,16 @@ import itertools
 import logging
 import struct
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-
-if TYPE_CHECKING:
-    from lg_sqla.runtime.plans import Plan
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Join
+
+from lg_sqla.plans import Plan, Step
 
 T = TypeVar("T")
 # A row of parameters (column name -> value).
@@ -98,8 +97,6 @@ class DialectOps:
 
     def insert_ignore_rows(self, table: sa.Table, rows: Sequence[Record]) -> Plan[None]:
         """Plan steps that insert ``rows``, leaving rows whose key exists untouched."""
-        from lg_sqla.runtime.plans import Step  # (the plan protocol imports this module)
-
         if rows:
             yield Step(
                 self.cached(("insert_ignore", table.name), lambda: self.insert_ignore(table)), rows
@@ -110,8 +107,6 @@ class DialectOps:
     ) -> Plan[None]:
         """Plan steps that insert ``rows``, overwriting the ``update`` columns of rows
         whose key exists."""
-        from lg_sqla.runtime.plans import Step
-
         if rows:
             statement = self.cached(
                 ("upsert", table.name, tuple(update)), lambda: self.upsert(table, update)

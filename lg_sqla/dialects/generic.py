@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla.dialects.base import DialectOps, Record, rows_with_keys
-
-if TYPE_CHECKING:
-    from lg_sqla.runtime.plans import Plan
+from lg_sqla.plans import Plan, Step
 
 
 class GenericOps(DialectOps):
@@ -31,8 +29,6 @@ class GenericOps(DialectOps):
     # trip than a native upsert, in the same transaction.
 
     def insert_ignore_rows(self, table: sa.Table, rows: Sequence[Record]) -> Plan[None]:
-        from lg_sqla.runtime.plans import Step
-
         if not rows:
             return
         pk = [c.name for c in table.primary_key.columns]
@@ -47,8 +43,6 @@ class GenericOps(DialectOps):
     def upsert_rows(
         self, table: sa.Table, rows: Sequence[Record], update: Sequence[str]
     ) -> Plan[None]:
-        from lg_sqla.runtime.plans import Step
-
         if rows:
             yield Step(sa.delete(table).where(rows_with_keys(table, rows)))
             yield Step(sa.insert(table), rows)

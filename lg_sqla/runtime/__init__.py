@@ -1,14 +1,13 @@
 """The execution layer: how every plan of lg_sqla meets a database connection.
 
 The checkpointer, the store, the node cache and the maintenance calls are written
-as *plans* (``plans``): generators of statements that do no I/O. This package is
-the only code that runs them:
+as *plans* (``lg_sqla.plans``): generators of statements that do no I/O. This
+package is the only code that runs them:
 
 ========== ===================================================================
-plans      Step, Outcome, Plan; ``drive`` runs a plan on a Core
-           ``Connection``
 executor   ``Runtime``: one per owner; ``run``/``arun`` = retries, writer lock,
-           path choice, one transaction per attempt
+           path choice, one transaction per attempt; ``drive``: a plan on a
+           Core ``Connection``
 routing    ``choose_path``: Core or direct, decided once per call, every reason
            written beside it
 direct     the direct path: compiled SQL on the pooled DBAPI cursor
@@ -21,19 +20,7 @@ Nothing here knows what a checkpoint is; nothing outside it opens a transaction
 for a plan.
 """
 
-from lg_sqla.runtime.executor import Runtime
-from lg_sqla.runtime.plans import COMMIT, Context, Outcome, Plan, PlanSource, Step
+from lg_sqla.runtime.executor import Runtime, drive
 from lg_sqla.runtime.routing import DIRECT_PATH_OPTION, Path, choose_path
 
-__all__ = [
-    "COMMIT",
-    "DIRECT_PATH_OPTION",
-    "Context",
-    "Outcome",
-    "Path",
-    "Plan",
-    "PlanSource",
-    "Runtime",
-    "Step",
-    "choose_path",
-]
+__all__ = ["DIRECT_PATH_OPTION", "Path", "Runtime", "choose_path", "drive"]

@@ -33,9 +33,9 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
+from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DirectDriver, Restore
-from lg_sqla.runtime.plans import Outcome, Plan, Step, T
 
 logger = logging.getLogger(__name__)
 

@@ -25,19 +25,67 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import migrate
-from lg_sqla.dialects import DialectOps
+from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver
-from lg_sqla.runtime.plans import Plan, PlanSource, Step, T, drive
 from lg_sqla.runtime.routing import Path, choose_path
+
+if TYPE_CHECKING:
+    from lg_sqla.dialects import DialectOps
+
+
+def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = False) -> T:
+    """Run a plan's statements on ``connection``, feeding each one's rows back; with
+    ``commit``, commit at its end. Errors are marked for the retry decision
+    (``runtime.retry``): after a ``COMMIT`` step, or by the final commit itself."""
+    step = first
+    committed = False
+    try:
+        while True:
+            if step.statement is None:
+                connection.commit()
+                committed = True
+                step = plan.send(Outcome((), 0))
+                continue
+            result = connection.execute(step.statement, step.params)
+            rows = result.all() if step.fetch else []
+            step = plan.send(Outcome(rows, result.rowcount if not step.fetch else len(rows)))
+    except StopIteration as done:
+        if commit:
+            try:
+                connection.commit()
+            except DBAPIError as error:
+                _end_refused_transaction(connection)
+                mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+                mark(error)
+                raise
+        return done.value  # type: ignore[no-any-return]
+    except DBAPIError as error:
+        if committed:  # part of the plan is stored: running it again is not a retry
+            retry.mark_partly_committed(error)
+        raise
+
+
+def _end_refused_transaction(connection: Connection) -> None:
+    """Roll back what a refused COMMIT may leave open (SQLite answers SQLITE_BUSY and
+    keeps the transaction). SQLAlchemy counts the transaction as ended either way, so
+    neither it nor the pool would roll it back: a retry on the same pooled connection
+    would see (and then commit) the failed attempt's rows."""
+    if connection.invalidated:
+        return
+    with contextlib.suppress(connection.dialect.loaded_dbapi.Error):
+        dbapi_connection = connection.connection.dbapi_connection
+        if dbapi_connection is not None:
+            dbapi_connection.rollback()
 
 
 class Runtime:

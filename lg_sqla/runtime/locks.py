@@ -21,10 +21,13 @@ import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
-from lg_sqla.dialects import DialectOps
+if TYPE_CHECKING:
+    from lg_sqla.dialects import DialectOps
+
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()

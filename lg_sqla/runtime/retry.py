@@ -42,11 +42,13 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from lg_sqla.dialects import DialectOps
+if TYPE_CHECKING:
+    from lg_sqla.dialects import DialectOps
+
 
 # Attempts in all (the first included) for lock conflicts; a disconnect is retried once.
 MAX_ATTEMPTS = 6

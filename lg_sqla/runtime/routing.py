@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import enum
 import logging
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection, Engine
 
-from lg_sqla.dialects import DialectOps
+from lg_sqla.plans import Step
 from lg_sqla.runtime import direct
 from lg_sqla.runtime.drivers import direct_driver
-from lg_sqla.runtime.plans import Step
+
+if TYPE_CHECKING:
+    from lg_sqla.dialects import DialectOps
 
 # Engine execution option: False keeps every plan of that engine on Core, e.g.
 # ``create_engine(url).execution_options(lg_sqla_direct_path=False)``.

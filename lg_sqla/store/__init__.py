@@ -37,8 +37,8 @@ from lg_sqla import migrate
 from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.runtime import Plan, Runtime
-from lg_sqla.runtime.plans import T
+from lg_sqla.plans import Plan, T
+from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
 from lg_sqla.store._plan import (
     Embedded,

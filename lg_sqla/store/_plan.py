@@ -1,4 +1,4 @@
-"""The store's batch as one I/O-free plan (see ``lg_sqla.runtime.plans``), shared by the sync
+"""The store's batch as one I/O-free plan (see ``lg_sqla.plans``), shared by the sync
 and async stores.
 
 A batch of any size runs in a constant number of statements, grouped by kind,
@@ -55,7 +55,7 @@ from lg_sqla import limits
 from lg_sqla.dialects import NUMERIC_STRING, DialectOps, StoreSQL
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
-from lg_sqla.runtime.plans import Plan, Step
+from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 from lg_sqla.store._sql import (
     filter_condition,

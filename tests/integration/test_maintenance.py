@@ -282,7 +282,8 @@ def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchem
     """A checkpoint (and a new namespace) written between the prune's first read and
     its deletes survives: deletes are bounded by what the prune saw."""
     from lg_sqla.checkpoint import maintenance
-    from lg_sqla.runtime.plans import Outcome, drive
+    from lg_sqla.plans import Outcome
+    from lg_sqla.runtime.executor import drive
 
     thread_id = new_thread()
     parent = config(thread_id)
@@ -291,7 +292,7 @@ def test_prune_never_deletes_what_was_written_while_it_ran(sync_saver: SQLAlchem
             parent, checkpoint({"v": [i]}, {"v": i + 1}), {"step": i}, {"v": i + 1}
         )
 
-    plan = maintenance.prune_thread(sync_saver._ctx, thread_id)
+    plan = maintenance.prune_thread(sync_saver.context, thread_id)
     with sync_saver.engine.connect() as conn:
         heads = next(plan)
         rows = conn.execute(heads.statement, heads.params).all()
@@ -345,7 +346,7 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
     from lg_sqla.checkpoint import maintenance
 
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
-    sync_saver._run(maintenance.sweep_thread(sync_saver._ctx, thread_id, cutoff, "delete", 1))
+    sync_saver.run(maintenance.sweep_thread(sync_saver.context, thread_id, cutoff, "delete", 1))
 
     got = sync_saver.get_tuple(config(thread_id))
     assert got is not None and got.config == revived

@@ -1,0 +1,73 @@
+"""Plans: the language every database operation of lg_sqla is written in.
+
+An operation (the checkpointer's calls and maintenance, the store's batches, the node
+cache, inspection) is a *plan*: a generator that yields :class:`Step` s (a
+statement and its parameters) and receives each step's :class:`Outcome` back. It
+does no I/O, so each operation's logic exists once; ``lg_sqla.runtime`` runs plans,
+sync or async, on SQLAlchemy Core or the direct path. This module imports nothing of
+lg_sqla's: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Row
+from sqlalchemy.sql import Executable
+
+T = TypeVar("T")
+# A statement's parameters, or a result row's mapping (keys may be str or Column).
+Record = Mapping[Any, Any]
+Rows = Sequence[Row[Any]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement to execute; ``fetch`` says whether the plan wants its rows.
+
+    A step without a statement (``COMMIT``) commits the work so far; the next
+    statement starts a new transaction. Plans that touch many threads use it
+    so no single transaction grows with the data.
+
+    ``whole_plan`` marks a first step that is the plan's only statement: one
+    statement is atomic by itself, so where the dialect gains from it
+    (``DialectOps.autocommit_single_statements``) the shell runs it without an
+    explicit BEGIN/COMMIT, one round trip instead of three.
+    """
+
+    statement: Executable | None
+    params: Sequence[Record] | Record | None = None
+    fetch: bool = False
+    whole_plan: bool = False
+
+
+COMMIT = Step(None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step sends back to its plan: the rows (if fetched) and the rowcount."""
+
+    rows: Rows
+    rowcount: int
+
+
+Plan = Generator[Step, Outcome, T]
+# What the shells run: a plan, run once, or a factory of fresh plans, which they may
+# call again when the database rolled an attempt back (see lg_sqla.runtime.retry).
+PlanSource = Plan[T] | Callable[[], Plan[T]]
+
+
+def in_one_transaction(plan: Plan[T]) -> Plan[T]:
+    """The same plan with its ``COMMIT`` steps dropped, so all of it is one transaction
+    (a dry run executes a plan this way and rolls the transaction back)."""
+    try:
+        step = next(plan)
+        while True:
+            # A COMMIT step is answered here and never reaches the database.
+            outcome = Outcome((), 0) if step.statement is None else (yield step)
+            step = plan.send(outcome)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]

@@ -138,9 +138,13 @@ def load_statement(ops: DialectOps, q: PageQuery) -> Executable:
     so statements without metadata filters (get_tuple, history paging) are kept
     and reused with new parameters; SQLAlchemy then also reuses its compiled SQL.
     """
+    # A thread's page names its thread on every table it reads (the same bound value),
+    # so a table partitioned by thread_id is pruned to one partition when planned,
+    # and a distributed planner can route the whole statement to one shard.
+    thread = _param("thread_id") if q.thread_id is not None else None
     if q.filter:
-        return select_load(ops, select_page(ops, q))
-    return ops.cached(("load", *_shape(q)), lambda: select_load(ops, select_page(ops, q)))
+        return select_load(ops, select_page(ops, q), thread)
+    return ops.cached(("load", *_shape(q)), lambda: select_load(ops, select_page(ops, q), thread))
 
 
 def _null() -> ColumnElement[Any]:
@@ -164,13 +168,16 @@ class VersionedBlobs:
     blob: FromClause
 
 
-def versioned_blobs(ops: DialectOps, rows: FromClause) -> VersionedBlobs:
-    """:class:`VersionedBlobs` of ``rows`` (a page of ``checkpoints`` rows)."""
+def versioned_blobs(
+    ops: DialectOps, rows: FromClause, thread: ColumnElement[Any] | None = None
+) -> VersionedBlobs:
+    """:class:`VersionedBlobs` of ``rows`` (a page of ``checkpoints`` rows); ``thread``:
+    the one thread all of them belong to, as a bound value, where known."""
     pairs, channel, version = ops.channel_versions(rows.c.checkpoint)
     blob, blob_on = ops.keyed_lookup(
         B,
         sa.and_(
-            B.c.thread_id == rows.c.thread_id,
+            B.c.thread_id == (rows.c.thread_id if thread is None else thread),
             B.c.checkpoint_ns_hash == rows.c.checkpoint_ns_hash,
             B.c.channel == channel,
             B.c.version == version,
@@ -180,8 +187,11 @@ def versioned_blobs(ops: DialectOps, rows: FromClause) -> VersionedBlobs:
     return VersionedBlobs(joined, channel, version, blob)
 
 
-def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect[Any]:
-    """One statement: the page's checkpoint rows, their blobs, writes and parent sends."""
+def select_load(
+    ops: DialectOps, page_stmt: sa.Select[Any], thread: ColumnElement[Any] | None = None
+) -> sa.CompoundSelect[Any]:
+    """One statement: the page's checkpoint rows, their blobs, writes and parent sends
+    (``thread``: the page's one thread, as a bound value, where it has one)."""
     page = page_stmt.cte("page")
     keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
 
@@ -199,7 +209,7 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         ops.typed_null(B.c.type.type).label("type"),
         ops.typed_null(B.c.blob.type).label("blob"),
     )
-    found = versioned_blobs(ops, page)
+    found = versioned_blobs(ops, page, thread)
     blob = found.blob
     blobs = sa.select(
         _kind(KIND_BLOB),
@@ -217,7 +227,7 @@ def select_load(ops: DialectOps, page_stmt: sa.Select[Any]) -> sa.CompoundSelect
         write, write_on = ops.keyed_lookup(
             W,
             sa.and_(
-                W.c.thread_id == page.c.thread_id,
+                W.c.thread_id == (page.c.thread_id if thread is None else thread),
                 W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
                 W.c.checkpoint_id == checkpoint_id,
                 *extra,

@@ -61,6 +61,9 @@ class DialectOps:
     # True: lg_sqla's tables can live in a named schema (``schema=``): a PostgreSQL
     # schema, a MySQL/MariaDB database. SQLite's only other schemas are attached files.
     supports_schemas = False
+    # True: the checkpoint tables can be hash-partitioned by thread_id
+    # (lg_sqla.partitioning; PostgreSQL's declarative partitioning).
+    partitions_by_thread = False
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}

@@ -103,6 +103,7 @@ class PostgresOps(OnConflictOps):
     name = "postgresql"
 
     supports_schemas = True
+    partitions_by_thread = True
     joins_channel_versions = True
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
     # saver's autocommit + pipeline does a put in one. A single statement with

@@ -2,13 +2,22 @@
 
 from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
 from lg_sqla.checkpoint.saver import SQLAlchemySaver
-from lg_sqla.errors import InvalidInputError, LgSqlaError, MissingDriverError, SchemaError
+from lg_sqla.errors import (
+    InvalidInputError,
+    LgSqlaError,
+    MissingDriverError,
+    ReadOnlyError,
+    SchemaError,
+    UnsupportedDriverError,
+)
 
 __all__ = [
     "AsyncSQLAlchemySaver",
     "InvalidInputError",
     "LgSqlaError",
     "MissingDriverError",
+    "ReadOnlyError",
     "SQLAlchemySaver",
     "SchemaError",
+    "UnsupportedDriverError",
 ]

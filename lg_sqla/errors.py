@@ -23,3 +23,8 @@ class MissingDriverError(LgSqlaError, ImportError):
 class UnsupportedDriverError(InvalidInputError):
     """The engine's database driver cannot run lg_sqla; the message says why and names
     the driver to use instead (e.g. ``mysql+asyncmy`` for ``mysql+aiomysql``)."""
+
+
+class ReadOnlyError(LgSqlaError, RuntimeError):
+    """A write asked of a saver or store opened ``read_only=True`` (or of a server that
+    only reads, such as a PostgreSQL hot standby); the message names the call."""

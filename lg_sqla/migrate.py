@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection, Dialect, Engine
 
+from lg_sqla.dialects import ops_for
 from lg_sqla.errors import SchemaError
 
 if TYPE_CHECKING:
@@ -177,12 +178,23 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     lock) so exactly one process applies each revision and the others find it
     done. A schema already at head costs one read and no lock.
     """
-    if revision == "head":
-        with engine.connect() as connection:
-            if is_at_head(connection):
-                return
+    with engine.connect() as connection:
+        if revision == "head" and is_at_head(connection):
+            return
+        refuse_read_only(connection)
     with engine.connect() as connection:
         upgrade_connection(connection, revision)
+
+
+def refuse_read_only(connection: Connection) -> None:
+    """Raise :class:`SchemaError` on a server that only reads (a replica): migrations
+    run on the primary, and a replica follows it."""
+    if ops_for(connection.dialect).is_read_only(connection):
+        raise SchemaError(
+            "this database only reads (a replica, or a read-only server): run setup() / "
+            "`lg-sqla upgrade` against the primary, and open savers on a replica with "
+            "read_only=True"
+        )
 
 
 def check_schema(connection: Connection) -> None:
@@ -191,6 +203,14 @@ def check_schema(connection: Connection) -> None:
     current = current_revision(connection)
     if current == head:
         return
+    if ops_for(connection.dialect).is_read_only(connection):
+        # setup() cannot run here: the schema comes from the primary (a replica
+        # follows it), and a replica only lags if replication does.
+        raise SchemaError(
+            f"lg_sqla's schema here is at revision {current!r}, not {head!r}, and this "
+            "database only reads (a replica?): run setup() / `lg-sqla upgrade` against "
+            "the primary; a replica follows it"
+        )
     if current is None:
         schema = schema_of(connection)
         where = f"in schema {schema!r} of this database" if schema else "in this database"

@@ -468,7 +468,9 @@ def _postgres_bindir() -> Path:
 
 
 @contextlib.contextmanager
-def _local_postgres(bindir: Path | None = None, name: str = "pg") -> Iterator[str]:
+def _local_postgres(
+    bindir: Path | None = None, name: str = "pg", extra_conf: str = ""
+) -> Iterator[str]:
     bindir = bindir or _postgres_bindir()
     user = _service_user("postgres")
     base = _base_dir()
@@ -509,7 +511,7 @@ def _local_postgres(bindir: Path | None = None, name: str = "pg") -> Iterator[st
                 # Durability is pointless for a throwaway server and costs seconds.
                 "fsync = off\n"
                 "synchronous_commit = off\n"
-                "full_page_writes = off\n"
+                "full_page_writes = off\n" + extra_conf
             )
         # The postmaster runs as our own child (not daemonized by `pg_ctl start`) so
         # that we notice if it dies during startup and reap it afterwards: in
@@ -525,6 +527,71 @@ def _local_postgres(bindir: Path | None = None, name: str = "pg") -> Iterator[st
             _stop_postgres(user, str(bindir / "pg_ctl"), data, home, proc)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# A primary that a hot standby streams from, and waits for: a commit returns once the
+# standby has applied it (remote_apply), so a read there right after sees it.
+_PRIMARY_CONF = (
+    "wal_level = replica\n"
+    "max_wal_senders = 4\n"
+    "synchronous_standby_names = '*'\n"
+    "synchronous_commit = remote_apply\n"
+)
+
+
+@contextlib.contextmanager
+def postgres_with_standby() -> Iterator[tuple[str, str]]:
+    """Yield admin URLs ``(primary, standby)``: a PostgreSQL primary and a hot standby
+    made from it with ``pg_basebackup -R`` (read-only, streaming, on loopback).
+
+    Always private local servers (a Docker or externally provided server has no
+    standby of ours)."""
+    bindir = _postgres_bindir()
+    user = _service_user("postgres")
+    with _local_postgres(bindir, name="pg-primary", extra_conf=_PRIMARY_CONF) as primary:
+        primary_port = make_url(primary).port
+        base = _base_dir()
+        try:
+            _check_reachable(base, user)
+            home = _owned_dir(base / "pg-standby", user)
+            data, log_file = home / "data", home / "server.log"
+            port = _free_port()
+            _run_as(
+                user,
+                [
+                    str(bindir / "pg_basebackup"),
+                    f"--dbname=host=127.0.0.1 port={primary_port} user=postgres",
+                    "-D",
+                    str(data),
+                    "-R",  # standby.signal and primary_conninfo: a streaming standby
+                    "-X",
+                    "stream",
+                    "--no-sync",
+                ],
+                log_file=home / "basebackup.log",
+                what="pg_basebackup",
+            )
+            with (data / "postgresql.conf").open("a") as conf:
+                conf.write(  # later lines win over the primary's copied settings
+                    "\n# lg_sqla test standby (tests/servers.py)\n"
+                    f"port = {port}\n"
+                    f"unix_socket_directories = '{_pg_quote(str(home))}'\n"
+                    "hot_standby = on\n"
+                )
+            proc = _spawn(user, [str(bindir / "postgres"), "-D", str(data)], log_file)
+            try:
+                standby = f"postgresql://postgres@127.0.0.1:{port}"
+                _wait_until_ready(
+                    standby,
+                    what="PostgreSQL standby",
+                    log_file=log_file,
+                    is_alive=lambda: proc.poll() is None,
+                )
+                yield primary, standby
+            finally:
+                _stop_postgres(user, str(bindir / "pg_ctl"), data, home, proc)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def _pg_quote(value: str) -> str:

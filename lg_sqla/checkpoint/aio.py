@@ -55,6 +55,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         check_schema: Verify on first use that the schema is at the latest migration.
         schema: Keep the tables in this PostgreSQL schema or MySQL/MariaDB database.
         direct_path: See ``SQLAlchemySaver``.
+        read_only: See ``SQLAlchemySaver``: reads only, for a replica.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -75,8 +76,11 @@ class AsyncSQLAlchemySaver(SaverBase):
         check_schema: bool = True,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
     ) -> None:
-        self._init_common(engine.dialect, serde, list_page_size, check_schema, direct_path)
+        self._init_common(
+            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only
+        )
         self.schema = schema
         self.engine = in_schema(engine, schema)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
@@ -96,6 +100,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -124,6 +129,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
+                read_only=read_only,
             )
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
@@ -157,8 +163,15 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
+        if self.read_only:  # a replica follows its primary's schema: check, never migrate
+            async with self.engine.connect() as connection:
+                await connection.run_sync(migrate.check_schema)
+            self._runtime.set_up()
+            return
         async with self.engine.connect() as connection:
             at_head = await connection.run_sync(migrate.is_at_head)
+            if not at_head:
+                await connection.run_sync(migrate.refuse_read_only)
         if not at_head:
             # Alembic runs on this loop's thread (run_sync): the process lock is
             # taken without blocking the loop, or a second task waiting on it
@@ -206,6 +219,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
+        self._writing("aput")
         return await self.arun(
             lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
             prebuilt=True,
@@ -219,6 +233,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes against the checkpoint in ``config``."""
+        self._writing("aput_writes")
         await self.arun(
             lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
             prebuilt=True,
@@ -226,6 +241,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        self._writing("adelete_thread")
         await self.arun(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
 
     async def aget_delta_channel_history(
@@ -240,10 +256,12 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete checkpoints of these runs, their writes and orphan blobs; see the sync saver."""
+        self._writing("adelete_for_runs")
         await self.arun(lambda: maintenance.delete_for_runs(self.context, list(run_ids)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's whole history to a new thread; see ``SQLAlchemySaver.copy_thread``."""
+        self._writing("acopy_thread")
         await self.arun(
             lambda: maintenance.copy_thread(self.context, source_thread_id, target_thread_id)
         )
@@ -252,6 +270,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
     ) -> None:
         """Prune threads (DeltaChannel safe); see ``SQLAlchemySaver.prune``."""
+        self._writing("aprune")
         await self.arun(
             lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last)
         )
@@ -266,6 +285,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         progress: Callable[[SweepReport], None] | None = None,
     ) -> SweepReport:
         """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
+        self._writing("asweep")
         return await self.arun(
             lambda: maintenance.sweep(
                 self.context, older_than, strategy, keep_last, batch_size, progress
@@ -280,6 +300,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         progress: Callable[[RotationReport], None] | None = None,
     ) -> RotationReport:
         """Rewrite stored values into the current serializer form; see the sync saver."""
+        self._writing("areencrypt")
         return await self.arun(
             lambda: rotation.reencrypt(
                 self.context, batch_size=batch_size, source=source, progress=progress

@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_
 from sqlalchemy.engine import Dialect
 
 from lg_sqla.dialects import DialectOps, ops_for
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.runtime import Runtime
 from lg_sqla.serde import with_msgpack_allowlist
 
@@ -60,18 +60,28 @@ class SaverBase(BaseCheckpointSaver[str]):
         list_page_size: int,
         check_schema: bool,
         direct_path: bool,
+        read_only: bool = False,
     ) -> None:
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
         self.ops = ops_for(dialect)
         self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
         self.list_page_size = list_page_size
+        self.read_only = read_only
 
     @property
     def context(self) -> Context:
         """What this saver's plans need (dialect, serializer), for ``run``/``arun``."""
         # Built per call: `with_allowlist` clones carry another serde.
         return Context(self.ops, self.serde, self._first_version)
+
+    def _writing(self, call: str) -> None:
+        """Refuse ``call`` on a read-only saver, before anything reaches the database."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{call}: this saver was opened read_only=True (for a replica: inspection, "
+                "dashboards, history); run graphs and maintenance on a saver of the primary"
+            )
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         return next_version(current)

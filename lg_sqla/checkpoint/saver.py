@@ -51,6 +51,11 @@ class SQLAlchemySaver(SaverBase):
             SQLAlchemy Core's execution layer on the drivers it is tested for
             (``lg_sqla.runtime``); never a change of behaviour. False keeps every
             call on Core, as does ``engine.execution_options(lg_sqla_direct_path=False)``.
+        read_only: For a replica (a PostgreSQL hot standby, a MySQL replica): reads
+            only. Every writing call raises ``ReadOnlyError`` before reaching the
+            database, and ``setup()`` only checks the schema. For inspection,
+            dashboards and history browsing, never for a running graph
+            (docs/scaling.md).
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -70,8 +75,11 @@ class SQLAlchemySaver(SaverBase):
         check_schema: bool = True,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
     ) -> None:
-        self._init_common(engine.dialect, serde, list_page_size, check_schema, direct_path)
+        self._init_common(
+            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only
+        )
         self.schema = schema
         self.engine = in_schema(engine, schema)
 
@@ -85,6 +93,7 @@ class SQLAlchemySaver(SaverBase):
         list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed on exit.
@@ -111,6 +120,7 @@ class SQLAlchemySaver(SaverBase):
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
+                read_only=read_only,
             )
         finally:
             engine.dispose()
@@ -139,7 +149,11 @@ class SQLAlchemySaver(SaverBase):
             >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
             ...     saver.setup()
         """
-        migrate.upgrade(self.engine)
+        if self.read_only:  # a replica follows its primary's schema: check, never migrate
+            with self.engine.connect() as connection:
+                migrate.check_schema(connection)
+        else:
+            migrate.upgrade(self.engine)
         self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------
@@ -225,6 +239,7 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: a key is too long or holds a NUL, or metadata is not
                 JSON; nothing is written. A serializer error also writes nothing.
         """
+        self._writing("put")
         return self.run(
             lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
             prebuilt=True,
@@ -252,6 +267,7 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
+        self._writing("put_writes")
         self.run(
             lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
             prebuilt=True,
@@ -263,6 +279,7 @@ class SQLAlchemySaver(SaverBase):
         Args:
             thread_id: The thread to delete; unknown threads are a no-op.
         """
+        self._writing("delete_thread")
         self.run(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
 
     def get_delta_channel_history(
@@ -290,6 +307,7 @@ class SQLAlchemySaver(SaverBase):
         Beware with DeltaChannel threads: deleting a run whose writes later
         checkpoints replay breaks their reconstruction (see ``prune``).
         """
+        self._writing("delete_for_runs")
         self.run(lambda: maintenance.delete_for_runs(self.context, list(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -299,6 +317,7 @@ class SQLAlchemySaver(SaverBase):
         Raises:
             InvalidInputError: the target already has checkpoints, or the source has none.
         """
+        self._writing("copy_thread")
         self.run(lambda: maintenance.copy_thread(self.context, source_thread_id, target_thread_id))
 
     def prune(
@@ -321,6 +340,7 @@ class SQLAlchemySaver(SaverBase):
 
         Blobs no remaining checkpoint references are deleted.
         """
+        self._writing("prune")
         self.run(lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last))
 
     def sweep(
@@ -343,6 +363,7 @@ class SQLAlchemySaver(SaverBase):
         Returns:
             What was removed: threads, checkpoints, writes, blobs, batches.
         """
+        self._writing("sweep")
         return self.run(
             lambda: maintenance.sweep(
                 self.context, older_than, strategy, keep_last, batch_size, progress
@@ -369,6 +390,7 @@ class SQLAlchemySaver(SaverBase):
                 still holding a retired key).
             progress: Called after every batch with the running report.
         """
+        self._writing("reencrypt")
         return self.run(
             lambda: rotation.reencrypt(
                 self.context, batch_size=batch_size, source=source, progress=progress

@@ -139,6 +139,11 @@ class DialectOps:
         """``metadata[key] == value`` with JSON semantics (None also matches a missing key)."""
         raise NotImplementedError
 
+    def is_read_only(self, connection: Connection) -> bool:
+        """Whether this session can only read (a replica, a read-only user or server).
+        Unknown databases: assumed writable."""
+        return False
+
     def is_lock_conflict(self, error: BaseException) -> bool:
         """Whether the driver's ``error`` says the database rolled the transaction back
         to resolve a conflict (deadlock, lock timeout, serialization failure, busy

@@ -300,6 +300,12 @@ class MySQLOps(DialectOps):
             sa.func.json_contains(candidate, extracted),
         )
 
+    def is_read_only(self, connection: Connection) -> bool:
+        # A replica with read_only=ON refuses writes of users without SUPER / READ ONLY
+        # ADMIN; @@transaction_read_only covers a session set read-only.
+        row = connection.exec_driver_sql("SELECT @@read_only, @@transaction_read_only").one()
+        return bool(row[0]) or bool(row[1])
+
     def is_lock_conflict(self, error: BaseException) -> bool:
         # By error number, not SQLSTATE: PyMySQL and asyncmy set one too, but 1205's
         # is the catch-all HY000 and 1213's 40001 only by coincidence.

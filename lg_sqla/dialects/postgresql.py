@@ -215,6 +215,10 @@ class PostgresOps(OnConflictOps):
         # becomes text and then clashes with integer columns of later branches.
         return sa.cast(sa.null(), type_)
 
+    def is_read_only(self, connection: Connection) -> bool:
+        # "on" in a hot standby (recovery), and under default_transaction_read_only.
+        return connection.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
+
     def is_lock_conflict(self, error: BaseException) -> bool:
         return _sqlstate(error) in _LOCK_CONFLICT_SQLSTATES
 

@@ -23,3 +23,8 @@ class MissingDriverError(LgSqlaError, ImportError):
 class UnsupportedDriverError(InvalidInputError):
     """The engine's database driver cannot run lg_sqla; the message says why and names
     the driver to use instead (e.g. ``mysql+asyncmy`` for ``mysql+aiomysql``)."""
+
+
+class NoOfficialSaverError(LgSqlaError, LookupError):
+    """LangGraph ships no saver of its own for this database, so there is nothing to
+    open its checkpoints with (``DialectOps.official_saver``)."""

@@ -18,7 +18,7 @@ from lg_sqla.cli.output import Progress, confirm, human_bytes, say
 from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:
-    from lg_sqla.checkpoint.maintenance import RowCounts
+    from lg_sqla.checkpoint.maintenance import RowCounts, SweepReport
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
 
@@ -263,6 +263,10 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
                 r.threads_visited, f"{r.removed.checkpoints} checkpoint(s) removed"
             ),
         )
+    _say_swept(args, swept)
+
+
+def _say_swept(args: argparse.Namespace, swept: SweepReport) -> None:
     removed = swept.removed
     data = {
         "dry_run": False,

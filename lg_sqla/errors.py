@@ -28,3 +28,8 @@ class UnsupportedDriverError(InvalidInputError):
 class ReadOnlyError(LgSqlaError, RuntimeError):
     """A write asked of a saver or store opened ``read_only=True`` (or of a server that
     only reads, such as a PostgreSQL hot standby); the message names the call."""
+
+
+class NoOfficialSaverError(LgSqlaError, LookupError):
+    """LangGraph ships no saver of its own for this database, so there is nothing to
+    open its checkpoints with (``DialectOps.official_saver``)."""

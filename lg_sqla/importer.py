@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from lg_sqla.dialects import ops_for
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Step
@@ -259,13 +260,6 @@ def _alist(source: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[Ch
 
 # --- the official savers' databases ------------------------------------------------------
 
-# The writes table of each official saver (the checkpoints table is "checkpoints" in all).
-OFFICIAL_WRITES_TABLES = {
-    "sqlite": "writes",
-    "postgresql": "checkpoint_writes",
-    "mysql": "checkpoint_writes",
-}
-
 
 def official_thread_ids(connection: sa.Connection) -> list[str]:
     """Thread ids in an official saver's ``checkpoints`` table, in one query."""
@@ -276,8 +270,7 @@ def official_thread_ids(connection: sa.Connection) -> list[str]:
 
 def official_task_paths(engine: sa.Engine) -> Callable[[str], TaskPaths]:
     """A ``task_paths`` lookup reading an official saver's writes table."""
-    backend = "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name
-    name = OFFICIAL_WRITES_TABLES.get(backend, "checkpoint_writes")
+    name = ops_for(engine.dialect).official_writes_table or "checkpoint_writes"
     table = sa.table(
         name,
         sa.column("thread_id"),

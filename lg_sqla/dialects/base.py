@@ -16,12 +16,13 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Join
 
+from lg_sqla.errors import NoOfficialSaverError
 from lg_sqla.plans import Plan, Step
 
 T = TypeVar("T")
@@ -64,6 +65,12 @@ class DialectOps:
     # True: the checkpoint tables can be hash-partitioned by thread_id
     # (lg_sqla.partitioning; PostgreSQL's declarative partitioning).
     partitions_by_thread = False
+    # The writes table of LangGraph's own saver for this database ("checkpoints" is its
+    # checkpoints table everywhere); None: LangGraph ships no saver for it.
+    official_writes_table: str | None = None
+    # The statement that gives a database file's freed pages back to the file system,
+    # run outside a transaction; None where the server manages its own space.
+    vacuum_statement: str | None = None
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
@@ -85,6 +92,18 @@ class DialectOps:
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """INSERT that leaves an existing row with the same key untouched."""
         raise NotImplementedError
+
+    def database_file(self, url: URL) -> str | None:
+        """The local file a URL names, which connecting creates when it is missing;
+        None for servers (and in-memory databases)."""
+        return None
+
+    @contextlib.contextmanager
+    def official_saver(self, url: URL) -> Iterator[Any]:
+        """LangGraph's own sync saver on the database at ``url`` (a sync URL; the
+        ``[import]`` extra installs its package), to read what it wrote."""
+        raise NoOfficialSaverError(f"no official LangGraph saver for {self.name} databases")
+        yield  # pragma: no cover (a generator, for contextmanager)
 
     def upsert(self, table: sa.Table, update: Sequence[str]) -> sa.Insert:
         """INSERT that overwrites ``update`` columns of an existing row with the same key."""

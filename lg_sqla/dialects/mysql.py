@@ -11,7 +11,7 @@ from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import URL, Connection, Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
@@ -185,6 +185,8 @@ class MySQLOps(DialectOps):
     name = "mysql"
     joins_channel_versions = True
     supports_schemas = True
+    # langgraph-checkpoint-mysql, the community saver LangGraph's docs list for MySQL.
+    official_writes_table = "checkpoint_writes"
     # Not autocommit_single_statements: MySQL switches autocommit with statements of
     # their own (SET autocommit, and back), which cost more than the COMMIT they save.
     # Connections kept in autocommit mode, with BEGIN sent before plans of several
@@ -333,6 +335,16 @@ class MySQLOps(DialectOps):
                 connection.commit()
         finally:
             connection.execute(sa.select(sa.func.release_lock(MIGRATION_LOCK_NAME)))
+
+    @contextlib.contextmanager
+    def official_saver(self, url: URL) -> Iterator[Any]:
+        from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver
+
+        # The saver parses a plain mysql:// URL itself and knows no SQLAlchemy query
+        # options (charset=...), so neither "+driver" nor the query goes to it.
+        plain = url.set(drivername="mysql", query={})
+        with PyMySQLSaver.from_conn_string(plain.render_as_string(hide_password=False)) as saver:
+            yield saver
 
 
 @compiles(sa.PrimaryKeyConstraint, "mysql")

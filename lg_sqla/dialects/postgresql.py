@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
@@ -105,6 +105,7 @@ class PostgresOps(OnConflictOps):
     supports_schemas = True
     partitions_by_thread = True
     joins_channel_versions = True
+    official_writes_table = "checkpoint_writes"  # langgraph-checkpoint-postgres
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
     # saver's autocommit + pipeline does a put in one. A single statement with
     # data-modifying CTEs is atomic on its own, so we do too.
@@ -228,6 +229,15 @@ class PostgresOps(OnConflictOps):
         key = zlib.crc32(MIGRATION_LOCK_NAME.encode())
         connection.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
         yield
+
+    @contextlib.contextmanager
+    def official_saver(self, url: URL) -> Iterator[Any]:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        # psycopg takes a libpq conninfo: the URL without SQLAlchemy's "+driver".
+        conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with PostgresSaver.from_conn_string(conninfo) as saver:
+            yield saver
 
 
 class PostgresStoreSQL(StoreSQL):

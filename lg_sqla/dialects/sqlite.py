@@ -11,7 +11,7 @@ from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import TableValuedAlias
@@ -34,8 +34,30 @@ class SQLiteOps(OnConflictOps):
     name = "sqlite"
     one_writer_at_a_time = True
     joins_channel_versions = True
+    official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
+    vacuum_statement = "VACUUM"
 
     _insert = staticmethod(sqlite_dialect.insert)
+
+    def database_file(self, url: URL) -> str | None:
+        database = url.database or ""
+        # In-memory databases, and URI filenames (file:...?mode=...), which say
+        # themselves whether a missing file may be created.
+        if database in ("", ":memory:") or database.startswith("file:"):
+            return None
+        return database
+
+    @contextlib.contextmanager
+    def official_saver(self, url: URL) -> Iterator[Any]:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        connection = sqlite3.connect(url.database or "", check_same_thread=False)
+        try:
+            yield SqliteSaver(connection)
+        finally:
+            connection.close()
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(

@@ -1,0 +1,3 @@
+from lg_sqla.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,317 @@
+"""Maintenance commands: prune, delete-thread, sweep (retention), reencrypt, vacuum.
+
+Deleting commands report first and ask on a terminal (``--yes`` skips the question);
+``--dry-run`` runs the deletes in a transaction it rolls back, to measure them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lg_sqla import migrate
+from lg_sqla.cli.common import CommandError, Commands, positive, sync_saver
+from lg_sqla.cli.output import Progress, confirm, human_bytes, say
+from lg_sqla.shared import utc_now
+
+if TYPE_CHECKING:
+    from lg_sqla.checkpoint.maintenance import RowCounts, SweepReport
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
+
+
+def register(commands: Commands) -> None:
+    prune_ = commands.add(
+        "prune",
+        "prune threads: keep their newest checkpoints (or delete them)",
+        prune,
+        commands.destructive,
+    )
+    prune_.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
+    prune_.add_argument(
+        "--strategy",
+        choices=["keep_latest", "delete"],
+        default="keep_latest",
+        help="keep_latest (default) or delete the threads",
+    )
+    prune_.add_argument(
+        "--keep-last", type=positive, default=1, help="checkpoints kept per namespace (default 1)"
+    )
+    delete = commands.add(
+        "delete-thread",
+        "delete threads: every checkpoint, write and value",
+        prune,
+        commands.destructive,
+    )
+    delete.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
+    _sweep_command(commands)
+    _reencrypt_command(commands)
+
+
+def register_vacuum(commands: Commands) -> None:
+    """``vacuum``, apart: ``--help`` has always listed it last, after ``import``."""
+    command = commands.add(
+        "vacuum",
+        "SQLite only: VACUUM the file, giving freed pages back to the file system",
+        vacuum,
+    )
+    command.set_defaults(yes=True)
+
+
+def _sweep_command(commands: Commands) -> None:
+    sweep_ = commands.add(
+        "sweep",
+        "retention: delete (or prune) threads not written for N days",
+        sweep,
+        commands.destructive,
+    )
+    sweep_.add_argument("--older-than-days", type=float, required=True, help="the retention period")
+    sweep_.add_argument(
+        "--strategy",
+        choices=["delete", "keep_latest"],
+        default="delete",
+        help="delete stale threads (default) or prune their old checkpoints",
+    )
+    sweep_.add_argument(
+        "--keep-last", type=positive, default=1, help="keep_latest: checkpoints kept per namespace"
+    )
+    sweep_.add_argument(
+        "--batch-size", type=positive, default=100, help="threads per batch (default 100)"
+    )
+
+
+def _reencrypt_command(commands: Commands) -> None:
+    rotate = commands.add(
+        "reencrypt",
+        "rewrite stored values with the current key from $LG_SQLA_AES_KEYS / "
+        "$LANGGRAPH_AES_KEY (key rotation, or encrypting old plaintext rows)",
+        reencrypt,
+    )
+    rotate.add_argument(
+        "--batch-size", type=positive, default=500, help="rows per batch (default 500)"
+    )
+    rotate.add_argument(
+        "--compress", action="store_true", help="also compress large values (zstd/zlib)"
+    )
+
+
+# --- reports -------------------------------------------------------------------------------
+
+
+def _counts(counts: RowCounts) -> str:
+    return f"{counts.checkpoints} checkpoint(s), {counts.writes} write(s), {counts.blobs} value(s)"
+
+
+def _would(report: dict[str, Any], strategy: str) -> str:
+    verb = "delete" if strategy == "delete" else "prune"
+    return (
+        f"dry run: would {verb} {report['threads']} thread(s); remove {report['checkpoints']} "
+        f"checkpoint(s), {report['writes']} write(s), {report['values']} value(s), "
+        f"{human_bytes(report['bytes'])}"
+    )
+
+
+def _dry_run(saver: SQLAlchemySaver, plan: Any, thread_ids: Sequence[str] | None) -> dict[str, Any]:
+    """Run a deleting plan in one transaction, measure, and roll it all back."""
+    from lg_sqla import inspect as insp
+    from lg_sqla.plans import in_one_transaction
+    from lg_sqla.runtime.executor import drive
+
+    def measured() -> Any:
+        before = yield from insp.storage(saver.context, thread_ids=thread_ids)
+        result = yield from in_one_transaction(plan)
+        after = yield from insp.storage(saver.context, thread_ids=thread_ids)
+        return before, result, after
+
+    with saver.engine.connect() as connection:
+        migrate.check_schema(connection)
+        whole = measured()
+        before, result, after = drive(connection, whole, next(whole))
+        connection.rollback()
+    counts = getattr(result, "removed", result)
+    freed = {name: before.tables[name].bytes - after.tables[name].bytes for name in before.tables}
+    return {
+        "threads": counts.threads,
+        "checkpoints": counts.checkpoints,
+        "writes": counts.writes,
+        "values": counts.blobs,
+        "bytes": sum(freed.values()),
+        "bytes_per_table": freed,
+    }
+
+
+# --- vacuum ----------------------------------------------------------------------------------
+
+
+def vacuum(args: argparse.Namespace) -> int:
+    with sync_saver(args) as saver:
+        _vacuum(args, saver)
+    return 0
+
+
+def _vacuum(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    statement = saver.context.ops.vacuum_statement
+    if statement is None:
+        raise CommandError(
+            "vacuum is for SQLite files; PostgreSQL's autovacuum reuses freed space "
+            "(VACUUM FULL returns it), MySQL/MariaDB: OPTIMIZE TABLE"
+        )
+    with saver.engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(statement)
+    if not getattr(args, "json", False):
+        print("vacuumed the SQLite file")
+
+
+# --- prune, delete-thread ---------------------------------------------------------------------
+
+
+def prune(args: argparse.Namespace) -> int:
+    """``prune`` and ``delete-thread`` (prune with the delete strategy), thread by thread."""
+    from lg_sqla.checkpoint import maintenance
+
+    strategy = "delete" if args.command == "delete-thread" else args.strategy
+    keep_last = getattr(args, "keep_last", 1)
+    threads = list(dict.fromkeys(args.thread_ids))
+    with sync_saver(args) as saver:
+        if args.dry_run:
+            plan = maintenance.prune(saver.context, threads, strategy, keep_last)
+            report = _dry_run(saver, plan, threads)
+            say(args, {"dry_run": True, **report}, _would(report, strategy))
+            return 0
+        question = (
+            f"Delete {len(threads)} thread(s) with all their checkpoints?"
+            if strategy == "delete"
+            else f"Prune {len(threads)} thread(s) to their newest {keep_last} checkpoint(s)?"
+        )
+        if not confirm(args, question):
+            raise CommandError("cancelled: nothing was changed")
+        _prune_each(args, saver, threads, strategy, keep_last)
+        if args.vacuum:
+            _vacuum(args, saver)
+    return 0
+
+
+def _prune_each(
+    args: argparse.Namespace,
+    saver: SQLAlchemySaver,
+    threads: list[str],
+    strategy: str,
+    keep_last: int,
+) -> None:
+    from lg_sqla.checkpoint import maintenance
+
+    verb = "deleted" if strategy == "delete" else "pruned"
+    total = maintenance.RowCounts()
+    with Progress(verb, len(threads), args) as progress:
+        for n, thread_id in enumerate(threads, start=1):
+            total.add(saver.run(maintenance.prune(saver.context, [thread_id], strategy, keep_last)))
+            progress.update(n, f"{total.checkpoints} checkpoint(s) removed")
+    say(
+        args,
+        {"dry_run": False, **dataclasses.asdict(total), "values": total.blobs},
+        f"done: {verb} {total.threads} thread(s); removed {_counts(total)}",
+    )
+
+
+# --- sweep -----------------------------------------------------------------------------------
+
+
+def sweep(args: argparse.Namespace) -> int:
+    with sync_saver(args) as saver:
+        if args.dry_run:
+            _sweep_dry_run(args, saver)
+        else:
+            _sweep(args, saver)
+        # (also after a dry run, as the command always has: VACUUM deletes no data)
+        if args.vacuum:
+            _vacuum(args, saver)
+    return 0
+
+
+def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    from lg_sqla.checkpoint import maintenance
+
+    older_than = dt.timedelta(days=args.older_than_days)
+    plan = maintenance.sweep(
+        saver.context, older_than, args.strategy, args.keep_last, args.batch_size, None
+    )
+    report = _dry_run(saver, plan, None)
+    say(args, {"dry_run": True, **report}, _would(report, args.strategy))
+
+
+def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    from lg_sqla.checkpoint import maintenance
+
+    older_than = dt.timedelta(days=args.older_than_days)
+    cutoff = utc_now() - older_than
+    stale = saver.run(maintenance.count_stale_threads(cutoff, args.strategy))
+    question = (
+        f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"
+        if args.strategy == "delete"
+        else f"Prune checkpoints older than {cutoff:%Y-%m-%d %H:%M} UTC in {stale} thread(s)?"
+    )
+    if stale and not confirm(args, question):
+        raise CommandError("cancelled: nothing was changed")
+    with Progress("sweep", stale, args) as progress:
+        swept = saver.sweep(
+            older_than,
+            strategy=args.strategy,
+            keep_last=args.keep_last,
+            batch_size=args.batch_size,
+            progress=lambda r: progress.update(
+                r.threads_visited, f"{r.removed.checkpoints} checkpoint(s) removed"
+            ),
+        )
+    _say_swept(args, swept)
+
+
+def _say_swept(args: argparse.Namespace, swept: SweepReport) -> None:
+    removed = swept.removed
+    data = {
+        "dry_run": False,
+        "strategy": swept.strategy,
+        "cutoff": swept.cutoff,
+        "threads_visited": swept.threads_visited,
+        **dataclasses.asdict(removed),
+        "values": removed.blobs,
+    }
+    if args.strategy == "delete":
+        text = f"done: removed {removed.threads} thread(s), {_counts(removed)}"
+    else:
+        text = (
+            f"done: pruned {removed.threads} thread(s) (none deleted: each keeps its newest "
+            f"{args.keep_last} checkpoint(s) per namespace); removed {_counts(removed)}"
+        )
+    say(args, data, f"{text}; cut-off {swept.cutoff:%Y-%m-%d %H:%M} UTC")
+
+
+# --- reencrypt -------------------------------------------------------------------------------
+
+
+def reencrypt(args: argparse.Namespace) -> int:
+    from lg_sqla import inspect as insp
+    from lg_sqla.serde import CompressedSerializer, EncryptedSerializer, SerdeError
+
+    try:
+        serde = EncryptedSerializer.from_env(CompressedSerializer() if args.compress else None)
+    except SerdeError as error:
+        raise CommandError(str(error), 2) from error
+    with sync_saver(args, serde=serde) as saver:
+        usage = saver.run(insp.storage(saver.context))
+        total = usage.tables["checkpoint_blobs"].rows + usage.tables["checkpoint_writes"].rows
+        with Progress("reencrypt", total, args) as progress:
+            report = saver.reencrypt(
+                batch_size=args.batch_size,
+                progress=lambda r: progress.update(
+                    sum(t.scanned for t in r.tables.values()),
+                    f"batch {r.batches}: "
+                    + ", ".join(
+                        f"{name} scanned {t.scanned} rewritten {t.rewritten}"
+                        for name, t in r.tables.items()
+                    ),
+                ),
+            )
+    print(f"done: {report.rewritten} row(s) rewritten in {report.batches} batch(es)")
+    return 0

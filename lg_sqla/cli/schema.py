@@ -1,0 +1,221 @@
+"""Schema commands: upgrade, downgrade, current, check, stamp, revisions (Alembic's)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+
+from lg_sqla import migrate
+from lg_sqla.cli.common import CommandError, Commands, first_line, with_connection
+from lg_sqla.cli.output import confirm, emit_json, human_bytes, say, table
+from lg_sqla.dialects import ops_for
+
+if TYPE_CHECKING:
+    from lg_sqla.inspect import StorageReport
+
+
+def register(commands: Commands) -> None:
+    up = commands.add("upgrade", "create or upgrade lg_sqla's tables", upgrade)
+    up.add_argument("revision", nargs="?", default="head", help='target revision (default "head")')
+    _sql_option(up)
+    down = commands.add(
+        "downgrade",
+        'downgrade lg_sqla\'s tables to a revision ("base" drops them and every checkpoint)',
+        downgrade,
+        commands.destructive,
+    )
+    down.add_argument("revision", help='target revision, e.g. "base" to drop the tables')
+    _sql_option(down)
+    commands.add("current", "print the schema revision of the database", current, commands.reading)
+    commands.add(
+        "check", "exit 1 unless the schema is at the latest revision", check, commands.reading
+    )
+    stamp_ = commands.add(
+        "stamp", "record a revision as applied without running it (after a restore)", stamp
+    )
+    stamp_.add_argument("revision", help='the revision to record, e.g. "head"')
+    commands.add(
+        "revisions", "list lg_sqla's migrations (the Alembic history)", revisions, commands.reading
+    )
+
+
+def _sql_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sql", action="store_true", help="print the SQL instead of running it (offline)"
+    )
+
+
+def offline_sql(args: argparse.Namespace) -> int:
+    """``upgrade --sql`` / ``downgrade --sql``: the migration SQL for a DBA, nothing run."""
+    from alembic import command
+
+    if args.command not in ("upgrade", "downgrade"):
+        raise CommandError("--sql is only for upgrade and downgrade", 2)
+    if args.schema:
+        raise CommandError(
+            "--sql prints the SQL for the default schema only; for --schema, run the SQL "
+            "with that schema first on the search path (PostgreSQL) or as the current "
+            "database (MySQL)",
+            2,
+        )
+    config = migrate.alembic_config()
+    # ConfigParser interpolates "%": escape it so passwords survive.
+    config.set_main_option("sqlalchemy.url", args.url.replace("%", "%%"))
+    revision = args.revision
+    if args.command == "downgrade" and ":" not in revision:
+        # Offline downgrades need the starting point: assume the head.
+        revision = f"{migrate.head_revision()}:{revision}"
+    os.environ.pop("LG_SQLA_DATABASE_URL", None)  # the env reads --url through the config
+    if args.command == "upgrade":
+        command.upgrade(config, revision, sql=True)
+    else:
+        command.downgrade(config, revision, sql=True)
+    return 0
+
+
+def list_revisions(args: argparse.Namespace, current: str | None) -> int:
+    """lg_sqla's migrations, newest first, ``current`` marked (None: not known)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    rows = [
+        {
+            "revision": rev.revision,
+            "down_revision": rev.down_revision,
+            "message": (rev.doc or "").strip(),
+            "current": rev.revision == current,
+            "head": rev.is_head,
+        }
+        for rev in script.walk_revisions()
+    ]
+    if args.json:
+        emit_json(rows)
+        return 0
+    table(
+        "lg_sqla migrations, newest first",
+        ["REVISION", "DOWN", "MESSAGE", ""],
+        [
+            [
+                r["revision"],
+                r["down_revision"] or "base",
+                r["message"],
+                " ".join(x for x, on in (("head", r["head"]), ("current", r["current"])) if on),
+            ]
+            for r in rows
+        ],
+    )
+    return 0
+
+
+def revisions(args: argparse.Namespace) -> int:
+    return list_revisions(args, with_connection(args, migrate.current_revision))
+
+
+def upgrade(args: argparse.Namespace) -> int:
+    try:
+        with_connection(args, lambda c: migrate.upgrade_connection(c, args.revision))
+    except exc.DBAPIError as error:
+        if "already exists" not in str(error.orig):
+            raise
+        raise CommandError(
+            f"{first_line(error)}: another saver's tables (e.g. LangGraph's PostgresSaver) "
+            "use these names here; keep lg_sqla's in a schema of their own: "
+            'lg-sqla --schema lg_sqla upgrade (savers: schema="lg_sqla")'
+        ) from error
+    print(f"lg_sqla schema upgraded to {args.revision} ({migrate.head_revision()})")
+    return 0
+
+
+def current(args: argparse.Namespace) -> int:
+    revision = with_connection(args, migrate.current_revision)
+    if args.json:
+        emit_json({"current": revision, "head": migrate.head_revision()})
+    else:
+        print(revision or "none (lg_sqla tables not set up)")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    with_connection(args, migrate.check_schema)
+    if args.json:
+        emit_json({"up_to_date": True, "head": migrate.head_revision()})
+    else:
+        print(f"lg_sqla schema is up to date ({migrate.head_revision()})")
+    return 0
+
+
+def stamp(args: argparse.Namespace) -> int:
+    from alembic import command
+
+    def record(connection: Connection) -> None:
+        command.stamp(migrate.alembic_config(connection), args.revision)
+        if connection.in_transaction():
+            connection.commit()
+
+    with_connection(args, record)
+    print(f"lg_sqla schema stamped as {args.revision}")
+    return 0
+
+
+def downgrade(args: argparse.Namespace) -> int:
+    current_, undone, report = with_connection(args, lambda c: _survey(c, args.revision))
+    summary: dict[str, Any] = {"current": current_, "target": args.revision, "undo": undone}
+    if report is not None:
+        summary["drops"] = {name: dataclasses.asdict(t) for name, t in report.tables.items()}
+    if current_ is None:
+        raise CommandError("lg_sqla tables are not set up in this database: nothing to downgrade")
+    what = f"undo {len(undone)} migration(s) ({', '.join(undone) or 'none'})"
+    if report is not None:
+        rows = report.tables["checkpoints"].rows
+        what += (
+            f" and DROP lg_sqla's tables with {rows} checkpoint(s), {human_bytes(_total(report))}"
+        )
+    if args.dry_run:
+        say(args, summary, f"dry run: downgrade to {args.revision} would {what}")
+        return 0
+    if not confirm(args, f"Downgrade to {args.revision}: {what}?"):
+        raise CommandError("cancelled: nothing was changed")
+    with_connection(args, lambda c: migrate.downgrade_connection(c, args.revision))
+    say(args, summary, f"lg_sqla schema downgraded to {args.revision}")
+    return 0
+
+
+def _survey(
+    connection: Connection, revision: str
+) -> tuple[str | None, list[str], StorageReport | None]:
+    """What a downgrade to ``revision`` would do: the current revision, the migrations
+    undone, and (to "base") the storage its dropped tables hold."""
+    from alembic.script import ScriptDirectory
+
+    current_ = migrate.current_revision(connection)
+    if current_ is None:
+        return None, [], None
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    target = None if revision == "base" else revision
+    undone = [
+        r.revision for r in script.iterate_revisions(current_, target) if r.revision != target
+    ]
+    report = _storage(connection) if revision == "base" else None
+    return current_, undone, report
+
+
+def _storage(connection: Connection) -> StorageReport:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from lg_sqla import inspect as insp
+    from lg_sqla.checkpoint.base import Context
+    from lg_sqla.runtime.executor import drive
+
+    plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()))
+    report = drive(connection, plan, next(plan))
+    connection.rollback()
+    return report
+
+
+def _total(report: StorageReport) -> int:
+    return sum(t.bytes for t in report.tables.values())

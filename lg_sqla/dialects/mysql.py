@@ -303,10 +303,10 @@ class MySQLOps(DialectOps):
         )
 
     def is_read_only(self, connection: Connection) -> bool:
-        # A replica with read_only=ON refuses writes of users without SUPER / READ ONLY
-        # ADMIN; @@transaction_read_only covers a session set read-only.
-        row = connection.exec_driver_sql("SELECT @@read_only, @@transaction_read_only").one()
-        return bool(row[0]) or bool(row[1])
+        # A replica runs with read_only=ON (it refuses writes of users without SUPER /
+        # READ ONLY ADMIN). (The session's flag is @@transaction_read_only on MySQL 8
+        # and @@tx_read_only on MariaDB before 11.1: no name serves both.)
+        return bool(connection.exec_driver_sql("SELECT @@read_only").scalar())
 
     def is_lock_conflict(self, error: BaseException) -> bool:
         # By error number, not SQLSTATE: PyMySQL and asyncmy set one too, but 1205's

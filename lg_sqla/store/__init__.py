@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
+from lg_sqla.dialects import DialectOps, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.runtime import Plan, Runtime
@@ -69,9 +69,12 @@ class _StoreBase(BaseStore):
         check_schema: bool,
         direct_path: bool,
     ) -> None:
-        self.ops = ops_for(engine.dialect)
-        self.sql = store_sql_for(self.ops)
-        self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
+        # The dialect's object (lg_sqla.dialects), not a batch's ops (LangGraph's Op).
+        self.dialect_ops = ops_for(engine.dialect)
+        self.sql = store_sql_for(self.dialect_ops)
+        self._runtime = Runtime(
+            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+        )
         self.ttl_config = ttl
         self.index_config = index
         self.embeddings = None
@@ -101,7 +104,7 @@ class _StoreBase(BaseStore):
         settings: Settings | None = self.__dict__.get("_settings_once")
         if settings is None:
             settings = Settings(
-                self.ops,
+                self.dialect_ops,
                 self.sql,
                 indexed=self.embeddings is not None,
                 native_vectors=NativeVectors(self._native_vectors),
@@ -109,6 +112,11 @@ class _StoreBase(BaseStore):
             )
             self.__dict__["_settings_once"] = settings
         return settings
+
+    @property
+    def ops(self) -> DialectOps:
+        """``dialect_ops``, by the name the savers and the cache give it."""
+        return self.dialect_ops
 
     @property
     def native_vectors(self) -> bool | None:

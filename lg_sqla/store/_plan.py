@@ -139,62 +139,89 @@ def check_op(op: Op) -> None:
         validate_op_namespace(op)
     except ValueError as error:
         raise InvalidInputError(f"namespace: {error}") from error
-    if isinstance(op, (GetOp, PutOp)):
-        _check_text("key", op.key)
-        for label in op.namespace:
-            _check_text("namespace label", label)
-    if isinstance(op, PutOp):
-        if not op.namespace:
-            raise InvalidInputError("namespace of a put must not be empty")
-        if op.value is not None:
-            if not isinstance(op.value, Mapping):
-                raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
-            check_json_value("value", op.value)
-        if op.ttl is not None and (
-            not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0
-        ):
-            raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
-        if op.index not in (None, False):
-            for path in op.index or ():
-                _check_text("index field", path)
+    if isinstance(op, GetOp):
+        _check_item_address(op)
+    elif isinstance(op, PutOp):
+        _check_put(op)
     elif isinstance(op, SearchOp):
-        for name, value in (("limit", op.limit), ("offset", op.offset)):
-            if not isinstance(value, int) or value < 0:
-                raise InvalidInputError(f"search {name} must be an int >= 0, got {value!r}")
-        for key, wanted in (op.filter or {}).items():
-            _check_text("filter key", key)
-            if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
-                for operator, operand in wanted.items():
-                    if operator not in FILTER_OPERATORS:
-                        raise InvalidInputError(
-                            f"filter operator {operator!r} on {key!r} is not one of "
-                            f"{sorted(FILTER_OPERATORS)}"
-                        )
-                    check_json_value(f"filter[{key!r}][{operator!r}]", operand)
-                    if operator not in ("$eq", "$ne") and ordering_operand(operand) is None:
-                        raise InvalidInputError(
-                            f"filter[{key!r}][{operator!r}] compares numbers: "
-                            f"{operand!r} is not one"
-                        )
-            else:
-                check_json_value(f"filter[{key!r}]", wanted)
-        if op.query is not None:
-            _check_text("query", op.query)
+        _check_search(op)
     elif isinstance(op, ListNamespacesOp):
-        for name, value in (("limit", op.limit), ("offset", op.offset)):
-            if not isinstance(value, int) or value < 0:
-                raise InvalidInputError(
-                    f"list_namespaces {name} must be an int >= 0, got {value!r}"
-                )
-        if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
-            raise InvalidInputError(f"max_depth must be an int >= 1, got {op.max_depth!r}")
-        for condition in op.match_conditions or ():
-            if condition.match_type not in ("prefix", "suffix"):
-                raise InvalidInputError(
-                    f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
-                )
-    elif not isinstance(op, (GetOp, PutOp)):
+        _check_list_namespaces(op)
+    else:
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+
+def _check_item_address(op: GetOp | PutOp) -> None:
+    """A get's or put's key and namespace labels: text without NUL."""
+    _check_text("key", op.key)
+    for label in op.namespace:
+        _check_text("namespace label", label)
+
+
+def _check_put(op: PutOp) -> None:
+    """A put: its address, a non-empty namespace, a JSON dict value (or None: a delete),
+    a positive TTL, index fields as text."""
+    _check_item_address(op)
+    if not op.namespace:
+        raise InvalidInputError("namespace of a put must not be empty")
+    if op.value is not None:
+        if not isinstance(op.value, Mapping):
+            raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
+        check_json_value("value", op.value)
+    if op.ttl is not None and (
+        not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0
+    ):
+        raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
+    if op.index not in (None, False):
+        for path in op.index or ():
+            _check_text("index field", path)
+
+
+def _check_page(kind: str, limit: Any, offset: Any) -> None:
+    """A search's or list_namespaces' ``limit`` and ``offset``: ints >= 0."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if not isinstance(value, int) or value < 0:
+            raise InvalidInputError(f"{kind} {name} must be an int >= 0, got {value!r}")
+
+
+def _check_search(op: SearchOp) -> None:
+    """A search: its page, its filter, its query as text."""
+    _check_page("search", op.limit, op.offset)
+    for key, wanted in (op.filter or {}).items():
+        _check_text("filter key", key)
+        if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
+            _check_filter_operators(key, wanted)
+        else:
+            check_json_value(f"filter[{key!r}]", wanted)
+    if op.query is not None:
+        _check_text("query", op.query)
+
+
+def _check_filter_operators(key: str, wanted: Mapping[str, Any]) -> None:
+    """A filter member's operator conditions: known operators, JSON operands, numbers
+    where the operator orders."""
+    for operator, operand in wanted.items():
+        if operator not in FILTER_OPERATORS:
+            raise InvalidInputError(
+                f"filter operator {operator!r} on {key!r} is not one of {sorted(FILTER_OPERATORS)}"
+            )
+        check_json_value(f"filter[{key!r}][{operator!r}]", operand)
+        if operator not in ("$eq", "$ne") and ordering_operand(operand) is None:
+            raise InvalidInputError(
+                f"filter[{key!r}][{operator!r}] compares numbers: {operand!r} is not one"
+            )
+
+
+def _check_list_namespaces(op: ListNamespacesOp) -> None:
+    """A list_namespaces: its page, ``max_depth``, match types."""
+    _check_page("list_namespaces", op.limit, op.offset)
+    if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
+        raise InvalidInputError(f"max_depth must be an int >= 1, got {op.max_depth!r}")
+    for condition in op.match_conditions or ():
+        if condition.match_type not in ("prefix", "suffix"):
+            raise InvalidInputError(
+                f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
+            )
 
 
 # --- filters and matching (the semantics of LangGraph's InMemoryStore) -------------
@@ -315,7 +342,7 @@ class NativeVectors:
 
 @dataclass(frozen=True)
 class Settings:
-    ops: DialectOps
+    dialect_ops: DialectOps  # lg_sqla's dialect object, not a batch's ops
     sql: StoreSQL  # the dialect's JSON and namespace primitives
     indexed: bool  # the store has an IndexConfig
     omit_expired: bool = True
@@ -444,7 +471,7 @@ def _get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
         columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
         return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
 
-    return settings.ops.cached(("store.get", many, settings.omit_expired), build)
+    return settings.dialect_ops.cached(("store.get", many, settings.omit_expired), build)
 
 
 def _union(selects: Sequence[sa.Select[Any]]) -> sa.Select[Any] | sa.CompoundSelect[Any]:
@@ -692,197 +719,302 @@ def _build_list_statement(
     return _union(selects)
 
 
+class _ByKind(NamedTuple):
+    """A batch's ops by kind, each read with its index in the batch."""
+
+    gets: list[tuple[int, GetOp]]
+    searches: list[tuple[int, SearchOp]]
+    lists: list[tuple[int, ListNamespacesOp]]
+    puts: dict[tuple[tuple[str, ...], str], PutOp]  # the last put of a key wins
+
+    @classmethod
+    def of(cls, ops: Sequence[Op]) -> _ByKind:
+        """One pass over the ops."""
+        by_kind = cls([], [], [], {})
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                by_kind.gets.append((i, op))
+            elif isinstance(op, SearchOp):
+                by_kind.searches.append((i, op))
+            elif isinstance(op, ListNamespacesOp):
+                by_kind.lists.append((i, op))
+            elif isinstance(op, PutOp):
+                by_kind.puts[(op.namespace, op.key)] = op
+        return by_kind
+
+    def needs_no_transaction(self, settings: Settings) -> bool:
+        """Whether the batch's statements need no common transaction, so that it may run
+        without BEGIN/COMMIT where the dialect gains from it
+        (DialectOps.autocommit_single_statements, PostgreSQL: 1 round trip instead of 3):
+        a batch of reads (their TTL refresh, if any, is an UPDATE atomic by itself), or
+        a batch that is one write statement."""
+        reads = bool(self.gets or self.searches or self.lists)
+        one_write = (
+            not reads
+            and not settings.indexed
+            and settings.dialect_ops.native_upsert
+            and len({op.value is None for op in self.puts.values()}) == 1
+        )
+        return not self.puts or one_write
+
+
+@dataclass
+class _Batch:
+    """What the sub-plans of one batch share: the results by op index, the TTLs its
+    reads refresh, and whether its next statement is the first of a plan that needs
+    no transaction (``Step.whole_plan``)."""
+
+    settings: Settings
+    embedded: Embedded
+    now: dt.datetime
+    results: list[Result]
+    autocommit: bool
+    # (prefix_hash, key_hash) -> ttl minutes of the items read whose TTL is refreshed
+    refresh: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def step(self, statement: Any, params: Any = None, fetch: bool = False) -> Step:
+        """A step, marked ``whole_plan`` if it is the batch's first and needs no
+        transaction."""
+        first, self.autocommit = self.autocommit, False
+        return Step(statement, params, fetch=fetch, whole_plan=first)
+
+    def refresh_ttl_of(self, rows: Iterable[Any]) -> None:
+        """Note the items of ``rows`` that have a TTL: their expiry restarts."""
+        for row in rows:
+            if row.ttl_minutes is not None:
+                self.refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
+
+
 def batch_plan(
     settings: Settings, ops: Sequence[Op], embedded: Embedded, now: dt.datetime
 ) -> Plan[list[Result]]:
-    """Run ``ops`` (already validated with :func:`check_op`) and return their results."""
-    t = store_items.c
-    results: list[Result] = [None] * len(ops)
-    refresh: dict[tuple[str, str], float] = {}  # (prefix_hash, key_hash) -> ttl minutes
-
-    # A plan whose statements need no common transaction runs without BEGIN/COMMIT
-    # where the dialect gains from it (DialectOps.autocommit_single_statements,
-    # PostgreSQL: 1 round trip instead of 3): a batch of reads (their TTL refresh,
-    # if any, is an UPDATE atomic by itself), or a batch that is one write statement.
-    # One pass over the ops, by kind.
-    gets: list[tuple[int, GetOp]] = []
-    searches: list[tuple[int, SearchOp]] = []
-    lists: list[tuple[int, ListNamespacesOp]] = []
-    puts: dict[tuple[tuple[str, ...], str], PutOp] = {}  # the last put of a key wins
-    for i, op in enumerate(ops):
-        if isinstance(op, GetOp):
-            gets.append((i, op))
-        elif isinstance(op, SearchOp):
-            searches.append((i, op))
-        elif isinstance(op, ListNamespacesOp):
-            lists.append((i, op))
-        elif isinstance(op, PutOp):
-            puts[(op.namespace, op.key)] = op
-    reads = bool(gets or searches or lists)
-    one_write = (
-        not reads
-        and not settings.indexed
-        and settings.ops.native_upsert
-        and len({op.value is None for op in puts.values()}) == 1
+    """Run ``ops`` (already validated with :func:`check_op`) and return their results:
+    the reads (gets, searches, namespace lists), the TTLs they refresh, then the writes."""
+    by_kind = _ByKind.of(ops)
+    batch = _Batch(
+        settings, embedded, now, [None] * len(ops), by_kind.needs_no_transaction(settings)
     )
-    autocommit = [not puts or one_write]
+    yield from _get_plan(batch, by_kind.gets)
+    yield from _search_plan(batch, by_kind.searches)
+    yield from _list_namespaces_plan(batch, by_kind.lists)
+    yield from _refresh_ttl_plan(batch)
+    yield from _write_plan(settings, by_kind.puts, embedded, now, batch.step)
+    return batch.results
 
-    def step(statement: Any, params: Any = None, fetch: bool = False) -> Step:
-        first, autocommit[0] = autocommit[0], False
-        return Step(statement, params, fetch=fetch, whole_plan=first)
 
-    if gets:
-        pairs = sorted(
-            {(key_hash(join_namespace(op.namespace)), key_hash(op.key)) for _, op in gets}
+def _get_plan(batch: _Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
+    """The items of every GetOp of the batch: one SELECT of all their keys."""
+    if not gets:
+        return
+    settings, now = batch.settings, batch.now
+    pairs = sorted({(key_hash(join_namespace(op.namespace)), key_hash(op.key)) for _, op in gets})
+    rows: list[Any] = []
+    if len(pairs) == 1:  # the common case, a lone get: the simplest statement
+        ((prefix_hash, item_hash),) = pairs
+        params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
+        rows += (yield batch.step(_get_statement(settings, False), params, fetch=True)).rows
+    else:
+        for chunk in _chunks(settings, pairs):
+            statement = _get_statement(settings, True)
+            rows += (yield batch.step(statement, {**chunk, "now": now}, fetch=True)).rows
+    found = {(row.prefix, row.key): row for row in map(_GotRow.of, rows)}
+    for i, op in gets:
+        row = found.get((join_namespace(op.namespace), op.key))
+        batch.results[i] = _item(row) if row is not None else None
+        if row is not None and op.refresh_ttl:
+            batch.refresh_ttl_of([row])
+
+
+def _search_plan(batch: _Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[None]:
+    """The pages of every SearchOp of the batch: ranking searches ranked in SQL where the
+    database has native vectors, the others' rows in one statement (ranked in Python)."""
+    if not searches:
+        return
+    settings = batch.settings
+    native = yield from _native_ranking_plan(batch, searches)
+    ranked_rows: list[_RankedRow] = []
+    if native:
+        ranked_rows = yield from _ranked_rows(
+            settings, native, batch.embedded, batch.now, batch.step
         )
-        rows: list[Any] = []
-        if len(pairs) == 1:  # the common case, a lone get: the simplest statement
-            ((prefix_hash, item_hash),) = pairs
-            params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
-            rows += (yield step(_get_statement(settings, False), params, fetch=True)).rows
-        else:
-            for chunk in _chunks(settings, pairs):
-                statement = _get_statement(settings, True)
-                rows += (yield step(statement, {**chunk, "now": now}, fetch=True)).rows
-        rows = [_GotRow.of(row) for row in rows]
-        found = {(row.prefix, row.key): row for row in rows}
-        for i, op in gets:
-            row = found.get((join_namespace(op.namespace), op.key))
-            results[i] = _item(row) if row is not None else None
-            if row is not None and op.refresh_ttl and row.ttl_minutes is not None:
-                refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
-
+        searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
+    rows: list[Any] = []
     if searches:
-        # Native ranking: each ranking search is one page of its own, scored in SQL.
-        native: list[tuple[int, SearchOp]] = []
-        if settings.indexed and any(sop.query for _, sop in searches):
-            mode = settings.native_vectors
-            if mode.known is None:  # asked once per store
-                probe = yield step(settings.sql.vector_probe(), fetch=True)
-                mode.known = settings.sql.vectors_found(probe.rows[0][0] if probe.rows else None)
-            if mode.known:
-                native = [(i, sop) for i, sop in searches if sop.query]
-        ranked_rows: list[Any] = []
-        if native:
-            ranked_rows = yield from _ranked_rows(settings, native, embedded, now, step)
-            searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
-        rows = []
-        if searches:
-            rows = yield from _search_rows(settings, searches, now, step)
-        ranked = [sop for _, sop in searches if sop.query and settings.indexed]
-        vectors: dict[tuple[str, str], list[list[float]]] = {}
-        if ranked and rows:
-            wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
-            v = store_vectors.c
-            select_vectors = settings.ops.cached(
-                "store.select_vectors",
-                lambda: sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
-                    _in_keys(settings, store_vectors)
-                ),
-            )
-            for chunk in _chunks(settings, wanted):
-                vector_rows = yield Step(select_vectors, chunk, fetch=True)
-                for vr in vector_rows.rows:
-                    vector = settings.sql.vector_of(vr.embedding)
-                    if len(vector) != settings.dims:
-                        _refuse_dims(settings, len(vector))
-                    vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
-        for i, sop in searches:
-            candidates = [r for r in rows if r.op == i]
-            if not settings.sql.in_sql:
-                candidates = [
-                    r
-                    for r in candidates
-                    if split_namespace(r.prefix)[: len(sop.namespace_prefix)]
-                    == sop.namespace_prefix
-                    and matches_filter(r.value, sop.filter)
-                ]
-            if sop.query and settings.indexed:
-                # Ties (and items without vectors) keep the order of a search without
-                # query. Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited
-                # query inside a UNION, which a batch of several searches sends.
-                candidates.sort(key=lambda r: (r.prefix_hash, r.key_hash))
-                candidates.sort(key=lambda r: _utc(r.updated_at), reverse=True)
-                query = embedded.queries[sop.query]
-                scored, scoreless = [], []
-                for r in candidates:
-                    own = vectors.get((r.prefix_hash, r.key_hash))
-                    if own:
-                        scored.append((max(cosine(query, vec) for vec in own), r))
-                    else:
-                        scoreless.append(r)
-                scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order
-                page: list[tuple[float | None, Any]] = list(
-                    scored[sop.offset : sop.offset + sop.limit]
-                )
-                # As InMemoryStore: items without an embedding fill a short page.
-                if len(page) < sop.limit:
-                    skip = max(0, sop.offset - len(scored))
-                    page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
-            elif settings.sql.in_sql:
-                page = [(None, r) for r in candidates]  # the database's page
-            else:
-                page = [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
-            results[i] = [_item(r, SearchItem, score) for score, r in page]
-            if sop.refresh_ttl:
-                for _, r in page:
-                    if r.ttl_minutes is not None:
-                        refresh[(r.prefix_hash, r.key_hash)] = r.ttl_minutes
-        for i, sop in native:
-            ranked_page = [r for r in ranked_rows if r.op == i]
-            results[i] = [_item(r.row, SearchItem, r.score) for r in ranked_page]
-            if sop.refresh_ttl:
-                for r in ranked_page:
-                    if r.row.ttl_minutes is not None:
-                        refresh[(r.row.prefix_hash, r.row.key_hash)] = r.row.ttl_minutes
+        rows = yield from _search_rows(settings, searches, batch.now, batch.step)
+    vectors = yield from _stored_vectors_plan(settings, searches, rows)
+    for i, sop in searches:
+        page = _search_page(settings, batch.embedded, i, sop, rows, vectors)
+        batch.results[i] = [_item(r, SearchItem, score) for score, r in page]
+        if sop.refresh_ttl:
+            batch.refresh_ttl_of(r for _, r in page)
+    for i, sop in native:
+        ranked_page = [r for r in ranked_rows if r.op == i]
+        batch.results[i] = [_item(r.row, SearchItem, r.score) for r in ranked_page]
+        if sop.refresh_ttl:
+            batch.refresh_ttl_of(r.row for r in ranked_page)
 
-    if lists:
-        if settings.sql.in_sql:
-            outcome = yield step(_list_statement(settings, lists), {"now": now}, fetch=True)
-            for i, _ in lists:
-                results[i] = [split_namespace(row.ns) for row in outcome.rows if row.op == i]
+
+def _native_ranking_plan(
+    batch: _Batch, searches: Sequence[tuple[int, SearchOp]]
+) -> Plan[list[tuple[int, SearchOp]]]:
+    """The searches that rank by similarity in SQL, each a page of its own: those with a
+    query, if the store has an index and the database native vectors (asked once per
+    store)."""
+    settings = batch.settings
+    if not (settings.indexed and any(sop.query for _, sop in searches)):
+        return []
+    mode = settings.native_vectors
+    if mode.known is None:
+        probe = yield batch.step(settings.sql.vector_probe(), fetch=True)
+        mode.known = settings.sql.vectors_found(probe.rows[0][0] if probe.rows else None)
+    if not mode.known:
+        return []
+    return [(i, sop) for i, sop in searches if sop.query]
+
+
+def _stored_vectors_plan(
+    settings: Settings, searches: Sequence[tuple[int, SearchOp]], rows: Sequence[Any]
+) -> Plan[dict[tuple[str, str], list[list[float]]]]:
+    """The stored vectors of ``rows``, by key, where a search ranks in Python; a vector
+    of another length than the index's dims is refused."""
+    vectors: dict[tuple[str, str], list[list[float]]] = {}
+    ranked = [sop for _, sop in searches if sop.query and settings.indexed]
+    if not (ranked and rows):
+        return vectors
+    wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
+    v = store_vectors.c
+    select_vectors = settings.dialect_ops.cached(
+        "store.select_vectors",
+        lambda: sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
+            _in_keys(settings, store_vectors)
+        ),
+    )
+    for chunk in _chunks(settings, wanted):
+        vector_rows = yield Step(select_vectors, chunk, fetch=True)
+        for vr in vector_rows.rows:
+            vector = settings.sql.vector_of(vr.embedding)
+            if len(vector) != settings.dims:
+                _refuse_dims(settings, len(vector))
+            vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
+    return vectors
+
+
+def _search_page(
+    settings: Settings,
+    embedded: Embedded,
+    i: int,
+    sop: SearchOp,
+    rows: Sequence[Any],
+    vectors: Mapping[tuple[str, str], list[list[float]]],
+) -> list[tuple[float | None, Any]]:
+    """The page (score, row) of search ``i`` among the batch's search rows: ranked by
+    similarity here, the database's page, or filtered and cut here (no JSON functions)."""
+    candidates = [r for r in rows if r.op == i]
+    if not settings.sql.in_sql:
+        candidates = [
+            r
+            for r in candidates
+            if split_namespace(r.prefix)[: len(sop.namespace_prefix)] == sop.namespace_prefix
+            and matches_filter(r.value, sop.filter)
+        ]
+    if sop.query and settings.indexed:
+        return _ranked_page(candidates, embedded.queries[sop.query], vectors, sop)
+    if settings.sql.in_sql:
+        return [(None, r) for r in candidates]  # the database's page
+    return [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
+
+
+def _ranked_page(
+    candidates: list[Any],
+    query: Sequence[float],
+    vectors: Mapping[tuple[str, str], list[list[float]]],
+    sop: SearchOp,
+) -> list[tuple[float | None, Any]]:
+    """A search's page ranked by similarity in Python: by best cosine over each item's
+    vectors; items without vectors fill a short page (sorts ``candidates``)."""
+    # Ties (and items without vectors) keep the order of a search without query.
+    # Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited query inside a
+    # UNION, which a batch of several searches sends.
+    candidates.sort(key=lambda r: (r.prefix_hash, r.key_hash))
+    candidates.sort(key=lambda r: _utc(r.updated_at), reverse=True)
+    scored, scoreless = [], []
+    for r in candidates:
+        own = vectors.get((r.prefix_hash, r.key_hash))
+        if own:
+            scored.append((max(cosine(query, vec) for vec in own), r))
         else:
-            outcome = yield step(
-                sa.select(t.prefix).distinct().where(_alive(now, settings.omit_expired)),
-                fetch=True,
+            scoreless.append(r)
+    scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order
+    page: list[tuple[float | None, Any]] = list(scored[sop.offset : sop.offset + sop.limit])
+    # As InMemoryStore: items without an embedding fill a short page.
+    if len(page) < sop.limit:
+        skip = max(0, sop.offset - len(scored))
+        page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
+    return page
+
+
+def _list_namespaces_plan(
+    batch: _Batch, lists: Sequence[tuple[int, ListNamespacesOp]]
+) -> Plan[None]:
+    """The namespaces of every ListNamespacesOp of the batch: their pages in one
+    statement, or (no JSON functions) every namespace, matched and paged here."""
+    if not lists:
+        return
+    settings, now = batch.settings, batch.now
+    if settings.sql.in_sql:
+        outcome = yield batch.step(_list_statement(settings, lists), {"now": now}, fetch=True)
+        for i, _ in lists:
+            batch.results[i] = [split_namespace(row.ns) for row in outcome.rows if row.op == i]
+        return
+    outcome = yield batch.step(
+        sa.select(store_items.c.prefix).distinct().where(_alive(now, settings.omit_expired)),
+        fetch=True,
+    )
+    namespaces = [split_namespace(row.prefix) for row in outcome.rows]
+    for i, lop in lists:
+        batch.results[i] = _namespaces_page(lop, namespaces)
+
+
+def _namespaces_page(
+    lop: ListNamespacesOp, namespaces: Sequence[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """A ListNamespacesOp's page of ``namespaces``, matched, cut and sorted in Python."""
+    kept = [
+        ns for ns in namespaces if all(matches_condition(c, ns) for c in lop.match_conditions or ())
+    ]
+    if lop.max_depth is not None:
+        kept = list({ns[: lop.max_depth] for ns in kept})
+    return sorted(kept)[lop.offset : lop.offset + lop.limit]
+
+
+def _refresh_ttl_plan(batch: _Batch) -> Plan[None]:
+    """Restart the expiry of the items the batch's reads refreshed: one UPDATE
+    (executemany)."""
+    if not batch.refresh:
+        return
+    t = store_items.c
+    refresh_statement = batch.settings.dialect_ops.cached(
+        "store.refresh",
+        lambda: (
+            sa.update(store_items)
+            .where(
+                t.prefix_hash == sa.bindparam("b_prefix_hash"),
+                t.key_hash == sa.bindparam("b_key_hash"),
             )
-            namespaces = [split_namespace(row.prefix) for row in outcome.rows]
-            for i, lop in lists:
-                kept = [
-                    ns
-                    for ns in namespaces
-                    if all(matches_condition(c, ns) for c in lop.match_conditions or ())
-                ]
-                if lop.max_depth is not None:
-                    kept = list({ns[: lop.max_depth] for ns in kept})
-                results[i] = sorted(kept)[lop.offset : lop.offset + lop.limit]
-
-    if refresh:
-        refresh_statement = settings.ops.cached(
-            "store.refresh",
-            lambda: (
-                sa.update(store_items)
-                .where(
-                    t.prefix_hash == sa.bindparam("b_prefix_hash"),
-                    t.key_hash == sa.bindparam("b_key_hash"),
-                )
-                .values(expires_at=sa.bindparam("b_expires_at"))
-            ),
-        )
-        yield Step(
-            refresh_statement,
-            [
-                {
-                    "b_prefix_hash": p,
-                    "b_key_hash": k,
-                    "b_expires_at": now + dt.timedelta(minutes=ttl),
-                }
-                for (p, k), ttl in sorted(refresh.items())
-            ],
-        )
-
-    yield from _write_plan(settings, puts, embedded, now, step)
-    return results
+            .values(expires_at=sa.bindparam("b_expires_at"))
+        ),
+    )
+    yield Step(
+        refresh_statement,
+        [
+            {
+                "b_prefix_hash": p,
+                "b_key_hash": k,
+                "b_expires_at": batch.now + dt.timedelta(minutes=ttl),
+            }
+            for (p, k), ttl in sorted(batch.refresh.items())
+        ],
+    )
 
 
 def _write_plan(
@@ -892,13 +1024,16 @@ def _write_plan(
     now: dt.datetime,
     step: Callable[..., Step] = Step,
 ) -> Plan[None]:
+    """Every effective put of the batch: the vectors of its keys and the items it deletes
+    (without a native upsert: all its keys) go, then one upsert of the items it writes and
+    one insert of their vectors."""
     if not puts:
         return
     keys = sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
-    ops = settings.ops
+    dialect_ops = settings.dialect_ops
     # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
     if settings.indexed:
-        delete_vectors = ops.cached(
+        delete_vectors = dialect_ops.cached(
             "store.delete_vectors",
             lambda: sa.delete(store_vectors).where(_in_keys(settings, store_vectors)),
         )
@@ -910,42 +1045,56 @@ def _write_plan(
         for op in puts.values()
         if op.value is None
     ]
-    if not settings.ops.native_upsert:
+    if not dialect_ops.native_upsert:
         # No portable upsert: delete every key, then insert (created_at restarts).
         deleted = keys
     if deleted:
-        delete_items = ops.cached(
+        delete_items = dialect_ops.cached(
             "store.delete_items",
             lambda: sa.delete(store_items).where(_in_keys(settings, store_items)),
         )
         for chunk in _chunks(settings, sorted(deleted)):
             yield step(delete_items, chunk)
     if written:
-        rows = [
-            {
-                "prefix_hash": key_hash(join_namespace(op.namespace)),
-                "key_hash": key_hash(op.key),
-                "prefix": join_namespace(op.namespace),
-                "prefix_head": namespace_head(join_namespace(op.namespace)),
-                "key": op.key,
-                "value": dict(op.value or {}),
-                "created_at": now,
-                "updated_at": now,
-                "expires_at": None if op.ttl is None else now + dt.timedelta(minutes=op.ttl),
-                "ttl_minutes": op.ttl,
-            }
-            for op in written
-        ]
+        rows = _item_rows(written, now)
         update = ("value", "updated_at", "expires_at", "ttl_minutes")
-        statement = ops.cached(
+        statement = dialect_ops.cached(
             "store.upsert",
             lambda: (
-                ops.upsert(store_items, update) if ops.native_upsert else sa.insert(store_items)
+                dialect_ops.upsert(store_items, update)
+                if dialect_ops.native_upsert
+                else sa.insert(store_items)
             ),
         )
         # One row: a plain execute, not the executemany machinery.
         yield step(statement, rows[0] if len(rows) == 1 else rows)
-    vector_rows = [
+    vector_rows = _vector_rows(settings, embedded, now)
+    if settings.indexed and vector_rows:
+        yield Step(sa.insert(store_vectors), vector_rows)
+
+
+def _item_rows(written: Sequence[PutOp], now: dt.datetime) -> list[dict[str, Any]]:
+    """The ``store_items`` rows of puts with a value."""
+    return [
+        {
+            "prefix_hash": key_hash(join_namespace(op.namespace)),
+            "key_hash": key_hash(op.key),
+            "prefix": join_namespace(op.namespace),
+            "prefix_head": namespace_head(join_namespace(op.namespace)),
+            "key": op.key,
+            "value": dict(op.value or {}),
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": None if op.ttl is None else now + dt.timedelta(minutes=op.ttl),
+            "ttl_minutes": op.ttl,
+        }
+        for op in written
+    ]
+
+
+def _vector_rows(settings: Settings, embedded: Embedded, now: dt.datetime) -> list[dict[str, Any]]:
+    """The ``store_vectors`` rows of the batch's embedded puts."""
+    return [
         {
             "prefix_hash": key_hash(join_namespace(ns)),
             "key_hash": key_hash(key),
@@ -956,8 +1105,6 @@ def _write_plan(
         for (ns, key), fields in embedded.documents.items()
         for path, vector in fields
     ]
-    if settings.indexed and vector_rows:
-        yield Step(sa.insert(store_vectors), vector_rows)
 
 
 def sweep_plan(now: dt.datetime) -> Plan[int]:

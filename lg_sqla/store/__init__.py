@@ -1,9 +1,9 @@
 """LangGraph's ``BaseStore`` (long-term memory) on any SQLAlchemy database.
 
 :class:`SQLAlchemyStore` runs on a sync ``Engine``, :class:`AsyncSQLAlchemyStore`
-on an ``AsyncEngine``; both run the same I/O-free batch plan (``_plan.py``), in
-one transaction and a constant number of statements per batch. Tables come from
-lg_sqla's own migrations (revision ``0002_store_cache``): ``setup()`` creates them.
+on an ``AsyncEngine``; both run the same I/O-free batch plan (``_plan.py`` and its
+parts), in one transaction and a constant number of statements per batch. Tables come
+from lg_sqla's own migrations (revision ``0002_store_cache``): ``setup()`` creates them.
 See docs/store.md.
 """
 
@@ -40,16 +40,10 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.runtime import Plan, Runtime
 from lg_sqla.runtime.plans import T
 from lg_sqla.shared import utc_now
-from lg_sqla.store._plan import (
-    Embedded,
-    NativeVectors,
-    Settings,
-    batch_plan,
-    check_op,
-    effective_puts,
-    sweep_plan,
-    texts_to_embed,
-)
+from lg_sqla.store._common import Embedded, NativeVectors, Settings
+from lg_sqla.store._plan import batch_plan
+from lg_sqla.store._validate import check_op
+from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 

@@ -17,6 +17,7 @@ connection, and the next writer gets the same connection (and its page cache) ba
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import threading
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
+# Where async writers wait for a taken lock: threads of lg_sqla's own, not the event
+# loop's default executor. A graph's sync nodes run there (LangGraph), and with as many
+# nodes as it has threads (os.cpu_count() + 4) each waiting for a store call whose
+# writer waited there too, nothing ran again. A waiter only waits for a holder, which
+# needs no thread of this pool, so a bounded pool cannot deadlock.
+_WAITERS = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="lg_sqla-writer-wait")
 
 
 def writer_lock(ops: DialectOps, engine: Engine) -> threading.Lock | None:
@@ -64,7 +71,7 @@ async def holding(lock: threading.Lock | None) -> AsyncIterator[None]:
         yield
         return
     if not lock.acquire(blocking=False):
-        acquiring = asyncio.get_running_loop().run_in_executor(None, lock.acquire)
+        acquiring = asyncio.get_running_loop().run_in_executor(_WAITERS, lock.acquire)
         try:
             await asyncio.shield(acquiring)
         except asyncio.CancelledError:

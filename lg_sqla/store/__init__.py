@@ -1,9 +1,9 @@
 """LangGraph's ``BaseStore`` (long-term memory) on any SQLAlchemy database.
 
 :class:`SQLAlchemyStore` runs on a sync ``Engine``, :class:`AsyncSQLAlchemyStore`
-on an ``AsyncEngine``; both run the same I/O-free batch plan (``_plan.py``), in
-one transaction and a constant number of statements per batch. Tables come from
-lg_sqla's own migrations (revision ``0002_store_cache``): ``setup()`` creates them.
+on an ``AsyncEngine``; both run the same I/O-free batch plan (``_plan.py`` and its
+parts), in one transaction and a constant number of statements per batch. Tables come
+from lg_sqla's own migrations (revision ``0002_store_cache``): ``setup()`` creates them.
 See docs/store.md.
 """
 
@@ -34,22 +34,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
+from lg_sqla.dialects import DialectOps, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
-from lg_sqla.store._plan import (
-    Embedded,
-    NativeVectors,
-    Settings,
-    batch_plan,
-    check_op,
-    effective_puts,
-    sweep_plan,
-    texts_to_embed,
-)
+from lg_sqla.store._common import Embedded, NativeVectors, Settings
+from lg_sqla.store._plan import batch_plan
+from lg_sqla.store._validate import check_op
+from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
@@ -69,9 +63,12 @@ class _StoreBase(BaseStore):
         check_schema: bool,
         direct_path: bool,
     ) -> None:
-        self.ops = ops_for(engine.dialect)
-        self.sql = store_sql_for(self.ops)
-        self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
+        # The dialect's object (lg_sqla.dialects), not a batch's ops (LangGraph's Op).
+        self.dialect_ops = ops_for(engine.dialect)
+        self.sql = store_sql_for(self.dialect_ops)
+        self._runtime = Runtime(
+            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+        )
         self.ttl_config = ttl
         self.index_config = index
         self.embeddings = None
@@ -101,7 +98,7 @@ class _StoreBase(BaseStore):
         settings: Settings | None = self.__dict__.get("_settings_once")
         if settings is None:
             settings = Settings(
-                self.ops,
+                self.dialect_ops,
                 self.sql,
                 indexed=self.embeddings is not None,
                 native_vectors=NativeVectors(self._native_vectors),
@@ -109,6 +106,11 @@ class _StoreBase(BaseStore):
             )
             self.__dict__["_settings_once"] = settings
         return settings
+
+    @property
+    def ops(self) -> DialectOps:
+        """``dialect_ops``, by the name the savers and the cache give it."""
+        return self.dialect_ops
 
     @property
     def native_vectors(self) -> bool | None:

@@ -74,7 +74,7 @@ def flatten_filter(wanted: Mapping[str, Any] | None) -> tuple[Shape, list[Any]]:
     def matches(w: Any) -> Shape:  # InMemoryStore's _compare_values(value, w)
         if isinstance(w, Mapping):
             if any(str(k).startswith("$") for k in w):
-                return ("ops", tuple((name, operator_(name, v)) for name, v in w.items()))
+                return ("operators", tuple((name, operator_(name, v)) for name, v in w.items()))
             return ("subset", tuple((k, matches(v)) for k, v in w.items()))
         if isinstance(w, (list, tuple)):
             return ("elements", tuple(matches(v) for v in w))
@@ -125,7 +125,7 @@ def filter_condition(
 
     def build(path: JsonPath, node: Shape) -> Any:
         kind = node[0]
-        if kind == "ops":
+        if kind == "operators":
             return sa.and_(*(build(path, op) for _, op in node[1]))
         if kind == "subset":
             return sa.and_(

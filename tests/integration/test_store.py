@@ -113,7 +113,7 @@ async def test_single_op_batches_are_one_statement_without_a_transaction(
         ) -> None:
             levels.append(ctx.execution_options.get("isolation_level"))
 
-        autocommit = s.store.ops.autocommit_single_statements
+        autocommit = s.store.dialect_ops.autocommit_single_statements
         sa.event.listen(s.engine, "before_cursor_execute", isolation)
         try:
             for call in (

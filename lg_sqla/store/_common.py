@@ -1,0 +1,251 @@
+"""What the parts of the store's batch plan share: its settings, the joined form of
+namespaces, the conditions and rows every read uses, and the batch's own state."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar, cast
+
+import sqlalchemy as sa
+from langgraph.store.base import Item, Result, SearchItem
+
+from lg_sqla import limits
+from lg_sqla.dialects import DialectOps, StoreSQL
+from lg_sqla.models import store_items
+from lg_sqla.plans import Step
+from lg_sqla.shared import key_hash
+
+T = TypeVar("T")
+
+
+def join_namespace(namespace: tuple[str, ...]) -> str:
+    # LangGraph forbids "." in labels (validate_op_namespace), so the join is reversible.
+    return ".".join(namespace)
+
+
+def split_namespace(prefix: str) -> tuple[str, ...]:
+    return tuple(prefix.split("."))
+
+
+def namespace_head(prefix: str) -> str:
+    """What ``store_items.prefix_head`` holds for a joined namespace."""
+    return prefix[: limits.NS_HEAD_LEN]
+
+
+def subtree_bounds(prefix: str) -> tuple[str, str | None]:
+    """``(low, high)``: every item in the joined namespace ``prefix`` or below it has
+    ``low <= prefix_head < high`` (code point order), or ``prefix_head == low`` where
+    ``high`` is None (``prefix`` longer than a head). A superset: the exact condition
+    on the full prefix still applies; the range only lets the index find the subtree."""
+    if len(prefix) + 1 <= limits.NS_HEAD_LEN:
+        # Descendants continue with ".", and "/" is the code point after ".".
+        return prefix, prefix + "/"
+    return namespace_head(prefix), None
+
+
+def head_in(low: Any, high: Any | None) -> sa.ColumnElement[bool]:
+    head: sa.ColumnElement[str] = store_items.c.prefix_head
+    if high is None:
+        return cast(sa.ColumnElement[bool], head == low)
+    return sa.and_(head >= low, head < high)
+
+
+@dataclass
+class Embedded:
+    """What the shell computed before the plan runs: embeddings need I/O of their own."""
+
+    # (namespace, key) -> [(field path, vector)] for the batch's effective puts.
+    documents: dict[tuple[tuple[str, ...], str], list[tuple[str, list[float]]]] = field(
+        default_factory=dict
+    )
+    # query text -> vector
+    queries: dict[str, list[float]] = field(default_factory=dict)
+
+
+class Statements:
+    """A store's statements built by shape, thread-safe; past ``size`` shapes, the
+    least recently used is dropped (filters with ever new member names stay bounded)."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._built: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        with self._lock:
+            found = self._built.get(key)
+            if found is not None:
+                self._built.move_to_end(key)
+                return cast(T, found)
+        statement = build()  # outside the lock: two threads may build the same; harmless
+        with self._lock:
+            self._built[key] = statement
+            while len(self._built) > self._size:
+                self._built.popitem(last=False)
+        return statement
+
+
+@dataclass
+class NativeVectors:
+    """Whether searches rank by similarity in SQL: known from the driver, or None until
+    the first ranking search asks the database (``StoreSQL.vector_probe``)."""
+
+    known: bool | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    dialect_ops: DialectOps  # lg_sqla's dialect object, not a batch's ops
+    sql: StoreSQL  # the dialect's JSON and namespace primitives
+    indexed: bool  # the store has an IndexConfig
+    omit_expired: bool = True
+    # Ranking by similarity in SQL (sqlite-vec, pgvector; see StoreSQL.native_vectors).
+    native_vectors: NativeVectors = field(default_factory=lambda: NativeVectors(False))
+    dims: int = 0  # the IndexConfig's: stored vectors of another length are refused
+    statements: Statements = field(default_factory=Statements, compare=False)
+
+
+@dataclass
+class Batch:
+    """What the sub-plans of one batch share: the results by op index, the TTLs its
+    reads refresh, and whether its next statement is the first of a plan that needs
+    no transaction (``Step.whole_plan``)."""
+
+    settings: Settings
+    embedded: Embedded
+    now: dt.datetime
+    results: list[Result]
+    autocommit: bool
+    # (prefix_hash, key_hash) -> ttl minutes of the items read whose TTL is refreshed
+    refresh: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def step(self, statement: Any, params: Any = None, fetch: bool = False) -> Step:
+        """A step, marked ``whole_plan`` if it is the batch's first and needs no
+        transaction."""
+        first, self.autocommit = self.autocommit, False
+        return Step(statement, params, fetch=fetch, whole_plan=first)
+
+    def refresh_ttl_of(self, rows: Iterable[Any]) -> None:
+        """Note the items of ``rows`` that have a TTL: their expiry restarts."""
+        for row in rows:
+            if row.ttl_minutes is not None:
+                self.refresh[(row.prefix_hash, row.key_hash)] = row.ttl_minutes
+
+
+def alive(now: dt.datetime, omit_expired: bool) -> sa.ColumnElement[bool]:
+    if not omit_expired:
+        return sa.true()
+    t = store_items.c
+    return sa.or_(t.expires_at.is_(None), t.expires_at > now)
+
+
+def alive_at_now(settings: Settings) -> sa.ColumnElement[bool]:
+    """Not expired at the bound parameter ``now``."""
+    if not settings.omit_expired:
+        return sa.true()
+    t = store_items.c
+    return sa.or_(
+        t.expires_at.is_(None), t.expires_at > sa.bindparam("now", type_=t.expires_at.type)
+    )
+
+
+def prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
+    if not namespace:
+        return sa.true()
+    text = join_namespace(namespace)
+    t = store_items.c
+    # substr, not LIKE: SQLite's LIKE ignores ASCII case, and labels may hold % or _.
+    return sa.and_(
+        head_in(*subtree_bounds(text)),
+        sa.or_(
+            t.prefix_hash == key_hash(text),
+            sa.func.substr(t.prefix, 1, len(text) + 1) == text + ".",
+        ),
+    )
+
+
+class GotRow(NamedTuple):
+    """A fetched item, from SQLAlchemy's processed rows or the raw DBAPI rows of the
+    direct path (lg_sqla.runtime.direct): JSON text parsed, timestamps as aware UTC."""
+
+    prefix: str
+    key: str
+    value: dict[str, Any]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    ttl_minutes: float | None
+    prefix_hash: str
+    key_hash: str
+
+    @classmethod
+    def of(cls, row: Any) -> GotRow:
+        m = row._mapping
+        value = m["value"]
+        if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
+            value = json.loads(value)
+        return cls(
+            m["prefix"],
+            m["key"],
+            value,
+            utc(m["created_at"]),
+            utc(m["updated_at"]),
+            m["ttl_minutes"],
+            m["prefix_hash"],
+            m["key_hash"],
+        )
+
+
+def utc(value: Any) -> dt.datetime:
+    # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)  # type: ignore[no-any-return]
+    return value.astimezone(dt.timezone.utc)  # type: ignore[no-any-return]
+
+
+def as_item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:
+    namespace = split_namespace(row.prefix)
+    if cls is SearchItem:
+        return SearchItem(
+            namespace, row.key, row.value, row.created_at, row.updated_at, score=score
+        )
+    return Item(
+        value=row.value,
+        key=row.key,
+        namespace=namespace,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def key_chunks(settings: Settings, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Parameters of ``in_keys`` for ``pairs``, split where one statement would exceed
+    the dialect's bound-parameter limit: more statements only past that size."""
+    size = settings.sql.keys_per_statement
+    return [settings.sql.keys_params(pairs[n : n + size]) for n in range(0, len(pairs), size)] or [
+        settings.sql.keys_params(pairs)
+    ]
+
+
+def in_keys(settings: Settings, table: sa.Table) -> Any:
+    """(prefix_hash, key_hash) IN the pairs of a ``key_chunks`` parameter set."""
+    return settings.sql.in_keys(table.c.prefix_hash, table.c.key_hash)
+
+
+def union_of(selects: Sequence[sa.Select[Any]]) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+    """One statement for every op of a kind: each op's own query (with its own ORDER BY
+    and LIMIT) as a subquery, tagged with the op's index in a column ``op``."""
+    if len(selects) == 1:
+        return selects[0]
+    return sa.union_all(*(sa.select(s.subquery()) for s in selects))
+
+
+def op_tag(i: int) -> sa.ColumnElement[int]:
+    # Inline: a bound parameter would be untyped text in a PostgreSQL UNION.
+    return sa.literal_column(str(int(i)), sa.Integer).label("op")

@@ -1,0 +1,332 @@
+"""The batch's searches: a page per search, filtered, ordered and cut in SQL, ranked by
+similarity in SQL (native vectors) or in Python over the filtered candidates."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from langgraph.store.base import SearchItem, SearchOp
+
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.models import store_items, store_vectors
+from lg_sqla.plans import Plan, Step
+from lg_sqla.shared import key_hash
+from lg_sqla.store._common import (
+    Batch,
+    Embedded,
+    GotRow,
+    Settings,
+    alive_at_now,
+    as_item,
+    head_in,
+    in_keys,
+    join_namespace,
+    key_chunks,
+    op_tag,
+    split_namespace,
+    subtree_bounds,
+    union_of,
+    utc,
+)
+from lg_sqla.store._match import cosine, matches_filter
+from lg_sqla.store._sql import filter_condition, filter_params, flatten_filter
+
+
+def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[None]:
+    """The pages of every SearchOp of the batch: ranking searches ranked in SQL where the
+    database has native vectors, the others' rows in one statement (ranked in Python)."""
+    if not searches:
+        return
+    settings = batch.settings
+    native = yield from _native_ranking_plan(batch, searches)
+    ranked_rows: list[_RankedRow] = []
+    if native:
+        ranked_rows = yield from _ranked_rows(
+            settings, native, batch.embedded, batch.now, batch.step
+        )
+        searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
+    rows: list[Any] = []
+    if searches:
+        rows = yield from _search_rows(settings, searches, batch.now, batch.step)
+    vectors = yield from _stored_vectors_plan(settings, searches, rows)
+    for i, sop in searches:
+        page = _search_page(settings, batch.embedded, i, sop, rows, vectors)
+        batch.results[i] = [as_item(r, SearchItem, score) for score, r in page]
+        if sop.refresh_ttl:
+            batch.refresh_ttl_of(r for _, r in page)
+    for i, sop in native:
+        ranked_page = [r for r in ranked_rows if r.op == i]
+        batch.results[i] = [as_item(r.row, SearchItem, r.score) for r in ranked_page]
+        if sop.refresh_ttl:
+            batch.refresh_ttl_of(r.row for r in ranked_page)
+
+
+def _native_ranking_plan(
+    batch: Batch, searches: Sequence[tuple[int, SearchOp]]
+) -> Plan[list[tuple[int, SearchOp]]]:
+    """The searches that rank by similarity in SQL, each a page of its own: those with a
+    query, if the store has an index and the database native vectors (asked once per
+    store)."""
+    settings = batch.settings
+    if not (settings.indexed and any(sop.query for _, sop in searches)):
+        return []
+    mode = settings.native_vectors
+    if mode.known is None:
+        probe = yield batch.step(settings.sql.vector_probe(), fetch=True)
+        mode.known = settings.sql.vectors_found(probe.rows[0][0] if probe.rows else None)
+    if not mode.known:
+        return []
+    return [(i, sop) for i, sop in searches if sop.query]
+
+
+def _search_rows(
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    now: dt.datetime,
+    step: Callable[..., Step],
+) -> Plan[list[Any]]:
+    """The rows of every search of the batch, each tagged with its op's index: a page
+    per search, filtered, ordered and cut in SQL (all filtered candidates of a
+    search that ranks by similarity, which happens in Python)."""
+    selects = []
+    params: dict[str, Any] = {"now": now}
+    for j, (i, sop) in enumerate(searches):
+        statement, own = _search_select(settings, j, i, sop)
+        selects.append(statement)
+        params.update(own)
+    outcome = yield step(union_of(selects), params, fetch=True)
+    return list(outcome.rows)
+
+
+def _search_select(
+    settings: Settings, j: int, i: int, sop: SearchOp
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """The query of the batch's ``j``-th search (op ``i``) and its parameters (named
+    ``s<j>_...``). Built once per filter shape: building a filter's expression costs
+    more than running it (~0.5 ms for one equality), values are parameters."""
+    sql = settings.sql
+    ranked = bool(sop.query and settings.indexed)
+    shape, values = flatten_filter(sop.filter) if sql.in_sql else ((), [])
+    paged = sql.in_sql and not ranked
+
+    def name(n: int | str) -> str:
+        return f"s{j}_{n}"
+
+    text = join_namespace(sop.namespace_prefix)
+    low, high = subtree_bounds(text)
+
+    def build() -> sa.Select[Any]:
+        t = store_items.c
+        where = [alive_at_now(settings)]
+        if sop.namespace_prefix:
+            # The index range of the subtree (prefix_head), then the exact condition.
+            # substr, not LIKE: SQLite's LIKE ignores ASCII case, labels may hold % or _.
+            where.append(
+                head_in(
+                    sa.bindparam(name("low")), None if high is None else sa.bindparam(name("high"))
+                )
+            )
+            where.append(
+                sa.or_(
+                    t.prefix_hash == sa.bindparam(name("hash")),
+                    sa.func.substr(t.prefix, 1, sa.bindparam(name("width"), type_=sa.Integer))
+                    == sa.bindparam(name("start"), type_=sa.String),
+                )
+            )
+        if shape:
+            where.append(filter_condition(sql, t.value, shape, name))
+        columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+        statement = (
+            sa.select(op_tag(i), *columns, t.prefix_hash, t.key_hash)
+            .where(*where)
+            # The official stores' order without a query: most recently updated first
+            # (then the key, so that pages partition the results).
+            .order_by(t.updated_at.desc(), t.prefix_hash, t.key_hash)
+        )
+        if paged:
+            statement = statement.limit(sa.bindparam(name("limit"), type_=sa.Integer)).offset(
+                sa.bindparam(name("offset"), type_=sa.Integer)
+            )
+        return statement
+
+    key = (
+        "search",
+        j,
+        i,
+        bool(sop.namespace_prefix),
+        high is None,
+        shape,
+        paged,
+        settings.omit_expired,
+    )
+    params = filter_params(sql, values, name)
+    if sop.namespace_prefix:
+        params.update(
+            {
+                name("hash"): key_hash(text),
+                name("width"): len(text) + 1,
+                name("start"): text + ".",
+                name("low"): low,
+            }
+        )
+        if high is not None:
+            params[name("high")] = high
+    if paged:
+        params.update({name("limit"): sop.limit, name("offset"): sop.offset})
+    return settings.statements.get(key, build), params
+
+
+class _RankedRow(NamedTuple):
+    op: int
+    row: GotRow
+    score: float | None
+
+
+def _ranked_rows(
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    embedded: Embedded,
+    now: dt.datetime,
+    step: Callable[..., Step],
+) -> Plan[list[_RankedRow]]:
+    """The page of every ranking search of the batch, ranked in SQL (native vectors):
+    one statement, each search its own ranked page. The order is the portable path's:
+    by best cosine similarity over the item's vectors, highest first, items without a
+    vector after them (as InMemoryStore fills a short page), ties by the order of a
+    search without query (updated_at, then the key hashes)."""
+    selects = []
+    params: dict[str, Any] = {"now": now}
+    for j, (i, sop) in enumerate(searches):
+        candidates, own = _search_select(settings, j, i, sop)
+
+        def build(j: int = j, candidates: sa.Select[Any] = candidates) -> sa.Select[Any]:
+            t, v = store_items.c, store_vectors.c
+            sql = settings.sql
+            its_own = sa.and_(v.prefix_hash == t.prefix_hash, v.key_hash == t.key_hash)
+            fits = sql.vector_has_dims(v.embedding, settings.dims)
+            query = sql.vector_param(f"s{j}_query")
+            best = sa.func.max(sql.vector_similarity(v.embedding, query))
+            score = sa.select(best).where(its_own, fits).scalar_subquery().label("score")
+            # Counted, not skipped: a vector of another length means dims changed, which
+            # the portable path refuses too (_refuse_dims).
+            misfits = sa.select(sa.func.count()).where(its_own, ~fits)
+            return (
+                candidates.add_columns(score, misfits.scalar_subquery().label("misfits"))
+                .order_by(None)
+                .order_by(
+                    sa.desc(score).nulls_last(), t.updated_at.desc(), t.prefix_hash, t.key_hash
+                )
+                .limit(sa.bindparam(f"s{j}_limit", type_=sa.Integer))
+                .offset(sa.bindparam(f"s{j}_offset", type_=sa.Integer))
+            )
+
+        # The candidates' statement is cached per shape: so is its ranked form.
+        selects.append(settings.statements.get(("ranked", j, candidates), build))
+        assert sop.query is not None
+        params.update(own)
+        params.update(
+            {
+                f"s{j}_query": settings.sql.vector_value(embedded.queries[sop.query]),
+                f"s{j}_limit": sop.limit,
+                f"s{j}_offset": sop.offset,
+            }
+        )
+    outcome = yield step(union_of(selects), params, fetch=True)
+    ranked = []
+    for row in outcome.rows:
+        if row.misfits:
+            _refuse_dims(settings, None)
+        ranked.append(_RankedRow(row.op, GotRow.of(row), row.score))
+    return ranked
+
+
+def _refuse_dims(settings: Settings, found: int | None) -> None:
+    length = "another number of" if found is None else str(found)
+    raise InvalidInputError(
+        f"a stored vector has {length} dimensions, but index dims is {settings.dims}: "
+        "re-put the items of this namespace after changing dims"
+    )
+
+
+def _stored_vectors_plan(
+    settings: Settings, searches: Sequence[tuple[int, SearchOp]], rows: Sequence[Any]
+) -> Plan[dict[tuple[str, str], list[list[float]]]]:
+    """The stored vectors of ``rows``, by key, where a search ranks in Python; a vector
+    of another length than the index's dims is refused."""
+    vectors: dict[tuple[str, str], list[list[float]]] = {}
+    ranked = [sop for _, sop in searches if sop.query and settings.indexed]
+    if not (ranked and rows):
+        return vectors
+    wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
+    v = store_vectors.c
+    select_vectors = settings.dialect_ops.cached(
+        "store.select_vectors",
+        lambda: sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
+            in_keys(settings, store_vectors)
+        ),
+    )
+    for chunk in key_chunks(settings, wanted):
+        vector_rows = yield Step(select_vectors, chunk, fetch=True)
+        for vr in vector_rows.rows:
+            vector = settings.sql.vector_of(vr.embedding)
+            if len(vector) != settings.dims:
+                _refuse_dims(settings, len(vector))
+            vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
+    return vectors
+
+
+def _search_page(
+    settings: Settings,
+    embedded: Embedded,
+    i: int,
+    sop: SearchOp,
+    rows: Sequence[Any],
+    vectors: Mapping[tuple[str, str], list[list[float]]],
+) -> list[tuple[float | None, Any]]:
+    """The page (score, row) of search ``i`` among the batch's search rows: ranked by
+    similarity here, the database's page, or filtered and cut here (no JSON functions)."""
+    candidates = [r for r in rows if r.op == i]
+    if not settings.sql.in_sql:
+        candidates = [
+            r
+            for r in candidates
+            if split_namespace(r.prefix)[: len(sop.namespace_prefix)] == sop.namespace_prefix
+            and matches_filter(r.value, sop.filter)
+        ]
+    if sop.query and settings.indexed:
+        return _ranked_page(candidates, embedded.queries[sop.query], vectors, sop)
+    if settings.sql.in_sql:
+        return [(None, r) for r in candidates]  # the database's page
+    return [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
+
+
+def _ranked_page(
+    candidates: list[Any],
+    query: Sequence[float],
+    vectors: Mapping[tuple[str, str], list[list[float]]],
+    sop: SearchOp,
+) -> list[tuple[float | None, Any]]:
+    """A search's page ranked by similarity in Python: by best cosine over each item's
+    vectors; items without vectors fill a short page (sorts ``candidates``)."""
+    # Ties (and items without vectors) keep the order of a search without query.
+    # Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited query inside a
+    # UNION, which a batch of several searches sends.
+    candidates.sort(key=lambda r: (r.prefix_hash, r.key_hash))
+    candidates.sort(key=lambda r: utc(r.updated_at), reverse=True)
+    scored, scoreless = [], []
+    for r in candidates:
+        own = vectors.get((r.prefix_hash, r.key_hash))
+        if own:
+            scored.append((max(cosine(query, vec) for vec in own), r))
+        else:
+            scoreless.append(r)
+    scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order
+    page: list[tuple[float | None, Any]] = list(scored[sop.offset : sop.offset + sop.limit])
+    # As InMemoryStore: items without an embedding fill a short page.
+    if len(page) < sop.limit:
+        skip = max(0, sop.offset - len(scored))
+        page += [(None, r) for r in scoreless[skip : skip + sop.limit - len(page)]]
+    return page

@@ -1,0 +1,137 @@
+"""Validation of a batch's ops before anything runs (a bad op fails the whole batch)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp, validate_op_namespace
+
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.store._sql import ordering_operand
+
+FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+def _check_text(field: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
+    return value
+
+
+def check_json_value(where: str, value: Any) -> None:
+    """Refuse what would not round-trip as JSON on every dialect (PostgreSQL's JSONB
+    holds no U+0000 and no NaN), naming the culprit."""
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, str):
+        _check_text(where, value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_text(f"{where} key {k!r}", k)
+            check_json_value(f"{where}[{k!r}]", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_json_value(f"{where}[{i}]", v)
+    else:
+        raise InvalidInputError(
+            f"{where} is a {type(value).__name__}; store values must be JSON "
+            "(str, int, float, bool, None, list, dict)"
+        )
+
+
+def check_op(op: Op) -> None:
+    """Validate one op before anything is written (a bad op fails the whole batch)."""
+    try:
+        validate_op_namespace(op)
+    except ValueError as error:
+        raise InvalidInputError(f"namespace: {error}") from error
+    if isinstance(op, GetOp):
+        _check_item_address(op)
+    elif isinstance(op, PutOp):
+        _check_put(op)
+    elif isinstance(op, SearchOp):
+        _check_search(op)
+    elif isinstance(op, ListNamespacesOp):
+        _check_list_namespaces(op)
+    else:
+        raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+
+def _check_item_address(op: GetOp | PutOp) -> None:
+    """A get's or put's key and namespace labels: text without NUL."""
+    _check_text("key", op.key)
+    for label in op.namespace:
+        _check_text("namespace label", label)
+
+
+def _check_put(op: PutOp) -> None:
+    """A put: its address, a non-empty namespace, a JSON dict value (or None: a delete),
+    a positive TTL, index fields as text."""
+    _check_item_address(op)
+    if not op.namespace:
+        raise InvalidInputError("namespace of a put must not be empty")
+    if op.value is not None:
+        if not isinstance(op.value, Mapping):
+            raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
+        check_json_value("value", op.value)
+    if op.ttl is not None and (
+        not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0
+    ):
+        raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
+    if op.index not in (None, False):
+        for path in op.index or ():
+            _check_text("index field", path)
+
+
+def _check_page(kind: str, limit: Any, offset: Any) -> None:
+    """A search's or list_namespaces' ``limit`` and ``offset``: ints >= 0."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if not isinstance(value, int) or value < 0:
+            raise InvalidInputError(f"{kind} {name} must be an int >= 0, got {value!r}")
+
+
+def _check_search(op: SearchOp) -> None:
+    """A search: its page, its filter, its query as text."""
+    _check_page("search", op.limit, op.offset)
+    for key, wanted in (op.filter or {}).items():
+        _check_text("filter key", key)
+        if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
+            _check_filter_operators(key, wanted)
+        else:
+            check_json_value(f"filter[{key!r}]", wanted)
+    if op.query is not None:
+        _check_text("query", op.query)
+
+
+def _check_filter_operators(key: str, wanted: Mapping[str, Any]) -> None:
+    """A filter member's operator conditions: known operators, JSON operands, numbers
+    where the operator orders."""
+    for operator, operand in wanted.items():
+        if operator not in FILTER_OPERATORS:
+            raise InvalidInputError(
+                f"filter operator {operator!r} on {key!r} is not one of {sorted(FILTER_OPERATORS)}"
+            )
+        check_json_value(f"filter[{key!r}][{operator!r}]", operand)
+        if operator not in ("$eq", "$ne") and ordering_operand(operand) is None:
+            raise InvalidInputError(
+                f"filter[{key!r}][{operator!r}] compares numbers: {operand!r} is not one"
+            )
+
+
+def _check_list_namespaces(op: ListNamespacesOp) -> None:
+    """A list_namespaces: its page, ``max_depth``, match types."""
+    _check_page("list_namespaces", op.limit, op.offset)
+    if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
+        raise InvalidInputError(f"max_depth must be an int >= 1, got {op.max_depth!r}")
+    for condition in op.match_conditions or ():
+        if condition.match_type not in ("prefix", "suffix"):
+            raise InvalidInputError(
+                f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
+            )

@@ -473,10 +473,16 @@ def _ensure_lock_table(connection: Connection, deadline: float) -> None:
     pause = 0.01
     while True:
         try:
-            if schema is not None:
-                quoted = connection.dialect.identifier_preparer.quote_schema(schema)
-                connection.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {quoted}")
-            connection.execute(sa.schema.CreateTable(migration_lock_table, if_not_exists=True))
+            # Only when missing (a read, with causal reads on): DDL is replicated even
+            # when IF NOT EXISTS finds the object, and a database-wide DDL from another
+            # node aborts the open transaction of the migration running under the lock.
+            if not _lock_table_exists(connection):
+                if schema is not None:
+                    quoted = connection.dialect.identifier_preparer.quote_schema(schema)
+                    connection.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {quoted}")
+                connection.execute(
+                    sa.schema.CreateTable(migration_lock_table, if_not_exists=True)
+                )
             connection.commit()
             return
         except sa.exc.DBAPIError as error:
@@ -485,6 +491,20 @@ def _ensure_lock_table(connection: Connection, deadline: float) -> None:
                 raise
         time.sleep(random.uniform(pause / 2, pause))
         pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
+
+
+_NO_SUCH_TABLE = frozenset({1146, 1049})  # table, database
+
+
+def _lock_table_exists(connection: Connection) -> bool:
+    try:
+        connection.execute(sa.select(migration_lock_table.c.name).limit(0)).all()
+        return True
+    except sa.exc.DBAPIError as error:
+        if _error_number(error) not in _NO_SUCH_TABLE:
+            raise
+        connection.rollback()
+        return False
 
 
 def _holder(connection: Connection) -> str:

@@ -458,6 +458,17 @@ def _error_number(error: sa.exc.DBAPIError) -> int | None:
     return mysql_error_number(error.orig) if error.orig is not None else None
 
 
+def _rollback(connection: Connection) -> None:
+    """Roll back after a failed lock statement. A transaction the cluster aborted (a
+    certification failure, or a brute-force abort by another node's write or DDL)
+    answers the ROLLBACK itself with 1213 once: it is rolled back all the same."""
+    try:
+        connection.rollback()
+    except sa.exc.DBAPIError as error:
+        if _error_number(error) not in _LEASE_BUSY:
+            raise
+
+
 def _schema_translate(connection: Connection) -> dict[Any, Any]:
     return dict(connection.get_execution_options().get("schema_translate_map") or {})
 
@@ -480,13 +491,11 @@ def _ensure_lock_table(connection: Connection, deadline: float) -> None:
                 if schema is not None:
                     quoted = connection.dialect.identifier_preparer.quote_schema(schema)
                     connection.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {quoted}")
-                connection.execute(
-                    sa.schema.CreateTable(migration_lock_table, if_not_exists=True)
-                )
+                connection.execute(sa.schema.CreateTable(migration_lock_table, if_not_exists=True))
             connection.commit()
             return
         except sa.exc.DBAPIError as error:
-            connection.rollback()
+            _rollback(connection)
             if _error_number(error) not in _CREATE_BUSY or time.monotonic() > deadline:
                 raise
         time.sleep(random.uniform(pause / 2, pause))
@@ -503,7 +512,7 @@ def _lock_table_exists(connection: Connection) -> bool:
     except sa.exc.DBAPIError as error:
         if _error_number(error) not in _NO_SUCH_TABLE:
             raise
-        connection.rollback()
+        _rollback(connection)
         return False
 
 
@@ -555,7 +564,7 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
                 connection.commit()
                 break
             except sa.exc.DBAPIError as error:
-                connection.rollback()
+                _rollback(connection)
                 if _error_number(error) not in _LEASE_BUSY:
                     raise
             try:
@@ -566,12 +575,12 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
                     )
                 connection.commit()
             except sa.exc.DBAPIError as error:
-                connection.rollback()
+                _rollback(connection)
                 if _error_number(error) not in _LEASE_BUSY:
                     raise
             if time.monotonic() > deadline:
                 rows = connection.execute(sa.select(table.c.holder, table.c.expires_at)).all()
-                connection.rollback()
+                _rollback(connection)
                 raise TimeoutError(
                     f"could not take the migration lock (row {MIGRATION_LOCK_NAME!r} of "
                     f"{MIGRATION_LOCK_TABLE}) within {MIGRATION_LOCK_TIMEOUT_S}s; held by "
@@ -589,7 +598,7 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
                 connection.commit()
         finally:
             if connection.in_transaction():
-                connection.rollback()
+                _rollback(connection)
             _release_lease(connection, holder)
     finally:
         if not connection.invalidated:
@@ -608,7 +617,7 @@ def _release_lease(connection: Connection, holder: str) -> None:
             connection.commit()
             return
         except sa.exc.DBAPIError as error:
-            connection.rollback()
+            _rollback(connection)
             if _error_number(error) not in _LEASE_BUSY or attempt == 19:
                 raise
         time.sleep(0.05 * (attempt + 1))

@@ -384,6 +384,11 @@ def test_session_settings_kept_and_overridden(nodes: list[Node]) -> None:
         "default, direct path": (one_connection(), {}, 1),
         "default, Core": (one_connection(), {"direct_path": False}, 1),
         "option 3": (one_connection().execution_options(**{WSREP_SYNC_WAIT_OPTION: 3}), {}, 3),
+        "option 0, create_engine's execution_options": (
+            one_connection(execution_options={WSREP_SYNC_WAIT_OPTION: 0}),
+            {},
+            0,
+        ),
         "option None": (
             one_connection().execution_options(**{WSREP_SYNC_WAIT_OPTION: None}),
             {},

@@ -47,9 +47,12 @@ def mysql_admin_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def galera() -> Iterator[GaleraCluster]:
-    """A 3-node MariaDB Galera Cluster on loopback (tests/galera.py): one admin URL per node."""
+    """A 3-node MariaDB Galera Cluster on loopback (tests/galera.py): one admin URL per node.
+
+    Per module (one uses it: test_galera.py): its three servers stop as soon as that
+    module is done, instead of holding memory and CPU while the rest of the suite runs."""
     with galera_cluster() as cluster:
         yield cluster
 

@@ -38,9 +38,11 @@ from langchain_core.messages import HumanMessage
 from servers import create_database, drop_database, sqlalchemy_url
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.dialects.mysql import (
     MIGRATION_LOCK_TABLE,
     WSREP_SYNC_WAIT_OPTION,
+    migration_lock_table,
 )
 from lg_sqla.engines import configure_engine
 from lg_sqla.migrate import VERSION_TABLE, head_revision
@@ -238,10 +240,22 @@ if os.environ.get("LG_SQLA_GALERA_NODE_LOCAL_LOCK"):  # to measure what GET_LOCK
     import lg_sqla.dialects.mysql as m
     m.is_galera_node = lambda connection: False
 url = sys.argv[1]
-with SQLAlchemySaver.from_conn_string(url) as saver:
-    print("ready", flush=True)
-    sys.stdin.readline()  # the start signal: all three begin together
-    saver.setup()
+if url.startswith("mysql+asyncmy"):
+    import asyncio
+    from lg_sqla import AsyncSQLAlchemySaver
+
+    async def main():
+        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+            print("ready", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            await saver.setup()
+
+    asyncio.run(main())
+else:
+    with SQLAlchemySaver.from_conn_string(url) as saver:
+        print("ready", flush=True)
+        sys.stdin.readline()  # the start signal: all three begin together
+        saver.setup()
 print("done", flush=True)
 """
 
@@ -250,13 +264,15 @@ SETUP_RUNS = int(os.environ.get("LG_SQLA_GALERA_SETUP_RUNS", "3"))
 
 
 def _setup_race(nodes: list[Node], schema: str | None = None) -> list[str]:
-    """``setup()`` from one process per node, released at once; the failures' output."""
-    args = [[sys.executable, "-c", _SETUP_SCRIPT, node.sync_url] for node in nodes]
+    """``setup()`` from one process per node, released at once (node 3's through the
+    async saver, on asyncmy); the failures' output."""
+    script = _SETUP_SCRIPT
     if schema is not None:
-        script = _SETUP_SCRIPT.replace(
+        script = script.replace(
             "from_conn_string(url)", f"from_conn_string(url, schema={schema!r})"
         )
-        args = [[sys.executable, "-c", script, node.sync_url] for node in nodes]
+    urls = [nodes[0].sync_url, nodes[1].sync_url, nodes[2].async_url]
+    args = [[sys.executable, "-c", script, url] for url in urls]
     procs = [
         subprocess.Popen(
             a,
@@ -327,6 +343,33 @@ def test_setup_from_three_nodes_at_once(galera: GaleraCluster) -> None:
         f"{failed} of {3 * SETUP_RUNS} callers failed, {time.monotonic() - started:.1f}s"
     )
     assert failed == 0, "\n\n".join(outputs[:2])
+
+
+def test_an_expired_lease_is_taken_over(galera: GaleraCluster) -> None:
+    """A migration that died holding the lock left its row: once expired, the next
+    setup() deletes it and migrates; an unexpired one of ours is left alone."""
+    with _database(galera, migrated=False) as nodes:
+        engine = nodes[1].engine()
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.schema.CreateTable(migration_lock_table, if_not_exists=True))
+                conn.execute(
+                    sa.insert(migration_lock_table).values(
+                        name=MIGRATION_LOCK_NAME,
+                        holder="a process that died",
+                        expires_at=sa.func.utc_timestamp(6) - sa.text("INTERVAL 1 SECOND"),
+                    )
+                )
+            started = time.monotonic()
+            other = nodes[0].engine()
+            try:
+                SQLAlchemySaver(other).setup()
+            finally:
+                other.dispose()
+            assert time.monotonic() - started < 30
+            _assert_at_head_once(engine)
+        finally:
+            engine.dispose()
 
 
 # --------------------------------------------------------------------------- stale reads

@@ -450,6 +450,20 @@ def test_session_settings_kept_and_overridden(nodes: list[Node]) -> None:
             engine.dispose()
 
 
+async def test_session_settings_async(nodes: list[Node]) -> None:
+    """The async saver's calls (asyncmy, in a greenlet) get causal reads too."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = configure_engine(create_async_engine(nodes[0].async_url, pool_size=1, max_overflow=0))
+    try:
+        await AsyncSQLAlchemySaver(engine).aget_tuple(config(f"t-{uuid.uuid4()}"))
+        async with engine.connect() as conn:
+            value = await conn.exec_driver_sql("SELECT @@session.wsrep_sync_wait")
+            assert value.scalar_one() == 1
+    finally:
+        await engine.dispose()
+
+
 # --------------------------------------------------------------------------- graph, store
 
 

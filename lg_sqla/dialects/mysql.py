@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -22,6 +23,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.util import await_only
 
 from lg_sqla import limits
 from lg_sqla.dialects.base import (
@@ -458,6 +460,15 @@ def _error_number(error: sa.exc.DBAPIError) -> int | None:
     return mysql_error_number(error.orig) if error.orig is not None else None
 
 
+def _pause(connection: Connection, seconds: float) -> None:
+    """Wait between two attempts. On an async engine (``run_sync``: this runs in
+    SQLAlchemy's greenlet on the event loop's thread) without stopping the loop."""
+    if connection.dialect.is_async:
+        await_only(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
+
+
 def _rollback(connection: Connection) -> None:
     """Roll back after a failed lock statement. A transaction the cluster aborted (a
     certification failure, or a brute-force abort by another node's write or DDL)
@@ -498,7 +509,7 @@ def _ensure_lock_table(connection: Connection, deadline: float) -> None:
             _rollback(connection)
             if _error_number(error) not in _CREATE_BUSY or time.monotonic() > deadline:
                 raise
-        time.sleep(random.uniform(pause / 2, pause))
+        _pause(connection, random.uniform(pause / 2, pause))
         pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
 
 
@@ -586,7 +597,7 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
                     f"{MIGRATION_LOCK_TABLE}) within {MIGRATION_LOCK_TIMEOUT_S}s; held by "
                     f"{rows}. If no migration is running, delete that row."
                 )
-            time.sleep(random.uniform(pause / 2, pause))
+            _pause(connection, random.uniform(pause / 2, pause))
             pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
         # The migration's statements autobegin the next transaction; the caller
         # (alembic/env.py) wants one open before Alembic is configured.
@@ -620,7 +631,7 @@ def _release_lease(connection: Connection, holder: str) -> None:
             _rollback(connection)
             if _error_number(error) not in _LEASE_BUSY or attempt == 19:
                 raise
-        time.sleep(0.05 * (attempt + 1))
+        _pause(connection, 0.05 * (attempt + 1))
 
 
 @compiles(sa.PrimaryKeyConstraint, "mysql")

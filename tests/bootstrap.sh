@@ -45,6 +45,11 @@ die() {
 }
 
 have_postgres() { [ -x "$PG_BINDIR/initdb" ] && [ -x "$PG_BINDIR/postgres" ]; }
+have_galera() {
+    [ -e /usr/lib/galera/libgalera_smm.so ] && command -v rsync >/dev/null 2>&1 &&
+        command -v wsrep_sst_rsync >/dev/null 2>&1
+}
+
 have_mariadb() {
     { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
         command -v mariadb-install-db >/dev/null 2>&1
@@ -138,6 +143,11 @@ if [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ]; then
         server_packages=()
     fi
     packages+=("${server_packages[@]}")
+    # The 3-node Galera cluster of tests/galera.py (Debian's mariadb-server depends on
+    # both; checked apart for a server installed otherwise). Never from Docker.
+    if [ -z "${LG_SQLA_TEST_GALERA_URLS:-}" ] && ! have_galera; then
+        packages+=(galera-4 rsync)
+    fi
 fi
 have_mariadb_dev || packages+=(libmariadb-dev pkg-config)
 command -v cc >/dev/null 2>&1 || packages+=(gcc libc6-dev)
@@ -165,6 +175,7 @@ if [ "${#packages[@]}" -gt 0 ]; then
         case "$pkg" in
         postgresql-15) have_postgres || die "postgresql-15 installed but $PG_BINDIR/initdb is missing" ;;
         mariadb-server) have_mariadb || die "mariadb-server installed but mariadbd/mariadb-install-db are missing" ;;
+        galera-4) have_galera || die "galera-4 and rsync installed but libgalera_smm.so, rsync or wsrep_sst_rsync is missing" ;;
         libmariadb-dev) have_mariadb_dev || die "libmariadb-dev installed but mariadb_config or pkg-config's mariadb is missing" ;;
         esac
     done

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 # tests/ is not a package; make tests/servers.py importable from any test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from galera import GaleraCluster, galera_cluster
 from servers import mysql_server, pgvector_server, postgres_server
 
 # ---------------------------------------------------------------------------
@@ -44,6 +45,16 @@ def pgvector_admin_url() -> Iterator[str]:
 def mysql_admin_url() -> Iterator[str]:
     with mysql_server() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def galera() -> Iterator[GaleraCluster]:
+    """A 3-node MariaDB Galera Cluster on loopback (tests/galera.py): one admin URL per node.
+
+    Per module (one uses it: test_galera.py): its three servers stop as soon as that
+    module is done, instead of holding memory and CPU while the rest of the suite runs."""
+    with galera_cluster() as cluster:
+        yield cluster
 
 
 # ---------------------------------------------------------------------------

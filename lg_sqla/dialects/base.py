@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Join
@@ -174,6 +175,15 @@ class DialectOps:
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         """Hold a lock that serializes schema migrations across processes."""
         yield
+
+    # Whether `prepare_session` does anything: the runtime calls it on each checkout
+    # only where it does.
+    prepares_sessions = False
+
+    def prepare_session(self, pooled: PoolProxiedConnection, options: Mapping[str, Any]) -> None:
+        """Settings lg_sqla needs on a DBAPI session before a call runs on it, made once
+        per DBAPI connection (remembered in ``pooled.info``). ``options``: the engine's
+        execution options. Raw DBAPI errors propagate (the runtime wraps them)."""
 
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import migrate
@@ -161,6 +162,7 @@ class Runtime:
         statements that depend on it, e.g. MariaDB or MySQL), and the schema version is
         checked (``SchemaError`` names the fix), once."""
         self._connected = True
+        self.prepare_session(connection.engine, connection.connection, connection)
         if not self.schema_checked:
             migrate.check_schema(connection)
             self.schema_checked = True
@@ -177,7 +179,28 @@ class Runtime:
         if path is Path.DIRECT:
             return self._run_direct(engine, plan, first)
         with engine.connect() as connection:
+            self.prepare_session(engine, connection.connection, connection)
             return self.run_on(connection, plan, first)
+
+    def prepare_session(
+        self, engine: Engine, pooled: PoolProxiedConnection, connection: Connection | None
+    ) -> None:
+        """The dialect's session settings (``DialectOps.prepare_session``: on a Galera
+        node, causal reads), on every connection a call runs on, whichever the path and
+        whoever made the engine. Once per DBAPI connection; after that one dict lookup.
+        Its driver errors are wrapped as ``Connection`` wraps them, and a dead
+        connection invalidated, so the retry loop treats them as any other."""
+        if not self.ops.prepares_sessions:
+            return
+        try:
+            self.ops.prepare_session(pooled, engine.get_execution_options())
+        except engine.dialect.loaded_dbapi.Error as error:
+            if engine.dialect.is_disconnect(error, pooled.dbapi_connection, None):
+                if connection is not None:
+                    connection.invalidate(error)
+                else:
+                    pooled.invalidate(error)
+            Connection._handle_dbapi_exception_noconnection(error, engine.dialect, engine)
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
@@ -200,6 +223,7 @@ class Runtime:
             return wrapped[0]
 
         try:
+            self.prepare_session(engine, pooled, None)
             return direct.run(
                 pooled,
                 engine.dialect,

@@ -82,9 +82,9 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             self.engine = in_schema(engine, schema)
         else:
             self.engine = in_schema(engine, schema)
-        self.ops = ops_for(engine.dialect)
+        self.dialect_ops = ops_for(engine.dialect)
         # The cache's statements are built per call: its plans always run on Core.
-        self._runtime = Runtime(self.ops, check_schema=check_schema)
+        self._runtime = Runtime(self.dialect_ops, check_schema=check_schema)
 
     # --- plans ---------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             }
         if not rows:
             return
-        yield from self.ops.upsert_rows(
+        yield from self.dialect_ops.upsert_rows(
             cache_entries, [rows[k] for k in sorted(rows)], ("type", "value", "expires_at")
         )
 

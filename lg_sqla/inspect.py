@@ -284,7 +284,7 @@ def node_of(task_path: str) -> str:
 
 def _bytes_of(table: sa.Table, ctx: Context, thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
     return (
-        sa.select(sa.func.coalesce(sa.func.sum(ctx.ops.byte_length(table.c.blob)), 0))
+        sa.select(sa.func.coalesce(sa.func.sum(ctx.dialect_ops.byte_length(table.c.blob)), 0))
         .where(table.c.thread_id == thread)
         .scalar_subquery()
     )
@@ -318,7 +318,7 @@ def threads(
         codec.check_json("filter", dict(filter))
         matching = sa.select(C.c.thread_id)
         for key, value in filter.items():
-            matching = matching.where(ctx.ops.metadata_equals(C.c.metadata, key, value))
+            matching = matching.where(ctx.dialect_ops.metadata_equals(C.c.metadata, key, value))
         grouped = grouped.where(C.c.thread_id.in_(matching))
     for condition in _window(last, written_after, written_before):
         grouped = grouped.having(condition)
@@ -420,10 +420,11 @@ def _checkpoint_values(
     ctx: Context, thread_id: str, ns_hash: str, checkpoint_ids: Sequence[str]
 ) -> sa.Select[Any]:
     """The checkpoints' documents, metadata and (channel, version, type, blob) rows."""
-    if not ctx.ops.joins_channel_versions:
+    if not ctx.dialect_ops.joins_channel_versions:
         raise InvalidInputError(
-            f"this inspection needs JSON functions of the database ({ctx.ops.name} has none "
-            "lg_sqla knows); use SQLite, PostgreSQL or MySQL/MariaDB"
+            "this inspection needs JSON functions of the database "
+            f"({ctx.dialect_ops.name} has none lg_sqla knows); "
+            "use SQLite, PostgreSQL or MySQL/MariaDB"
         )
     page = (
         sa.select(C)
@@ -434,7 +435,7 @@ def _checkpoint_values(
         )
         .cte("page")
     )
-    found = versioned_blobs(ctx.ops, page)
+    found = versioned_blobs(ctx.dialect_ops, page)
     values = (
         sa.select(
             page.c.checkpoint_id,
@@ -557,7 +558,7 @@ def writes(
         W.c.idx,
         W.c.channel,
         W.c.type,
-        ctx.ops.byte_length(W.c.blob).label("bytes"),
+        ctx.dialect_ops.byte_length(W.c.blob).label("bytes"),
         W.c.created_at,
     ]
     if values:
@@ -606,7 +607,7 @@ def write_stats(
     send = sa.func.substr(W.c.task_path, 1, len(PUSH_PREFIX)) == PUSH_PREFIX
     node_key = sa.case((send, sa.literal(SEND_TASK)), else_=W.c.task_path)
     key = {"node": node_key, "channel": W.c.channel, "thread": W.c.thread_id}[by]
-    size = ctx.ops.byte_length(W.c.blob)
+    size = ctx.dialect_ops.byte_length(W.c.blob)
     stmt = sa.select(
         key.label("key"),
         sa.func.count().label("writes"),
@@ -657,9 +658,9 @@ def latest(
         return {}
     if len(ids) > MAX_PAGE:
         raise InvalidInputError(f"thread_ids: at most {MAX_PAGE} per call, got {len(ids)}")
-    if not ctx.ops.joins_channel_versions:
+    if not ctx.dialect_ops.joins_channel_versions:
         raise InvalidInputError(
-            f"latest needs JSON functions of the database ({ctx.ops.name} has none lg_sqla "
+            f"latest needs JSON functions of the database ({ctx.dialect_ops.name} has none lg_sqla "
             "knows); use SQLite, PostgreSQL or MySQL/MariaDB"
         )
     rank = (
@@ -673,14 +674,14 @@ def latest(
         .subquery("ranked")
     )
     heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")
-    found = versioned_blobs(ctx.ops, heads)
+    found = versioned_blobs(ctx.dialect_ops, heads)
     blob = found.blob
     stmt = (
         sa.select(
             heads.c.thread_id, heads.c.checkpoint_id, blob.c.version, blob.c.type, blob.c.blob
         )
         .select_from(found.joined)
-        .where(found.channel == ctx.ops.as_key(sa.literal(channel, B.c.channel.type)))
+        .where(found.channel == ctx.dialect_ops.as_key(sa.literal(channel, B.c.channel.type)))
     )
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     return {
@@ -696,7 +697,7 @@ def storage(
     ctx: Context, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
 ) -> Plan[StorageReport]:
     """Rows and payload bytes of each table (all threads, one, or a few); one statement."""
-    ops = ctx.ops
+    dialect_ops = ctx.dialect_ops
     ids = None if thread_ids is None else [_thread(t) for t in thread_ids]
     if ids is not None and len(ids) > MAX_PAGE:
         raise InvalidInputError(f"thread_ids: at most {MAX_PAGE} per call, got {len(ids)}")
@@ -714,9 +715,13 @@ def storage(
         return stmt
 
     stmt = sa.union_all(
-        usage(C, ops.json_byte_length(C.c.checkpoint) + ops.json_byte_length(C.c.metadata)),
-        usage(W, ops.byte_length(W.c.blob)),
-        usage(B, sa.func.coalesce(ops.byte_length(B.c.blob), 0)),
+        usage(
+            C,
+            dialect_ops.json_byte_length(C.c.checkpoint)
+            + dialect_ops.json_byte_length(C.c.metadata),
+        ),
+        usage(W, dialect_ops.byte_length(W.c.blob)),
+        usage(B, sa.func.coalesce(dialect_ops.byte_length(B.c.blob), 0)),
     )
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     return StorageReport({r.name: TableUsage(r.rows, _int(r.bytes)) for r in rows})

@@ -40,7 +40,7 @@ def check_page_size(page_size: int) -> None:
 class Context:
     """What the checkpoint plans (and inspection's, the importer's) need from their saver."""
 
-    ops: DialectOps
+    dialect_ops: DialectOps
     serde: SerializerProtocol
     # The saver's get_next_version(None, None), called only where a tuple needs it
     # (a v<4 checkpoint with pending sends and no versions).
@@ -50,7 +50,7 @@ class Context:
 class SaverBase(BaseCheckpointSaver[str]):
     """State and helpers common to SQLAlchemySaver and AsyncSQLAlchemySaver."""
 
-    ops: DialectOps
+    dialect_ops: DialectOps
     list_page_size: int
 
     def _init_common(
@@ -64,8 +64,10 @@ class SaverBase(BaseCheckpointSaver[str]):
     ) -> None:
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
-        self.ops = ops_for(dialect)
-        self._runtime = Runtime(self.ops, check_schema=check_schema, direct_path=direct_path)
+        self.dialect_ops = ops_for(dialect)
+        self._runtime = Runtime(
+            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+        )
         self.list_page_size = list_page_size
         self.read_only = read_only
 
@@ -73,7 +75,7 @@ class SaverBase(BaseCheckpointSaver[str]):
     def context(self) -> Context:
         """What this saver's plans need (dialect, serializer), for ``run``/``arun``."""
         # Built per call: `with_allowlist` clones carry another serde.
-        return Context(self.ops, self.serde, self._first_version)
+        return Context(self.dialect_ops, self.serde, self._first_version)
 
     def _writing(self, call: str) -> None:
         """Refuse ``call`` on a read-only saver, before anything reaches the database."""

@@ -68,7 +68,7 @@ def _start_id(thread_id: Any, nsh: Any, checkpoint_id: Any | None) -> Any:
 
 
 def chain_cte(
-    ops: DialectOps,
+    dialect_ops: DialectOps,
     thread_id: Any,
     nsh: Any,
     start: Any,
@@ -83,7 +83,7 @@ def chain_cte(
         sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
     ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
     chain = anchor.cte(name, recursive=True)
-    parent, parents = _parents(ops, chain, thread_id, nsh)
+    parent, parents = _parents(dialect_ops, chain, thread_id, nsh)
     step = sa.select(
         parent.c.checkpoint_id, parent.c.parent_checkpoint_id, chain.c.depth + 1
     ).select_from(parents)
@@ -92,10 +92,10 @@ def chain_cte(
     return chain.union_all(step)
 
 
-def _parents(ops: DialectOps, chain: CTE, thread_id: Any, nsh: Any) -> tuple[Any, Any]:
+def _parents(dialect_ops: DialectOps, chain: CTE, thread_id: Any, nsh: Any) -> tuple[Any, Any]:
     """The recursive step's FROM: each chain row joined to its parent's row, looked up by
     key (PostgreSQL otherwise read the thread's checkpoints at every level)."""
-    parent, on = ops.keyed_lookup(
+    parent, on = dialect_ops.keyed_lookup(
         C,
         sa.and_(
             C.c.thread_id == thread_id,
@@ -112,7 +112,7 @@ _MASK_CHANNELS = 62
 
 
 def _stored_mask(
-    ops: DialectOps, thread_id: Any, nsh: Any, document: Any, channels: Sequence[str]
+    dialect_ops: DialectOps, thread_id: Any, nsh: Any, document: Any, channels: Sequence[str]
 ) -> Any:
     """Bit i set when ``channels[i]`` has a stored value (a non-"empty" blob) at the
     version ``document`` (a checkpoint document column) names."""
@@ -122,7 +122,7 @@ def _stored_mask(
             B.c.thread_id == thread_id,
             B.c.checkpoint_ns_hash == nsh,
             B.c.channel == channel,
-            B.c.version == ops.channel_version(document, channel),
+            B.c.version == dialect_ops.channel_version(document, channel),
             B.c.type != EMPTY_TYPE,
         )
         mask = mask + sa.case((stored, sa.literal_column(str(1 << bit))), else_=0)
@@ -130,7 +130,7 @@ def _stored_mask(
 
 
 def seed_walk_cte(
-    ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
+    dialect_ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
 ) -> CTE:
     """:func:`chain_cte` that stops at the first ancestor by which every channel has met
     a stored value (its seed), instead of walking to the root.
@@ -142,22 +142,24 @@ def seed_walk_cte(
     (OR of the ancestors' stored channels); a row with every bit set has no parent row.
     """
     if len(channels) > _MASK_CHANNELS:
-        return chain_cte(ops, thread_id, nsh, start)
+        return chain_cte(dialect_ops, thread_id, nsh, start)
     everything = (1 << len(channels)) - 1
     anchor = sa.select(
         C.c.checkpoint_id,
         C.c.parent_checkpoint_id,
         sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
-        _stored_mask(ops, thread_id, nsh, C.c.checkpoint, channels).label("found"),
+        _stored_mask(dialect_ops, thread_id, nsh, C.c.checkpoint, channels).label("found"),
     ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
     chain = anchor.cte("chain", recursive=True)
-    parent, parents = _parents(ops, chain, thread_id, nsh)
+    parent, parents = _parents(dialect_ops, chain, thread_id, nsh)
     step = (
         sa.select(
             parent.c.checkpoint_id,
             parent.c.parent_checkpoint_id,
             chain.c.depth + 1,
-            chain.c.found.op("|")(_stored_mask(ops, thread_id, nsh, parent.c.checkpoint, channels)),
+            chain.c.found.op("|")(
+                _stored_mask(dialect_ops, thread_id, nsh, parent.c.checkpoint, channels)
+            ),
         )
         .select_from(parents)
         .where(chain.c.found != sa.literal_column(str(everything)))
@@ -166,11 +168,11 @@ def seed_walk_cte(
 
 
 def _select_chain(
-    ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
+    dialect_ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
 ) -> Any:
     """Stage 1: every ancestor up to the seeds (channel NULL) plus one row per
     (ancestor, stored channel)."""
-    chain = seed_walk_cte(ops, thread_id, nsh, start, channels)
+    chain = seed_walk_cte(dialect_ops, thread_id, nsh, start, channels)
     ancestors = sa.select(
         chain.c.depth,
         chain.c.checkpoint_id,
@@ -181,7 +183,7 @@ def _select_chain(
     for channel in channels:
         # From each ancestor of the walk to its row, then to the channel's blob: never
         # the other way round (PostgreSQL would read every checkpoint of the thread).
-        checkpoint, checkpoint_on = ops.keyed_lookup(
+        checkpoint, checkpoint_on = dialect_ops.keyed_lookup(
             C,
             sa.and_(
                 C.c.thread_id == thread_id,
@@ -189,13 +191,13 @@ def _select_chain(
                 C.c.checkpoint_id == chain.c.checkpoint_id,
             ),
         )
-        blob, blob_on = ops.keyed_lookup(
+        blob, blob_on = dialect_ops.keyed_lookup(
             B,
             sa.and_(
                 B.c.thread_id == thread_id,
                 B.c.checkpoint_ns_hash == nsh,
                 B.c.channel == channel,
-                B.c.version == ops.channel_version(checkpoint.c.checkpoint, channel),
+                B.c.version == dialect_ops.channel_version(checkpoint.c.checkpoint, channel),
                 B.c.type != EMPTY_TYPE,
             ),
         )
@@ -229,24 +231,29 @@ def _bound_start(by_id: bool) -> tuple[Any, Any, Any]:
 
 
 @functools.lru_cache(maxsize=128)
-def _walk_statement(ops: DialectOps, channels: tuple[str, ...], by_id: bool) -> Any:
+def _walk_statement(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: bool) -> Any:
     """Stage 1 (``_select_chain``) with bound ``thread_id``, ``nsh``, ``checkpoint_id``."""
     thread_id, nsh, start = _bound_start(by_id)
-    return _select_chain(ops, thread_id, nsh, start, channels)
+    return _select_chain(dialect_ops, thread_id, nsh, start, channels)
 
 
 @functools.lru_cache(maxsize=128)
 def _history_statement(
-    ops: DialectOps, channels: tuple[str, ...], seeded: tuple[str, ...], by_id: bool
+    dialect_ops: DialectOps, channels: tuple[str, ...], seeded: tuple[str, ...], by_id: bool
 ) -> Any:
     """Stage 2: the channels' writes on the ancestors down to ``max_depth``, and the seed
     blobs of the ``seeded`` channels (versions bound as ``seed_0``, ``seed_1``...)."""
     thread_id, nsh, start = _bound_start(by_id)
     ancestors = chain_cte(
-        ops, thread_id, nsh, start, sa.bindparam("max_depth", type_=sa.Integer), name="ancestors"
+        dialect_ops,
+        thread_id,
+        nsh,
+        start,
+        sa.bindparam("max_depth", type_=sa.Integer),
+        name="ancestors",
     )
     # Each ancestor's writes by key, never the thread's writes matched to ancestors.
-    write, write_on = ops.keyed_lookup(
+    write, write_on = dialect_ops.keyed_lookup(
         W,
         sa.and_(
             W.c.thread_id == thread_id,
@@ -285,9 +292,9 @@ def walk_chain(
     ctx: Context, thread_id: str, nsh: str, checkpoint_id: str | None, channels: Sequence[str]
 ) -> Plan[Chain]:
     """Stage 1 as a plan: the target's ancestors and each channel's nearest stored value."""
-    if (lift_limit := ctx.ops.before_deep_recursion()) is not None:
+    if (lift_limit := ctx.dialect_ops.before_deep_recursion()) is not None:
         yield Step(lift_limit)
-    statement = _walk_statement(ctx.ops, tuple(channels), checkpoint_id is not None)
+    statement = _walk_statement(ctx.dialect_ops, tuple(channels), checkpoint_id is not None)
     rows = (yield Step(statement, _keys(thread_id, nsh, checkpoint_id), fetch=True)).rows
     chain = Chain()
     by_depth: dict[int, str] = {}
@@ -318,7 +325,7 @@ def delta_channel_history(
         return result
     seeds = list(chain.seed_version.items())
     statement = _history_statement(
-        ctx.ops, tuple(channels), tuple(ch for ch, _ in seeds), checkpoint_id is not None
+        ctx.dialect_ops, tuple(channels), tuple(ch for ch, _ in seeds), checkpoint_id is not None
     )
     params = {
         **_keys(thread_id, nsh, checkpoint_id),

@@ -92,14 +92,16 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
     """Delete blobs of these threads that no remaining checkpoint's channel_versions names."""
     removed = 0
     for chunk in _chunks(list(dict.fromkeys(thread_ids))):
-        if ctx.ops.joins_channel_versions:
-            pairs, channel, version = ctx.ops.channel_versions(C.c.checkpoint)
+        if ctx.dialect_ops.joins_channel_versions:
+            pairs, channel, version = ctx.dialect_ops.channel_versions(C.c.checkpoint)
             referenced = (
                 sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, channel, version)
                 .select_from(C.join(pairs, sa.true()))
                 .where(C.c.thread_id.in_(chunk))
             )
-            removed += (yield Step(ctx.ops.delete_unreferenced(B, chunk, referenced))).rowcount
+            removed += (
+                yield Step(ctx.dialect_ops.delete_unreferenced(B, chunk, referenced))
+            ).rowcount
             continue
         # Portable path: compute the referenced set in Python.
         documents = (

@@ -82,13 +82,13 @@ def _one_statement_put(
     ctx: Context, update: Sequence[str], with_blobs: bool, blob_rows: int
 ) -> Executable:
     """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it."""
-    checkpoint = ctx.ops.upsert(C, update).values(
+    checkpoint = ctx.dialect_ops.upsert(C, update).values(
         {c.name: sa.bindparam(f"c_{c.name}", type_=c.type) for c in C.columns}
     )
     if not with_blobs:
         return checkpoint
-    blobs = ctx.ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=blob_rows)
-    return ctx.ops.one_statement([blobs, checkpoint])
+    blobs = ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=blob_rows)
+    return ctx.dialect_ops.one_statement([blobs, checkpoint])
 
 
 def put(
@@ -124,9 +124,9 @@ def put(
         "updated_at": now,
     }
     update = ("checkpoint", "metadata", "run_id", "updated_at")
-    if ctx.ops.writes_in_one_statement:
+    if ctx.dialect_ops.writes_in_one_statement:
         shape = bulk_rows_shape(blob_rows)
-        statement = ctx.ops.cached(
+        statement = ctx.dialect_ops.cached(
             ("put", bool(blob_rows), shape),
             lambda: _one_statement_put(ctx, update, bool(blob_rows), shape),
         )
@@ -135,8 +135,8 @@ def put(
             params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
         yield Step(statement, params, whole_plan=True)
     else:
-        yield from ctx.ops.insert_ignore_rows(B, blob_rows)
-        yield from ctx.ops.upsert_rows(C, [checkpoint_row], update)
+        yield from ctx.dialect_ops.insert_ignore_rows(B, blob_rows)
+        yield from ctx.dialect_ops.upsert_rows(C, [checkpoint_row], update)
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -187,24 +187,24 @@ def put_writes(
     rows = list(by_key.values())
     if not rows:
         return
-    if ctx.ops.writes_in_one_statement:
+    if ctx.dialect_ops.writes_in_one_statement:
         shape = bulk_rows_shape(rows)
-        statement = ctx.ops.cached(
+        statement = ctx.dialect_ops.cached(
             ("put_writes", shape),
-            lambda: ctx.ops.bulk_insert(
+            lambda: ctx.dialect_ops.bulk_insert(
                 W, _WRITE_SHARED, _WRITE_VARYING, _WRITE_UPDATE, replace=_SPECIAL_WRITE, rows=shape
             ),
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
-    elif ctx.ops.native_upsert:
-        statement = ctx.ops.cached(
+    elif ctx.dialect_ops.native_upsert:
+        statement = ctx.dialect_ops.cached(
             "put_writes",
-            lambda: ctx.ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
+            lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
         )
         yield Step(statement, rows)
     else:
-        yield from ctx.ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
-        yield from ctx.ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
+        yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
+        yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
@@ -243,9 +243,11 @@ def _assemble(
 
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
-    if ctx.ops.joins_channel_versions:
+    if ctx.dialect_ops.joins_channel_versions:
         rows = (
-            yield Step(load_statement(ctx.ops, q), page_params(q), fetch=True, whole_plan=True)
+            yield Step(
+                load_statement(ctx.dialect_ops, q), page_params(q), fetch=True, whole_plan=True
+            )
         ).rows
         by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
         checkpoint_rows = []
@@ -266,7 +268,7 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
-    page = yield Step(select_page(ctx.ops, q), page_params(q), fetch=True)
+    page = yield Step(select_page(ctx.dialect_ops, q), page_params(q), fetch=True)
     page_rows = [r._mapping for r in page.rows]
     if not page_rows:
         return []

@@ -206,7 +206,7 @@ class SQLAlchemySaver(SaverBase):
             before=before,
             limit=limit,
             page_size=self.list_page_size,
-            filter_in_sql=self.ops.filters_metadata_in_sql,
+            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
         )
         while (query := pages.next_query()) is not None:
             page = self.run(lambda: operations.load_page(self.context, query), prebuilt=True)

@@ -95,7 +95,7 @@ def _shape(q: PageQuery) -> tuple[bool, ...]:
     )
 
 
-def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
+def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     """The page's checkpoint rows; values are bound parameters (see ``page_params``)."""
     stmt = sa.select(
         C.c.thread_id,
@@ -115,7 +115,7 @@ def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     if q.before_id is not None:
         stmt = stmt.where(C.c.checkpoint_id < _param("before_id"))
     for key, value in (q.filter or {}).items():
-        stmt = stmt.where(ops.metadata_equals(C.c.metadata, key, value))
+        stmt = stmt.where(dialect_ops.metadata_equals(C.c.metadata, key, value))
     if q.after is not None:
         stmt = stmt.where(_keyset_after(q))
     if q.thread_id is not None and q.ns_hash is not None:
@@ -131,7 +131,7 @@ def select_page(ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     return stmt
 
 
-def load_statement(ops: DialectOps, q: PageQuery) -> Executable:
+def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
     """``select_load`` of the page, built once per query shape and dialect.
 
     Building a UNION of this size costs about as much as running it on SQLite,
@@ -143,8 +143,10 @@ def load_statement(ops: DialectOps, q: PageQuery) -> Executable:
     # and a distributed planner can route the whole statement to one shard.
     thread = _param("thread_id") if q.thread_id is not None else None
     if q.filter:
-        return select_load(ops, select_page(ops, q), thread)
-    return ops.cached(("load", *_shape(q)), lambda: select_load(ops, select_page(ops, q), thread))
+        return select_load(dialect_ops, select_page(dialect_ops, q), thread)
+    return dialect_ops.cached(
+        ("load", *_shape(q)), lambda: select_load(dialect_ops, select_page(dialect_ops, q), thread)
+    )
 
 
 def _null() -> ColumnElement[Any]:
@@ -169,12 +171,12 @@ class VersionedBlobs:
 
 
 def versioned_blobs(
-    ops: DialectOps, rows: FromClause, thread: ColumnElement[Any] | None = None
+    dialect_ops: DialectOps, rows: FromClause, thread: ColumnElement[Any] | None = None
 ) -> VersionedBlobs:
     """:class:`VersionedBlobs` of ``rows`` (a page of ``checkpoints`` rows); ``thread``:
     the one thread all of them belong to, as a bound value, where known."""
-    pairs, channel, version = ops.channel_versions(rows.c.checkpoint)
-    blob, blob_on = ops.keyed_lookup(
+    pairs, channel, version = dialect_ops.channel_versions(rows.c.checkpoint)
+    blob, blob_on = dialect_ops.keyed_lookup(
         B,
         sa.and_(
             B.c.thread_id == (rows.c.thread_id if thread is None else thread),
@@ -188,7 +190,7 @@ def versioned_blobs(
 
 
 def select_load(
-    ops: DialectOps, page_stmt: sa.Select[Any], thread: ColumnElement[Any] | None = None
+    dialect_ops: DialectOps, page_stmt: sa.Select[Any], thread: ColumnElement[Any] | None = None
 ) -> sa.CompoundSelect[Any]:
     """One statement: the page's checkpoint rows, their blobs, writes and parent sends
     (``thread``: the page's one thread, as a bound value, where it has one)."""
@@ -202,14 +204,14 @@ def select_load(
         page.c.parent_checkpoint_id,
         page.c.checkpoint,
         page.c.metadata,
-        ops.typed_null(W.c.channel.type).label("channel"),
-        ops.typed_null(W.c.task_id.type).label("task_id"),
-        ops.typed_null(W.c.task_path.type).label("task_path"),
-        ops.typed_null(W.c.idx.type).label("idx"),
-        ops.typed_null(B.c.type.type).label("type"),
-        ops.typed_null(B.c.blob.type).label("blob"),
+        dialect_ops.typed_null(W.c.channel.type).label("channel"),
+        dialect_ops.typed_null(W.c.task_id.type).label("task_id"),
+        dialect_ops.typed_null(W.c.task_path.type).label("task_path"),
+        dialect_ops.typed_null(W.c.idx.type).label("idx"),
+        dialect_ops.typed_null(B.c.type.type).label("type"),
+        dialect_ops.typed_null(B.c.blob.type).label("blob"),
     )
-    found = versioned_blobs(ops, page, thread)
+    found = versioned_blobs(dialect_ops, page, thread)
     blob = found.blob
     blobs = sa.select(
         _kind(KIND_BLOB),
@@ -224,7 +226,7 @@ def select_load(
     ).select_from(found.joined)
 
     def writes(kind: int, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
-        write, write_on = ops.keyed_lookup(
+        write, write_on = dialect_ops.keyed_lookup(
             W,
             sa.and_(
                 W.c.thread_id == (page.c.thread_id if thread is None else thread),

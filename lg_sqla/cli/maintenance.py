@@ -152,7 +152,7 @@ def vacuum(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
-    statement = saver.context.ops.vacuum_statement
+    statement = saver.context.dialect_ops.vacuum_statement
     if statement is None:
         raise CommandError(
             "vacuum is for SQLite files; PostgreSQL's autovacuum reuses freed space "

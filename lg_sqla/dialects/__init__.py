@@ -119,12 +119,12 @@ def ops_for(dialect: Dialect) -> DialectOps:
     return _OPS.get(dialect.name, GenericOps)()
 
 
-def store_sql_for(ops: DialectOps) -> StoreSQL:
+def store_sql_for(dialect_ops: DialectOps) -> StoreSQL:
     """The store's SQL primitives for a dialect (``in_sql`` False: filter in Python)."""
-    if isinstance(ops, MySQLOps):
-        return MySQLStoreSQL(ops)
-    if isinstance(ops, PostgresOps):
+    if isinstance(dialect_ops, MySQLOps):
+        return MySQLStoreSQL(dialect_ops)
+    if isinstance(dialect_ops, PostgresOps):
         return PostgresStoreSQL()
-    if isinstance(ops, SQLiteOps):
+    if isinstance(dialect_ops, SQLiteOps):
         return SQLiteStoreSQL()
     return StoreSQL()

@@ -87,7 +87,7 @@ class DialectOps:
             return statement
 
     def is_cached(self, statement: object) -> bool:
-        """Whether ``statement`` came from :meth:`cached` (kept for the ops' lifetime)."""
+        """Whether ``statement`` came from :meth:`cached` (kept for the dialect_ops' lifetime)."""
         return id(statement) in self._cached_ids
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
@@ -315,7 +315,7 @@ def ordered_join(left: FromClause, right: FromClause, on: ColumnElement[bool]) -
 
 # --- The store (lg_sqla.store): JSON filters and namespace labels in SQL ---------------
 #
-# Kept apart from the checkpoint parts above. ``store_sql_for(ops)`` gives the store
+# Kept apart from the checkpoint parts above. ``store_sql_for(dialect_ops)`` gives the store
 # the primitives its filter compiler (lg_sqla/store/_sql.py) combines. A JSON path is a
 # tuple of member names (str) and array indices (int), always sent as a bound
 # parameter. Every predicate is TRUE or FALSE, never NULL (a missing member is simply

@@ -689,8 +689,8 @@ class MySQLStoreSQL(StoreSQL):
         "null": ("NULL",),
     }
 
-    def __init__(self, ops: MySQLOps) -> None:
-        self.ops = ops
+    def __init__(self, dialect_ops: MySQLOps) -> None:
+        self.dialect_ops = dialect_ops
 
     @staticmethod
     def _node(doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
@@ -755,7 +755,7 @@ class MySQLStoreSQL(StoreSQL):
         self, text: ColumnElement[str], value: str | ColumnElement[str]
     ) -> ColumnElement[bool]:
         # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
-        return self.ops.as_key(text) == self.ops.as_key(as_text(value))
+        return self.dialect_ops.as_key(text) == self.dialect_ops.as_key(as_text(value))
 
     def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
         dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))
@@ -772,4 +772,4 @@ class MySQLStoreSQL(StoreSQL):
         return sa.func.substring_index(prefix, ".", depth, type_=sa.String)
 
     def namespace_sort_key(self, joined: ColumnElement[str]) -> ColumnElement[str]:
-        return self.ops.as_key(sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR))
+        return self.dialect_ops.as_key(sa.func.replace(joined, ".", NAMESPACE_SORT_SEPARATOR))

@@ -93,14 +93,16 @@ class Runtime:
     """One owner's (saver, store, node cache) execution state.
 
     Args:
-        ops: The dialect's operations (statement cache, autocommit, writer lock).
+        dialect_ops: The dialect's operations (statement cache, autocommit, writer lock).
         check_schema: Check on the first call that the schema is at lg_sqla's head.
         direct_path: Let prebuilt plans take the direct path where it applies
             (``runtime.routing``); False runs every plan through SQLAlchemy Core.
     """
 
-    def __init__(self, ops: DialectOps, *, check_schema: bool, direct_path: bool = True) -> None:
-        self.ops = ops
+    def __init__(
+        self, dialect_ops: DialectOps, *, check_schema: bool, direct_path: bool = True
+    ) -> None:
+        self.dialect_ops = dialect_ops
         self.schema_checked = not check_schema
         self.direct_path = direct_path
         self.compiler = DirectCompiler()
@@ -135,7 +137,8 @@ class Runtime:
         if not callable(source):
             return self.attempt(engine, source, prebuilt=prebuilt, writes=writes)
         return retry.with_retries(
-            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes), self.ops
+            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes),
+            self.dialect_ops,
         )
 
     def attempt(
@@ -173,7 +176,7 @@ class Runtime:
             first,
             prebuilt=prebuilt,
             allowed=self.direct_path,
-            ops=self.ops,
+            dialect_ops=self.dialect_ops,
             compiler=self.compiler,
         )
         if path is Path.DIRECT:
@@ -190,10 +193,10 @@ class Runtime:
         whoever made the engine. Once per DBAPI connection; after that one dict lookup.
         Its driver errors are wrapped as ``Connection`` wraps them, and a dead
         connection invalidated, so the retry loop treats them as any other."""
-        if not self.ops.prepares_sessions:
+        if not self.dialect_ops.prepares_sessions:
             return
         try:
-            self.ops.prepare_session(pooled, engine.get_execution_options())
+            self.dialect_ops.prepare_session(pooled, engine.get_execution_options())
         except engine.dialect.loaded_dbapi.Error as error:
             if engine.dialect.is_disconnect(error, pooled.dbapi_connection, None):
                 if connection is not None:
@@ -204,7 +207,7 @@ class Runtime:
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
-        if first.whole_plan and self.ops.autocommit_single_statements:
+        if first.whole_plan and self.dialect_ops.autocommit_single_statements:
             # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
             # any statement (the connection autobegins).
             connection.execution_options(isolation_level="AUTOCOMMIT")
@@ -232,7 +235,7 @@ class Runtime:
                 driver,
                 plan,
                 first,
-                autocommit=first.whole_plan and self.ops.autocommit_single_statements,
+                autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
         finally:
             (wrapped[0] if wrapped else pooled).close()
@@ -245,7 +248,7 @@ class Runtime:
         try:
             return self._writer_locks[id(engine)]  # (the owner keeps its engines alive)
         except KeyError:
-            lock = self._writer_locks[id(engine)] = locks.writer_lock(self.ops, engine)
+            lock = self._writer_locks[id(engine)] = locks.writer_lock(self.dialect_ops, engine)
             return lock
 
     # --- async -------------------------------------------------------------------
@@ -274,7 +277,7 @@ class Runtime:
         if not callable(source):
             return await self._aattempt(engine, source, prebuilt, writes)
         return await retry.awith_retries(
-            lambda: self._aattempt(engine, source(), prebuilt, writes), self.ops
+            lambda: self._aattempt(engine, source(), prebuilt, writes), self.dialect_ops
         )
 
     async def _aattempt(

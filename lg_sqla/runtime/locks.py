@@ -40,12 +40,12 @@ _LOCKS_GUARD = threading.Lock()
 _WAITERS = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="lg_sqla-writer-wait")
 
 
-def writer_lock(ops: DialectOps, engine: Engine) -> threading.Lock | None:
+def writer_lock(dialect_ops: DialectOps, engine: Engine) -> threading.Lock | None:
     """The lock this process's writers of ``engine``'s database take first, or None
     where the database queues writers well (``DialectOps.one_writer_at_a_time``).
 
     It costs a realpath (syscalls): ``Runtime`` asks once per engine of its owner."""
-    if not ops.one_writer_at_a_time:
+    if not dialect_ops.one_writer_at_a_time:
         return None
     database = engine.url.database
     if database in (None, "", ":memory:") or engine.url.query.get("mode") == "memory":

@@ -72,14 +72,14 @@ def mark_failed_at_commit(error: BaseException) -> None:
     setattr(error, _AT_COMMIT, True)
 
 
-def retry_delay(error: DBAPIError, attempt: int, ops: DialectOps) -> float | None:
+def retry_delay(error: DBAPIError, attempt: int, dialect_ops: DialectOps) -> float | None:
     """Seconds to wait before running the call again, or ``None`` to raise ``error``.
 
     ``attempt`` is the number of attempts made so far (1 after the first failure).
     """
     if getattr(error, _PARTLY_COMMITTED, False):
         return None
-    conflict = error.orig is not None and ops.is_lock_conflict(error.orig)
+    conflict = error.orig is not None and dialect_ops.is_lock_conflict(error.orig)
     if getattr(error, _AT_COMMIT, False) and not conflict:
         return None  # the COMMIT's outcome is unknown
     if error.connection_invalidated:
@@ -89,7 +89,7 @@ def retry_delay(error: DBAPIError, attempt: int, ops: DialectOps) -> float | Non
     return None
 
 
-def with_retries(attempt: Callable[[], T], ops: DialectOps) -> T:
+def with_retries(attempt: Callable[[], T], dialect_ops: DialectOps) -> T:
     """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows."""
     attempts = 0
     while True:
@@ -97,13 +97,13 @@ def with_retries(attempt: Callable[[], T], ops: DialectOps) -> T:
             return attempt()
         except DBAPIError as error:
             attempts += 1
-            delay = retry_delay(error, attempts, ops)
+            delay = retry_delay(error, attempts, dialect_ops)
             if delay is None:
                 raise
             time.sleep(delay)
 
 
-async def awith_retries(attempt: Callable[[], Awaitable[T]], ops: DialectOps) -> T:
+async def awith_retries(attempt: Callable[[], Awaitable[T]], dialect_ops: DialectOps) -> T:
     """Async twin of :func:`with_retries`."""
     attempts = 0
     while True:
@@ -111,7 +111,7 @@ async def awith_retries(attempt: Callable[[], Awaitable[T]], ops: DialectOps) ->
             return await attempt()
         except DBAPIError as error:
             attempts += 1
-            delay = retry_delay(error, attempts, ops)
+            delay = retry_delay(error, attempts, dialect_ops)
             if delay is None:
                 raise
             await asyncio.sleep(delay)

@@ -43,7 +43,7 @@ def choose_path(
     *,
     prebuilt: bool,
     allowed: bool,
-    ops: DialectOps,
+    dialect_ops: DialectOps,
     compiler: direct.DirectCompiler,
 ) -> Path:
     """The path of one call, whose plan starts with ``first``, on ``engine``.
@@ -72,7 +72,7 @@ def choose_path(
     if engine.logger.isEnabledFor(logging.INFO):
         # echo=True, or `sqlalchemy.engine` logging at INFO: Core logs each statement.
         return Path.CORE
-    if first.statement is None or not ops.is_cached(first.statement):
+    if first.statement is None or not dialect_ops.is_cached(first.statement):
         # Built per call: compiled once per call, it would gain nothing (and Core's own
         # compiled cache serves it better).
         return Path.CORE

@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.dialects import DialectOps, ops_for, sqlite_vec_engine_options, store_sql_for
+from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Plan, T
@@ -106,11 +106,6 @@ class _StoreBase(BaseStore):
             )
             self.__dict__["_settings_once"] = settings
         return settings
-
-    @property
-    def ops(self) -> DialectOps:
-        """``dialect_ops``, by the name the savers and the cache give it."""
-        return self.dialect_ops
 
     @property
     def native_vectors(self) -> bool | None:

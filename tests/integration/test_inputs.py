@@ -192,7 +192,7 @@ def test_generic_dialect_fallback(tmp_path: Path) -> None:
     try:
         SQLAlchemySaver(engine).setup()
         saver = SQLAlchemySaver(engine)
-        saver.ops = GenericOps()
+        saver.dialect_ops = GenericOps()
         thread_id = new_thread()
         first = saver.put(
             config(thread_id), checkpoint({"a": [1], "b": "x"}), {"step": 0}, {"a": 1, "b": 1}

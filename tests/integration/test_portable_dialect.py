@@ -37,7 +37,7 @@ def url(tmp_path: Path) -> str:
 def test_lg_sqla_has_no_code_for_duckdb(url: str) -> None:
     engine = sa.create_engine(url)
     try:
-        assert type(SQLAlchemySaver(engine).ops) is GenericOps
+        assert type(SQLAlchemySaver(engine).dialect_ops) is GenericOps
     finally:
         engine.dispose()
 

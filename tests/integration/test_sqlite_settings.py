@@ -98,10 +98,10 @@ def test_writers_of_one_process_share_a_lock_per_database_file(tmp_path: Path) -
         SQLAlchemySaver.from_conn_string(f"sqlite:///{tmp_path}/./x/../shared.sqlite") as two,
         SQLAlchemySaver.from_conn_string(f"sqlite:///{tmp_path / 'other.sqlite'}") as other,
     ):
-        lock = writer_lock(one.ops, one.engine)
+        lock = writer_lock(one.dialect_ops, one.engine)
         assert lock is not None
-        assert writer_lock(two.ops, two.engine) is lock
-        assert writer_lock(other.ops, other.engine) is not lock
+        assert writer_lock(two.dialect_ops, two.engine) is lock
+        assert writer_lock(other.dialect_ops, other.engine) is not lock
 
 
 def test_concurrent_writers_in_one_process_all_land(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_writers_hold_the_lock_from_checkout_to_checkin(tmp_path: Path) -> None:
         store.setup()
         thread_id = new_thread()
         stored = saver.put(config(thread_id), checkpoint({"n": 0}), {}, {"n": 1})  # warm
-        lock = writer_lock(saver.ops, saver.engine)
+        lock = writer_lock(saver.dialect_ops, saver.engine)
         assert lock is not None
         seen: list[tuple[str, bool]] = []
         sa.event.listen(saver.engine, "checkout", lambda *_: seen.append(("out", lock.locked())))

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from lg_sqla import migrate
 from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
@@ -48,6 +48,18 @@ from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
 logger = logging.getLogger(__name__)
+
+
+def _read_only(op: Op) -> Op:
+    """``op`` as a read-only store runs it: a put is refused, a read refreshes no TTL."""
+    if isinstance(op, PutOp):
+        raise ReadOnlyError(
+            f"put {op.namespace!r}/{op.key!r}: this store was opened read_only=True "
+            "(for a replica); write through a store of the primary"
+        )
+    if isinstance(op, (GetOp, SearchOp)) and op.refresh_ttl:
+        return op._replace(refresh_ttl=False)
+    return op
 
 
 class _StoreBase(BaseStore):
@@ -62,7 +74,9 @@ class _StoreBase(BaseStore):
         ttl: TTLConfig | None,
         check_schema: bool,
         direct_path: bool,
+        read_only: bool,
     ) -> None:
+        self.read_only = read_only
         # The dialect's object (lg_sqla.dialects), not a batch's ops (LangGraph's Op).
         self.dialect_ops = ops_for(engine.dialect)
         self.sql = store_sql_for(self.dialect_ops)
@@ -125,6 +139,8 @@ class _StoreBase(BaseStore):
         ops = list(ops)
         for op in ops:
             check_op(op)
+        if self.read_only:
+            ops = [_read_only(op) for op in ops]
         if self.embeddings is None:
             return ops, [], []
         documents = texts_to_embed(effective_puts(ops).values(), self._fields)
@@ -153,6 +169,13 @@ class _StoreBase(BaseStore):
             embedded.documents.setdefault((namespace, key), []).append((path, list(vector)))
         return embedded
 
+    def _writing(self, call: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{call}: this store was opened read_only=True (for a replica); "
+                "write through a store of the primary"
+            )
+
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
         """(prebuilt: a lone get or put, whose statements are all built once; writes: a put)."""
         prebuilt = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
@@ -179,6 +202,9 @@ class SQLAlchemyStore(_StoreBase):
         schema: Keep the tables in this PostgreSQL schema / MySQL database.
         direct_path: Let a lone get or put skip SQLAlchemy Core's execution layer on
             the drivers it is tested for (``lg_sqla.runtime``); False keeps Core.
+        read_only: For a replica: reads only. A batch with a put, a TTL sweep and the
+            sweeper raise ``ReadOnlyError``; reads never refresh TTLs (refresh on read
+            is an UPDATE); ``setup()`` only checks the schema (docs/scaling.md).
     """
 
     def __init__(
@@ -190,8 +216,9 @@ class SQLAlchemyStore(_StoreBase):
         check_schema: bool = True,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path)
+        self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
         self.engine = in_schema(engine, schema)
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
@@ -206,6 +233,7 @@ class SQLAlchemyStore(_StoreBase):
         ttl: TTLConfig | None = None,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemyStore]:
         """Open a store on a database URL; the engine is disposed (and the sweeper
@@ -215,7 +243,14 @@ class SQLAlchemyStore(_StoreBase):
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         store = None
         try:
-            store = cls(engine, index=index, ttl=ttl, schema=schema, direct_path=direct_path)
+            store = cls(
+                engine,
+                index=index,
+                ttl=ttl,
+                schema=schema,
+                direct_path=direct_path,
+                read_only=read_only,
+            )
             yield store
         finally:
             if store is not None:
@@ -224,6 +259,11 @@ class SQLAlchemyStore(_StoreBase):
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
+        if self.read_only:  # a replica follows its primary's schema
+            with self.engine.connect() as connection:
+                migrate.check_schema(connection)
+            self._runtime.set_up()
+            return
         migrate.upgrade(self.engine)
         with self.engine.begin() as connection:
             self._vectors_set_up(connection)
@@ -256,6 +296,7 @@ class SQLAlchemyStore(_StoreBase):
 
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
+        self._writing("sweep_ttl")
         now = utc_now()
         return self._run(lambda: sweep_plan(now))
 
@@ -264,6 +305,7 @@ class SQLAlchemyStore(_StoreBase):
     ) -> concurrent.futures.Future[None]:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
         else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
+        self._writing("start_ttl_sweeper")
         minutes = self._sweep_minutes(sweep_interval_minutes)
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         if self._sweeper is not None and self._sweeper.is_alive():
@@ -310,8 +352,9 @@ class AsyncSQLAlchemyStore(_StoreBase):
         check_schema: bool = True,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path)
+        self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
         self.engine = in_schema(engine, schema)
         self._sweeper: asyncio.Task[None] | None = None
         self._sweeper_stop: asyncio.Event | None = None
@@ -333,6 +376,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         ttl: TTLConfig | None = None,
         schema: str | None = None,
         direct_path: bool = True,
+        read_only: bool = False,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemyStore]:
         """Open a store on an async database URL; the engine is disposed on exit.
@@ -348,7 +392,14 @@ class AsyncSQLAlchemyStore(_StoreBase):
         store = None
         threaded = None
         try:
-            store = cls(engine, index=index, ttl=ttl, schema=schema, direct_path=direct_path)
+            store = cls(
+                engine,
+                index=index,
+                ttl=ttl,
+                schema=schema,
+                direct_path=direct_path,
+                read_only=read_only,
+            )
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
                 sync_kwargs = engine_kwargs
@@ -370,8 +421,15 @@ class AsyncSQLAlchemyStore(_StoreBase):
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
+        if self.read_only:  # a replica follows its primary's schema
+            async with self.engine.connect() as connection:
+                await connection.run_sync(migrate.check_schema)
+            self._runtime.set_up()
+            return
         async with self.engine.connect() as connection:
             at_head = await connection.run_sync(migrate.is_at_head)
+            if not at_head:
+                await connection.run_sync(migrate.refuse_read_only)
         if not at_head:
             async with (
                 migrate.holding_alembic_lock_async(),
@@ -430,6 +488,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
 
     async def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
+        self._writing("sweep_ttl")
         now = utc_now()
         return await self._run(lambda: sweep_plan(now))
 
@@ -437,6 +496,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
         """Sweep expired items every interval in a task of the running loop."""
+        self._writing("start_ttl_sweeper")
         minutes = self._sweep_minutes(sweep_interval_minutes)
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper

@@ -127,3 +127,33 @@ def test_setup_on_a_replica_names_the_primary(pair: Pair) -> None:
             replica.setup()
         with pytest.raises(SchemaError, match="against the primary"):
             replica.get_tuple(config(new_thread()))
+
+
+def test_a_read_only_store_on_the_standby_reads_and_refreshes_no_ttl(pair: Pair) -> None:
+    """Refresh on read is an UPDATE: on a replica it failed with 25006 (cannot execute
+    UPDATE in a read-only transaction). A read-only store reads without it."""
+    from lg_sqla.store import SQLAlchemyStore
+
+    namespace = ("users", new_thread(), "ñ")
+    ttl = {"default_ttl": 60.0, "refresh_on_read": True}
+    with SQLAlchemyStore.from_conn_string(pair.primary, ttl=ttl) as primary:  # type: ignore[arg-type]
+        primary.setup()
+        primary.put(namespace, "prefs", {"theme": "dark"})
+    with (
+        SQLAlchemyStore.from_conn_string(pair.standby, ttl=ttl) as writable,  # type: ignore[arg-type]
+        pytest.raises(sa.exc.DBAPIError, match="read-only transaction"),
+    ):
+        writable.get(namespace, "prefs")  # what a store that may write does there
+    with SQLAlchemyStore.from_conn_string(
+        pair.standby,
+        ttl=ttl,  # type: ignore[arg-type]
+        read_only=True,
+    ) as replica:
+        replica.setup()
+        item = replica.get(namespace, "prefs")
+        assert item is not None and item.value == {"theme": "dark"}
+        assert [i.key for i in replica.search(namespace)] == ["prefs"]
+        with pytest.raises(ReadOnlyError, match="put"):
+            replica.put(namespace, "prefs", {"theme": "light"})
+        with pytest.raises(ReadOnlyError, match="sweep_ttl"):
+            replica.sweep_ttl()

@@ -155,6 +155,12 @@ def upgrade_connection_locked(connection: Connection, revision: str = "head") ->
     """``upgrade_connection`` for a caller that already holds the process lock."""
     from alembic import command  # imported when a migration runs, not with the models
 
+    if revision != "head" or not is_at_head(connection):
+        refuse_read_only(connection)
+    if connection.in_transaction():
+        # End the check's transaction: on MySQL its snapshot would make the migration
+        # read the version table as it was before another process's upgrade.
+        connection.rollback()
     command.upgrade(alembic_config(connection), revision)
     if connection.in_transaction():
         connection.commit()
@@ -164,6 +170,9 @@ def downgrade_connection(connection: Connection, revision: str) -> None:
     with holding_alembic_lock():
         from alembic import command
 
+        refuse_read_only(connection)
+        if connection.in_transaction():
+            connection.rollback()  # a fresh snapshot for the migration (see above)
         command.downgrade(alembic_config(connection), revision)
         if connection.in_transaction():
             connection.commit()

@@ -166,20 +166,24 @@ def read(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace, call: Call) -> Any:
-    """``call`` on an inspector of ``--url``: through the async saver if its driver is."""
+    """``call`` on an inspector of ``--url``: through the async saver if its driver is.
+    Read commands open their saver read-only: they never write, so they run on a
+    replica as on the primary."""
     from lg_sqla import inspect as insp
 
     if make_url(args.url).get_dialect().is_async:
         from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
 
         async def run() -> Any:
-            async with AsyncSQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
+            async with AsyncSQLAlchemySaver.from_conn_string(
+                args.url, schema=args.schema, read_only=True
+            ) as saver:
                 return await call(insp.AsyncInspector(saver))
 
         return asyncio.run(run())
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
-    with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema) as saver:
+    with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema, read_only=True) as saver:
         return call(insp.Inspector(saver))
 
 

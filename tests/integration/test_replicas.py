@@ -157,3 +157,32 @@ def test_a_read_only_store_on_the_standby_reads_and_refreshes_no_ttl(pair: Pair)
             replica.put(namespace, "prefs", {"theme": "light"})
         with pytest.raises(ReadOnlyError, match="sweep_ttl"):
             replica.sweep_ttl()
+
+
+def test_the_clis_read_commands_run_on_the_standby(pair: Pair) -> None:
+    import json
+    import subprocess
+    import sys
+
+    thread_id, _ = _write_thread(pair.primary)
+    base = [sys.executable, "-m", "lg_sqla", "--url", pair.standby]
+    threads = subprocess.run(
+        [*base, "threads", "--json"], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert thread_id in {t["thread_id"] for t in json.loads(threads.stdout)["threads"]}
+    history = subprocess.run(
+        [*base, "history", thread_id, "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert history.returncode == 0, history.stderr
+    assert len(json.loads(history.stdout)) == 3
+    # A database the primary never set up: upgrading it on the standby names the primary.
+    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
+    create_database(pair.primary_admin, name)
+    fresh = sqlalchemy_url(pair.standby_admin, "psycopg", name)
+    upgrade = subprocess.run(
+        [sys.executable, "-m", "lg_sqla", "--url", fresh, "upgrade"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert upgrade.returncode != 0 and "against the primary" in upgrade.stderr, upgrade

@@ -18,8 +18,8 @@ from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.runtime import direct
 from lg_sqla.cache import SQLAlchemyCache
+from lg_sqla.runtime import direct
 
 PUTS = 120
 

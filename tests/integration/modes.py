@@ -41,6 +41,7 @@ Mode = Literal["sync", "async"]
 MODES: tuple[Mode, ...] = ("sync", "async")
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 def async_name(target: object, name: str) -> str:
@@ -69,10 +70,10 @@ async def call(target: object, mode: str, name: str, *args: Any, **kwargs: Any) 
     return await result
 
 
-class Either(Generic[T]):
+class Either(Generic[T_co]):
     """``target`` driven in ``mode``: ``await either.name(...)`` is :func:`call`."""
 
-    def __init__(self, target: T, mode: str) -> None:
+    def __init__(self, target: T_co, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode is 'sync' or 'async', not {mode!r}")
         self.target = target

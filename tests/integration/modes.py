@@ -14,8 +14,9 @@ calls ``target.aname(...)`` when the target has one (LangGraph's naming: ``aput`
 ``aget_tuple``, ``alist``, ``ainvoke``, ``aget_state_history``, ``aset``...), else
 ``target.name(...)`` (lg_sqla's own async classes name their coroutines plainly:
 ``AsyncSQLAlchemySaver.setup``, ``AsyncSQLAlchemyStore.sweep_ttl``, ``AsyncInspector``'s
-methods; ``AsyncEngine.connect``), and awaits it. Iterators (``list``, ``alist``,
-``get_state_history``, ``stream``...) come back as lists. A call of the wrong kind
+methods; ``AsyncEngine.connect``), and awaits it. Generators (``list``, ``alist``,
+``get_state_history``, ``stream``...) come back as lists; other results as they are
+(a ``CursorResult`` is not read). A call of the wrong kind
 fails loudly: an async-mode call whose result cannot be awaited, or a sync-mode call
 that returned an awaitable, raises ``TypeError`` instead of passing unawaited.
 
@@ -26,7 +27,7 @@ that returned an awaitable, raises ``TypeError`` instead of passing unawaited.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Generic, Literal, TypeVar
 
@@ -51,23 +52,21 @@ def async_name(target: object, name: str) -> str:
 
 async def call(target: object, mode: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """``target.name(*args, **kwargs)`` in sync mode, ``await target.aname(...)`` in
-    async mode (module docstring); iterators are collected into lists."""
+    async mode (module docstring); generators are collected into lists."""
     if mode == "sync":
         result = getattr(target, name)(*args, **kwargs)
-        if inspect.isawaitable(result) or hasattr(result, "__aiter__"):
+        if inspect.isawaitable(result) or inspect.isasyncgen(result):
             raise TypeError(f"{type(target).__name__}.{name} is async: not a sync-mode call")
-        if isinstance(result, Iterator):
-            return list(result)
-        return result
+        return list(result) if inspect.isgenerator(result) else result
     if mode != "async":
         raise ValueError(f"mode is 'sync' or 'async', not {mode!r}")
     method = async_name(target, name)
     result = getattr(target, method)(*args, **kwargs)
-    if hasattr(result, "__aiter__"):
+    if inspect.isawaitable(result):
+        return await result
+    if inspect.isasyncgen(result):
         return [item async for item in result]
-    if not inspect.isawaitable(result):
-        raise TypeError(f"{type(target).__name__}.{method} is not async: not an async-mode call")
-    return await result
+    raise TypeError(f"{type(target).__name__}.{method} is not async: not an async-mode call")
 
 
 class Either(Generic[T_co]):

@@ -75,15 +75,15 @@ async def make_engine(request: pytest.FixtureRequest) -> AsyncIterator[EngineFac
 
 
 @pytest.fixture
-def engine(make_engine: EngineFactory) -> sa.Engine:
+def engine(make_engine: EngineFactory, backend: Backend) -> sa.Engine:
     """A sync engine of its own on the backend's database, checked for leaks."""
-    return make_engine()
+    return make_engine(backend)
 
 
 @pytest.fixture
-def async_engine(make_engine: EngineFactory) -> AsyncEngine:
+def async_engine(make_engine: EngineFactory, backend: Backend) -> AsyncEngine:
     """An async engine of its own on the backend's database, checked for leaks."""
-    return make_engine.aio()
+    return make_engine.aio(backend)
 
 
 @pytest.fixture

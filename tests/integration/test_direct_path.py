@@ -238,23 +238,23 @@ def _logged_statements(records: list[logging.LogRecord]) -> list[str]:
 
 
 def test_echo_logs_every_statement_of_every_call(
-    backend: Backend, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    make_engine: EngineFactory,
+    backend: Backend,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``create_engine(url, echo=True)``: each get_tuple is logged, the tenth as the first
     (the direct path once went silent after the first call)."""
     runs = DirectRuns(monkeypatch)
-    engine = backend.engine(echo=True)
-    try:
-        saver = SQLAlchemySaver(engine)
-        thread_id = new_thread()
-        saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
-            for _ in range(10):
-                assert saver.get_tuple(config(thread_id)) is not None
-        assert len(_logged_statements(caplog.records)) == 10
-    finally:
-        engine.dispose()
+    engine = make_engine(backend, echo=True)
+    saver = SQLAlchemySaver(engine)
+    thread_id = new_thread()
+    saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
+        for _ in range(10):
+            assert saver.get_tuple(config(thread_id)) is not None
+    assert len(_logged_statements(caplog.records)) == 10
     assert runs.count == 0
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any, TypedDict
 
 import pytest
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory, fresh_async_saver, fresh_saver
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
@@ -126,7 +126,9 @@ class CacheState(TypedDict, total=False):
     y: int
 
 
-async def test_cached_node_is_skipped_on_the_second_run(backend: Backend, mode: str) -> None:
+async def test_cached_node_is_skipped_on_the_second_run(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
     calls: Counter[int] = Counter()
 
     def slow(state: CacheState) -> dict[str, int]:
@@ -139,32 +141,23 @@ async def test_cached_node_is_skipped_on_the_second_run(backend: Backend, mode: 
     builder.add_edge("slow", END)
     x = int(uuid.uuid4().int % 1_000_000)  # inputs of our own: the cache table is shared
     if mode == "sync":
-        engine = backend.engine()
-        try:
-            graph = builder.compile(cache=SQLAlchemyCache(engine))
-            assert graph.invoke({"x": x}) == {"x": x, "y": 2 * x}
-            # A new cache object on a new engine: the hit comes from the database.
-            engine2 = backend.engine()
-            try:
-                graph2 = builder.compile(cache=SQLAlchemyCache(engine2))
-                assert graph2.invoke({"x": x}) == {"x": x, "y": 2 * x}
-                assert graph2.invoke({"x": x + 1}) == {"x": x + 1, "y": 2 * x + 2}
-            finally:
-                engine2.dispose()
-        finally:
-            engine.dispose()
+        engine = make_engine(backend)
+        graph = builder.compile(cache=SQLAlchemyCache(engine))
+        assert graph.invoke({"x": x}) == {"x": x, "y": 2 * x}
+        # A new cache object on a new engine: the hit comes from the database.
+        engine2 = make_engine(backend)
+        graph2 = builder.compile(cache=SQLAlchemyCache(engine2))
+        assert graph2.invoke({"x": x}) == {"x": x, "y": 2 * x}
+        assert graph2.invoke({"x": x + 1}) == {"x": x + 1, "y": 2 * x + 2}
     else:
         aengine = backend.async_engine()
         try:
             graph = builder.compile(cache=SQLAlchemyCache(aengine))
             assert await graph.ainvoke({"x": x}) == {"x": x, "y": 2 * x}
-            aengine2 = backend.async_engine()
-            try:
-                graph2 = builder.compile(cache=SQLAlchemyCache(aengine2))
-                assert await graph2.ainvoke({"x": x}) == {"x": x, "y": 2 * x}
-                assert await graph2.ainvoke({"x": x + 1}) == {"x": x + 1, "y": 2 * x + 2}
-            finally:
-                await aengine2.dispose()
+            aengine2 = make_engine.aio(backend)
+            graph2 = builder.compile(cache=SQLAlchemyCache(aengine2))
+            assert await graph2.ainvoke({"x": x}) == {"x": x, "y": 2 * x}
+            assert await graph2.ainvoke({"x": x + 1}) == {"x": x + 1, "y": 2 * x + 2}
         finally:
             await aengine.dispose()
     assert calls == Counter({x: 1, x + 1: 1})  # the node ran once per distinct input

@@ -22,7 +22,7 @@ from typing import Any
 import aiosqlite
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, EngineFactory
 from langgraph.store.base import IndexConfig, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 from modes import store_from_url
@@ -353,40 +353,39 @@ async def test_from_conn_string_ranks_natively_where_it_can(
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
-def test_revision_0003_keeps_vectors_exactly(fresh_database: Backend) -> None:
+def test_revision_0003_keeps_vectors_exactly(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """Upgrading to 0003 (PostgreSQL: bytes -> real[]) and back keeps every float32."""
     values = [1.0, -0.0, 0.1, -2.5e-3, 1e-45, -1.17549435e-38, 3.4028234e38, math.inf, -math.inf]
     packed = struct.pack(f"<{len(values)}f", *values)
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine, "0002_store_cache")
-        row = {
-            "prefix_hash": "p" * 32,
-            "key_hash": "k" * 32,
-            "field": "text",
-            "embedding": packed,
-            "created_at": sa.func.current_timestamp(),
-        }
-        legacy = sa.table(
-            "store_vectors",
-            *(sa.column(name) for name in ("prefix_hash", "key_hash", "field", "created_at")),
-            sa.column("embedding", sa.LargeBinary),
-        )
-        with engine.begin() as conn:
-            conn.execute(sa.insert(legacy).values(row))
-        migrate.upgrade(engine)
-        with engine.connect() as conn:
-            stored = conn.execute(sa.select(store_vectors.c.embedding)).scalar_one()
-        as_floats = list(stored) if isinstance(stored, list) else None
-        if fresh_database.name == "postgres":
-            assert as_floats is not None
-            assert struct.pack(f"<{len(values)}f", *as_floats) == packed
-        else:
-            assert bytes(stored) == packed
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, "0002_store_cache")
-        with engine.connect() as conn:
-            back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
-        assert bytes(back) == packed
-    finally:
-        engine.dispose()
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine, "0002_store_cache")
+    row = {
+        "prefix_hash": "p" * 32,
+        "key_hash": "k" * 32,
+        "field": "text",
+        "embedding": packed,
+        "created_at": sa.func.current_timestamp(),
+    }
+    legacy = sa.table(
+        "store_vectors",
+        *(sa.column(name) for name in ("prefix_hash", "key_hash", "field", "created_at")),
+        sa.column("embedding", sa.LargeBinary),
+    )
+    with engine.begin() as conn:
+        conn.execute(sa.insert(legacy).values(row))
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(store_vectors.c.embedding)).scalar_one()
+    as_floats = list(stored) if isinstance(stored, list) else None
+    if fresh_database.name == "postgres":
+        assert as_floats is not None
+        assert struct.pack(f"<{len(values)}f", *as_floats) == packed
+    else:
+        assert bytes(stored) == packed
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0002_store_cache")
+    with engine.connect() as conn:
+        back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
+    assert bytes(back) == packed

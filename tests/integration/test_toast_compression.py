@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, migrate
@@ -116,7 +116,7 @@ def set_compression(engine: sa.Engine, method: str) -> None:
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_value_columns_switched_to_lz4_keep_working(
-    fresh_database: Backend, mode: str
+    make_engine: EngineFactory, fresh_database: Backend, mode: str
 ) -> None:
     """At head the value columns use the server's default (pglz): lg_sqla never trades
     stored size for speed on its own. Switched to lz4 (PostgreSQL 15 here, built with
@@ -124,29 +124,26 @@ async def test_value_columns_switched_to_lz4_keep_working(
     all read back equal, and the savers' schema check still passes; switched back,
     new values are pglz again."""
     db = fresh_database
-    engine = db.engine()
-    try:
-        migrate.upgrade(engine)
-        columns = column_compression(engine)
-        assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
-        before = await write_thread(db, mode)
-        assert stored_compression(engine, before) == {"pglz"}
+    engine = make_engine(db)
+    migrate.upgrade(engine)
+    columns = column_compression(engine)
+    assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
+    before = await write_thread(db, mode)
+    assert stored_compression(engine, before) == {"pglz"}
 
-        set_compression(engine, "lz4")
-        columns = column_compression(engine)
-        assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
-        assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
-        with engine.connect() as conn:
-            migrate.check_schema(conn)
-        after = await write_thread(db, mode)  # check_schema=True
-        assert stored_compression(engine, after) == {"lz4"}
-        assert stored_compression(engine, before) == {"pglz"}  # not rewritten
-        await assert_reads_back(db, mode, before)
+    set_compression(engine, "lz4")
+    columns = column_compression(engine)
+    assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
+    assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
+    with engine.connect() as conn:
+        migrate.check_schema(conn)
+    after = await write_thread(db, mode)  # check_schema=True
+    assert stored_compression(engine, after) == {"lz4"}
+    assert stored_compression(engine, before) == {"pglz"}  # not rewritten
+    await assert_reads_back(db, mode, before)
 
-        set_compression(engine, "DEFAULT")
-        back = await write_thread(db, mode)
-        assert stored_compression(engine, back) == {"pglz"}
-        for thread_id in (before, after):
-            await assert_reads_back(db, mode, thread_id)
-    finally:
-        engine.dispose()
+    set_compression(engine, "DEFAULT")
+    back = await write_thread(db, mode)
+    assert stored_compression(engine, back) == {"pglz"}
+    for thread_id in (before, after):
+        await assert_reads_back(db, mode, thread_id)

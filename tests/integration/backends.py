@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from modes import Either, saver_on
 from servers import create_database, drop_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -146,6 +147,35 @@ class EngineFactory:
                 engine.dispose()
         self.engines.clear()
         assert not leaks, "leaked connections:\n" + "\n".join(leaks)
+
+
+@contextmanager
+def checked_engine(backend: Backend, **kwargs: Any) -> Iterator[sa.Engine]:
+    """A sync engine of its own for a helper or a fixture (tests take ``make_engine``):
+    no connection left checked out at the end, then disposed."""
+    engine = backend.engine(**kwargs)
+    try:
+        yield engine
+        assert_no_leaked_connections(engine)
+    finally:
+        engine.dispose()
+
+
+@asynccontextmanager
+async def saver_in_mode(
+    backend: Backend, mode: str, **kwargs: Any
+) -> AsyncIterator[Either[SQLAlchemySaver | AsyncSQLAlchemySaver]]:
+    """fresh_saver or fresh_async_saver by mode (saver arguments in ``kwargs``), driven
+    in that mode (modes.py)."""
+    engine = backend.async_engine() if mode == "async" else backend.engine()
+    try:
+        yield saver_on(engine, **kwargs)
+        assert_no_leaked_connections(engine)
+    finally:
+        if isinstance(engine, AsyncEngine):
+            await engine.dispose()
+        else:
+            engine.dispose()
 
 
 @contextmanager

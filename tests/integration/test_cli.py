@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, EngineFactory, fresh_saver
+from backends import Backend, EngineFactory, checked_engine, fresh_saver
 from graph_helpers import build_fan_graph
 from helpers import table_counts
 from sqlalchemy.engine import make_url
@@ -300,15 +300,12 @@ def test_version_and_help_for_every_option() -> None:
 
 
 def _rows(backend: Backend, thread_ids: Sequence[str]) -> dict[str, int]:
-    engine = backend.engine()
-    try:
+    with checked_engine(backend) as engine:
         totals = {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
         for thread_id in thread_ids:
             for table, n in table_counts(engine, thread_id).items():
                 totals[table] += n
         return totals
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("command", ["prune", "delete-thread"])

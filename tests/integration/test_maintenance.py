@@ -229,29 +229,23 @@ def test_sweep_delete_in_batches(make_engine: EngineFactory, backend: Backend) -
     assert saver.sweep(dt.timedelta(days=30)).removed.threads == 0
 
 
-async def test_async_sweep_keep_latest(backend: Backend) -> None:
-    engine = backend.async_engine()
-    sync_engine = backend.engine()
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
-        thread_id = new_thread()
-        parent = config(thread_id)
-        for i in range(6):
-            versions = {"v": i + 1}
-            parent = await saver.aput(
-                parent, checkpoint({"v": [i]}, versions), {"step": i}, versions
-            )
-        _age(sync_engine, thread_id, 10)
-        recent = await saver.aput(parent, checkpoint({"v": [6]}, {"v": 7}), {"step": 6}, {"v": 7})
-        report = await saver.asweep(dt.timedelta(days=5), strategy="keep_latest", keep_last=1)
-        assert report.removed.checkpoints >= 6
-        left = [t.metadata["step"] async for t in saver.alist(config(thread_id))]
-        assert left == [6]
-        got = await saver.aget_tuple(recent)
-        assert got is not None and got.checkpoint["channel_values"] == {"v": [6]}
-    finally:
-        await engine.dispose()
-        sync_engine.dispose()
+async def test_async_sweep_keep_latest(make_engine: EngineFactory, backend: Backend) -> None:
+    engine = make_engine.aio(backend)
+    sync_engine = make_engine(backend)
+    saver = AsyncSQLAlchemySaver(engine)
+    thread_id = new_thread()
+    parent = config(thread_id)
+    for i in range(6):
+        versions = {"v": i + 1}
+        parent = await saver.aput(parent, checkpoint({"v": [i]}, versions), {"step": i}, versions)
+    _age(sync_engine, thread_id, 10)
+    recent = await saver.aput(parent, checkpoint({"v": [6]}, {"v": 7}), {"step": 6}, {"v": 7})
+    report = await saver.asweep(dt.timedelta(days=5), strategy="keep_latest", keep_last=1)
+    assert report.removed.checkpoints >= 6
+    left = [t.metadata["step"] async for t in saver.alist(config(thread_id))]
+    assert left == [6]
+    got = await saver.aget_tuple(recent)
+    assert got is not None and got.checkpoint["channel_values"] == {"v": [6]}
 
 
 def test_prune_statement_count_is_bounded(make_engine: EngineFactory, backend: Backend) -> None:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from backends import Backend, EngineFactory
+from backends import Backend, EngineFactory, assert_no_leaked_connections, checked_engine
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
@@ -189,8 +189,7 @@ def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
     # either fail or create them again.
     names = [s.split("(")[0].split()[-1].strip('`"') for s in created]
     assert sorted(names) == sorted({*metadata.tables, migrate.VERSION_TABLE}), created
-    engine = backend.engine()
-    try:
+    with checked_engine(backend) as engine:
         assert _tables(engine) >= TABLES
         with engine.connect() as conn:
             versions = (
@@ -199,15 +198,15 @@ def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
                 .all()
             )
         assert versions == [migrate.head_revision()]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.any_dialect
-def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
+def test_concurrent_setup_from_several_threads(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """Four threads of one process call setup() at once (one engine each, and one
     shared): all succeed, the tables are created once, and the savers work."""
-    engines = [fresh_database.engine() for _ in range(2)]
+    engines = [make_engine(fresh_database) for _ in range(2)]
     created: list[str] = []
     for engine in engines:
         _count_table_creations(engine, created)
@@ -227,17 +226,13 @@ def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
             errors.append(error)
 
     threads = [threading.Thread(target=run, args=(saver,)) for saver in savers]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert not any(thread.is_alive() for thread in threads), "setup() hung"
-        assert errors == []
-        _assert_migrated_once(fresh_database, created)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "setup() hung"
+    assert errors == []
+    _assert_migrated_once(fresh_database, created)
 
 
 def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
@@ -283,6 +278,8 @@ def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
             await asyncio.gather(*(run(AsyncSQLAlchemySaver(engine)) for _ in range(4)))
             done.set()
             await beat
+            # The engine lives on this thread's loop: checked here, not by make_engine.
+            assert_no_leaked_connections(engine)
         finally:
             await engine.dispose()
 
@@ -362,13 +359,15 @@ def _migration_lock_is_free(backend: Backend, probe: sa.Engine) -> bool:
         return bool(free)
 
 
-def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -> None:
+def test_every_revision_runs_under_the_migration_lock(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """An upgrade across several revisions holds the cross-process lock until the
     last one is applied. (On SQLite it once was released after the first revision,
     so a second process's setup() applied the next one too and failed with
     "table store_items already exists".)"""
-    engine = fresh_database.engine()
-    probe = fresh_database.engine(poolclass=sa.pool.NullPool)
+    engine = make_engine(fresh_database)
+    probe = make_engine(fresh_database, poolclass=sa.pool.NullPool)
     lock_free_at_create: dict[str, bool] = {}
 
     @sa.event.listens_for(engine, "before_cursor_execute")
@@ -377,14 +376,10 @@ def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -
         if created:
             lock_free_at_create[created[1]] = _migration_lock_is_free(fresh_database, probe)
 
-    try:
-        SQLAlchemySaver(engine).setup()
-        assert set(lock_free_at_create) >= TABLES - {migrate.VERSION_TABLE}, lock_free_at_create
-        assert not any(lock_free_at_create.values()), lock_free_at_create
-        assert _migration_lock_is_free(fresh_database, probe)  # and released afterwards
-    finally:
-        engine.dispose()
-        probe.dispose()
+    SQLAlchemySaver(engine).setup()
+    assert set(lock_free_at_create) >= TABLES - {migrate.VERSION_TABLE}, lock_free_at_create
+    assert not any(lock_free_at_create.values()), lock_free_at_create
+    assert _migration_lock_is_free(fresh_database, probe)  # and released afterwards
 
 
 def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
@@ -406,13 +401,15 @@ def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
     assert current.stdout.strip() == migrate.head_revision()
 
 
-def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) -> None:
+def test_host_application_autogenerate_ignores_lg_sqla_tables(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
     """A host app's own Alembic env, with our include_name hook, sees only its tables."""
     from lg_sqla.models import exclude_lg_sqla_tables
 
     host = sa.MetaData()
     sa.Table("app_users", host, sa.Column("id", sa.Integer, primary_key=True))
-    engine = backend.engine()
+    engine = make_engine(backend)
     try:
         host.create_all(engine)
 
@@ -430,4 +427,3 @@ def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) 
         assert diff(exclude_lg_sqla_tables) == []
     finally:
         host.drop_all(engine)
-        engine.dispose()

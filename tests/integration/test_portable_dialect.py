@@ -61,8 +61,8 @@ def test_setup_downgrade_setup(make_engine: EngineFactory, url: str) -> None:
     assert got is not None and got.checkpoint["channel_values"] == {"a": [1]}
 
 
-def test_setup_from_several_threads(url: str) -> None:
-    engine = sa.create_engine(url)
+def test_setup_from_several_threads(make_engine: EngineFactory, url: str) -> None:
+    engine = make_engine.track(sa.create_engine(url))
     errors: list[BaseException] = []
     start = threading.Barrier(4)
 
@@ -74,16 +74,13 @@ def test_setup_from_several_threads(url: str) -> None:
             errors.append(error)
 
     threads = [threading.Thread(target=run) for _ in range(4)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert errors == []
-        with engine.connect() as conn:
-            assert migrate.current_revision(conn) == migrate.head_revision()
-    finally:
-        engine.dispose()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
 
 
 def test_command_line_and_alembic_on_an_unknown_dialect(url: str) -> None:

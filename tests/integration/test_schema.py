@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, EngineFactory
+from backends import Backend, EngineFactory, checked_engine
 from graph_helpers import build_fan_graph
 from test_cli import read_json, run_cli
 from test_import import official_saver, snapshot_view
@@ -25,16 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def drop_schema(db: Backend, schema: str) -> None:
-    engine = db.engine()
-    try:
-        with engine.begin() as conn:
-            quoted = conn.dialect.identifier_preparer.quote(schema)
-            if db.name == "postgres":
-                conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
-            else:
-                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
-    finally:
-        engine.dispose()
+    with checked_engine(db) as engine, engine.begin() as conn:
+        quoted = conn.dialect.identifier_preparer.quote(schema)
+        if db.name == "postgres":
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+        else:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
 
 
 @pytest.fixture

@@ -201,43 +201,41 @@ def test_langgraph_encrypted_rows_interoperate_through_the_savers(
             assert got is not None and got.checkpoint["channel_values"]["v"] == value
 
 
-async def test_reencrypt_twins_on_both_savers(fresh_database: Backend) -> None:
+async def test_reencrypt_twins_on_both_savers(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """reencrypt/areencrypt on both savers: the sync saver's areencrypt runs in a worker
     thread, the async saver's reencrypt on its loop from another thread (and refuses
     on the loop's own thread instead of deadlocking)."""
-    engine, async_engine = fresh_database.engine(), fresh_database.async_engine()
-    try:
-        SQLAlchemySaver(engine).setup()
-        threads = [new_thread() for _ in range(3)]
-        plain = SQLAlchemySaver(engine)
+    engine, async_engine = make_engine(fresh_database), make_engine.aio(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    threads = [new_thread() for _ in range(3)]
+    plain = SQLAlchemySaver(engine)
+    for i, t in enumerate(threads):
+        stored = plain.put(config(t), checkpoint({"v": [i, "x" * i]}), {}, {"v": 1})
+        plain.put_writes(stored, [("w", i)], task_id="t")
+
+    def keys() -> set[str | None]:
+        return {parse_type_tag(t).key_id for t in _types(engine, threads)}
+
+    def readable(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
         for i, t in enumerate(threads):
-            stored = plain.put(config(t), checkpoint({"v": [i, "x" * i]}), {}, {"v": 1})
-            plain.put_writes(stored, [("w", i)], task_id="t")
+            got = saver.get_tuple(config(t))
+            assert got is not None and got.checkpoint["channel_values"]["v"] == [i, "x" * i]
+            assert got.pending_writes == [("t", "w", i)]
 
-        def keys() -> set[str | None]:
-            return {parse_type_tag(t).key_id for t in _types(engine, threads)}
+    k1 = EncryptedSerializer.gcm({"k1": K1})
+    report = await SQLAlchemySaver(engine, serde=k1).areencrypt(batch_size=2)
+    assert report.rewritten == 6 and keys() == {"k1"}
 
-        def readable(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
-            for i, t in enumerate(threads):
-                got = saver.get_tuple(config(t))
-                assert got is not None and got.checkpoint["channel_values"]["v"] == [i, "x" * i]
-                assert got.pending_writes == [("t", "w", i)]
+    k2 = EncryptedSerializer.gcm({"k2": K2, "k1": K1})
+    async_k2 = AsyncSQLAlchemySaver(async_engine, serde=k2)
+    assert (await async_k2.areencrypt(batch_size=2)).rewritten == 6 and keys() == {"k2"}
 
-        k1 = EncryptedSerializer.gcm({"k1": K1})
-        report = await SQLAlchemySaver(engine, serde=k1).areencrypt(batch_size=2)
-        assert report.rewritten == 6 and keys() == {"k1"}
-
-        k2 = EncryptedSerializer.gcm({"k2": K2, "k1": K1})
-        async_k2 = AsyncSQLAlchemySaver(async_engine, serde=k2)
-        assert (await async_k2.areencrypt(batch_size=2)).rewritten == 6 and keys() == {"k2"}
-
-        k3 = EncryptedSerializer.gcm({"k3": bytes(range(50, 82)), "k2": K2})
-        async_k3 = AsyncSQLAlchemySaver(async_engine, serde=k3)
-        with pytest.raises(asyncio.InvalidStateError, match="different thread"):
-            async_k3.reencrypt()
-        worker = asyncio.create_task(asyncio.to_thread(async_k3.reencrypt, batch_size=4))
-        assert (await worker).rewritten == 6 and keys() == {"k3"}
-        readable(SQLAlchemySaver(engine, serde=k3))
-    finally:
-        engine.dispose()
-        await async_engine.dispose()
+    k3 = EncryptedSerializer.gcm({"k3": bytes(range(50, 82)), "k2": K2})
+    async_k3 = AsyncSQLAlchemySaver(async_engine, serde=k3)
+    with pytest.raises(asyncio.InvalidStateError, match="different thread"):
+        async_k3.reencrypt()
+    worker = asyncio.create_task(asyncio.to_thread(async_k3.reencrypt, batch_size=4))
+    assert (await worker).rewritten == 6 and keys() == {"k3"}
+    readable(SQLAlchemySaver(engine, serde=k3))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, assert_no_leaked_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition, SearchOp
@@ -110,7 +110,12 @@ def _canonical(value: Any) -> str:
 def _store(backend: Backend, mode: str) -> tuple[BaseStore, Any]:
     if mode == "sync":
         engine = backend.engine()
-        return SQLAlchemyStore(engine), engine.dispose
+
+        def close() -> None:
+            assert_no_leaked_connections(engine)
+            engine.dispose()
+
+        return SQLAlchemyStore(engine), close
     # Each sync call of the async store runs its own event loop (asyncio.run): no
     # pooled connections may outlive one.
     aengine = backend.async_engine(poolclass=sa.NullPool)

@@ -22,7 +22,7 @@ from typing import Any
 import aiosqlite
 import pytest
 import sqlalchemy as sa
-from backends import Backend, EngineFactory
+from backends import Backend, EngineFactory, checked_engine
 from langgraph.store.base import IndexConfig, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 from modes import store_from_url
@@ -56,11 +56,8 @@ def pgvector_database(request: pytest.FixtureRequest) -> Iterator[Backend]:
     create_database(admin, name)
     url = sqlalchemy_url(admin, "psycopg", name)
     database = Backend("postgres", url, url)
-    engine = database.engine()
-    try:
+    with checked_engine(database) as engine:
         SQLAlchemySaver(engine).setup()
-    finally:
-        engine.dispose()
     yield database
 
 

@@ -32,7 +32,7 @@ MYSQL_DEFAULT_CHARSET = "mysql-latin1"
 PORTABLE = "duckdb"
 BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET, PORTABLE)
 
-E = TypeVar("E", sa.Engine, AsyncEngine)
+EngineT = TypeVar("EngineT", bound=sa.Engine | AsyncEngine)
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,11 @@ class Backend:
     variant: str = ""  # the BACKENDS entry it was made for, when not `name`
 
     def engine(self, **kwargs: object) -> sa.Engine:
-        return configure_engine(sa.create_engine(self.sync_url, **kwargs))  # type: ignore[arg-type]
+        return configure_engine(sa.create_engine(self.sync_url, **kwargs))
 
     def async_engine(self, **kwargs: object) -> AsyncEngine:
         assert self.async_url, f"{self.name} has no async driver"
-        return configure_engine(create_async_engine(self.async_url, **kwargs))  # type: ignore[arg-type]
+        return configure_engine(create_async_engine(self.async_url, **kwargs))
 
 
 def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Backend]:
@@ -117,7 +117,7 @@ class EngineFactory:
         self._default = default
         self.engines: list[sa.Engine | AsyncEngine] = []
 
-    def track(self, engine: E) -> E:
+    def track(self, engine: EngineT) -> EngineT:
         self.engines.append(engine)
         return engine
 

@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory, assert_no_leaked_connections, fresh_saver
 from helpers import checkpoint, config, new_thread, table_counts
+from langgraph.checkpoint.base import ChannelVersions, CheckpointMetadata
 from modes import Either, saver_on, sync_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -182,9 +183,9 @@ def _chain(saver: SQLAlchemySaver, thread_id: str, n: int, ns: str = "", run: st
     """n checkpoints on a thread, each with new blobs, a regular and a special write."""
     parent = config(thread_id, ns)
     for i in range(n):
-        versions = {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1}
+        versions: ChannelVersions = {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1}
         values = {"a": [ns, i], "b": "constant"}
-        metadata = {"step": i, "run_id": run or f"{thread_id}-run-{i % 2}"}
+        metadata: CheckpointMetadata = {"step": i, "run_id": run or f"{thread_id}-run-{i % 2}"}
         parent = saver.put(parent, checkpoint(values, versions), metadata, versions)
         saver.put_writes(parent, [("a", i), (INTERRUPT, f"why {i}")], task_id=f"task-{i}")
     return parent

@@ -5,10 +5,12 @@ serializer cannot read the compressed or encrypted rows in the database."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
 from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from modes import MODES, saver_from_url, saver_on
 from sqlalchemy.engine import make_url
 
@@ -71,7 +73,7 @@ async def test_driverless_urls_open(backend: Backend, mode: str) -> None:
 # --- a serializer that cannot read what is stored ------------------------------------
 
 KEY = bytes(range(32))
-WRITERS = {
+WRITERS: dict[str, tuple[Callable[[], SerializerProtocol], str]] = {
     "compressed": (lambda: CompressedSerializer(threshold_bytes=1), r"CompressedSerializer\(\)"),
     "encrypted": (
         lambda: EncryptedSerializer.gcm({"k1": KEY}, CompressedSerializer(threshold_bytes=1)),

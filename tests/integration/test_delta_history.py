@@ -1,3 +1,5 @@
+# mypy: disable-error-code="arg-type,type-arg"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """get_delta_channel_history: the SQL walk equals the base class's get_tuple walk.
 
 Randomized trees of checkpoints (forks included), writes on several channels,

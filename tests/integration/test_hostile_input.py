@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
+from langchain_core.runnables import RunnableConfig
 from modes import Either, saver_on
 
 from lg_sqla import InvalidInputError
@@ -28,7 +29,7 @@ def _nested(levels: int) -> Any:
     return value
 
 
-def _stored(thread_id: str = "") -> dict[str, Any]:
+def _stored(thread_id: str = "") -> RunnableConfig:
     cfg = config(thread_id or new_thread())
     cfg["configurable"]["checkpoint_id"] = "1ef00000-0000-6000-8000-000000000001"
     return cfg
@@ -97,7 +98,7 @@ def _cases() -> list[Call]:
     return cases
 
 
-def _parent(checkpoint_id: str) -> dict[str, Any]:
+def _parent(checkpoint_id: str) -> RunnableConfig:
     return config(new_thread(), "", checkpoint_id)
 
 

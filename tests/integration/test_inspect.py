@@ -266,7 +266,7 @@ async def test_inspection_input_errors_name_the_field(
     make_engine: EngineFactory, backend: Backend, mode: str
 ) -> None:
     async with harness(make_engine, backend, mode) as h:
-        cases = [
+        cases: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
             ("threads", (), {"limit": 0}, "limit"),
             ("threads", (), {"order": "size"}, "order"),
             ("threads", (), {"offset": -1}, "offset"),

@@ -39,7 +39,9 @@ Call = tuple[str, list[tuple[str, Any]]]
 
 def stored_writes(saved: CheckpointTuple | None) -> list[tuple[str, str, Any]]:
     assert saved is not None
-    return sorted((task, channel, repr(value)) for task, channel, value in saved.pending_writes)
+    return sorted(
+        (task, channel, repr(value)) for task, channel, value in saved.pending_writes or []
+    )
 
 
 def replay_sync(saver: BaseCheckpointSaver[Any], thread_id: str, calls: Sequence[Call]) -> Any:
@@ -187,7 +189,7 @@ async def history_writes(saver: Either[BaseCheckpointSaver[Any]], history: list[
     return out
 
 
-RESUMES = [
+RESUMES: list[Command[Any]] = [
     Command(resume="A", update={"notes": ["n1"]}),
     Command(resume="B", update={"notes": ["n2"]}),
 ]

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,misc,type-arg,union-attr"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """lg_sqla.store on every dialect, sync and async: each op and its edges, TTL,
 semantic search, statement counts per batch, hostile input."""
 
@@ -529,7 +531,7 @@ async def test_from_conn_string_owns_its_engine(backend: Backend, mode: str) -> 
             engine = store.engine
         assert engine.pool.checkedout() == 0
         with SQLAlchemyStore.from_conn_string(backend.sync_url) as store:
-            assert store.get((r,), "k").value == {"v": 1}  # type: ignore[union-attr]
+            assert store.get((r,), "k").value == {"v": 1}
     else:
         async with AsyncSQLAlchemyStore.from_conn_string(backend.async_url) as astore:
             await astore.setup()

@@ -35,7 +35,7 @@ def stored(saved: CheckpointTuple | None) -> tuple[Any, ...]:
     return (
         saved.checkpoint["channel_values"],
         saved.checkpoint["channel_versions"],
-        sorted(saved.pending_writes, key=repr),
+        sorted(saved.pending_writes or [], key=repr),
     )
 
 

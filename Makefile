@@ -25,9 +25,12 @@ test-min:
 	.venv-min/bin/python -c 'import alembic, sqlalchemy; print(f"SQLAlchemy {sqlalchemy.__version__}, Alembic {alembic.__version__}")' && \
 	.venv-min/bin/python -m pytest -q $(MIN_VERSIONS_TESTS) $(PYTEST_ARGS)
 
-# ruff (lint + format) and mypy --strict on the package; .ci/run runs it after the tests.
+# ruff (lint + format) and mypy --strict on the package and the tests (pyproject.toml
+# [tool.mypy]; tests/integration/conftest.py on its own: a second module "conftest");
+# .ci/run runs it after the tests.
 lint:
-	bash tests/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
+	bash tests/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . \
+		&& .venv/bin/mypy && .venv/bin/mypy tests/integration/conftest.py
 
 demo:
 	LG_SQLA_BOOTSTRAP_SERVERS=0 bash tests/bootstrap.sh && $(PYTHON) examples/demo.py

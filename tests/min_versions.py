@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: tomli (a dependency of pytest there)
-    import tomli as tomllib
+else:  # Python 3.10: tomli (a dependency of pytest there)
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 from packaging.requirements import Requirement
 

@@ -4,13 +4,15 @@ a sync and an async driver URL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from modes import Either, saver_on
 from servers import create_database, drop_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -30,6 +32,8 @@ MYSQL_DEFAULT_CHARSET = "mysql-latin1"
 PORTABLE = "duckdb"
 BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET, PORTABLE)
 
+EngineT = TypeVar("EngineT", bound=sa.Engine | AsyncEngine)
+
 
 @dataclass(frozen=True)
 class Backend:
@@ -41,11 +45,11 @@ class Backend:
     variant: str = ""  # the BACKENDS entry it was made for, when not `name`
 
     def engine(self, **kwargs: object) -> sa.Engine:
-        return configure_engine(sa.create_engine(self.sync_url, **kwargs))  # type: ignore[arg-type]
+        return configure_engine(sa.create_engine(self.sync_url, **kwargs))
 
     def async_engine(self, **kwargs: object) -> AsyncEngine:
         assert self.async_url, f"{self.name} has no async driver"
-        return configure_engine(create_async_engine(self.async_url, **kwargs))  # type: ignore[arg-type]
+        return configure_engine(create_async_engine(self.async_url, **kwargs))
 
 
 def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Iterator[Backend]:
@@ -87,10 +91,91 @@ def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Ite
     drop_database(admin, name)
 
 
-def assert_no_leaked_connections(engine: sa.Engine) -> None:
+def assert_no_leaked_connections(engine: sa.Engine | AsyncEngine) -> None:
+    """No connection of the engine's pool is still checked out (a pool without the
+    count, as NullPool or StaticPool, has nothing to check)."""
+    if isinstance(engine, AsyncEngine):
+        engine = engine.sync_engine
     pool = engine.pool
     checked_out = getattr(pool, "checkedout", lambda: 0)()
     assert checked_out == 0, f"{checked_out} connection(s) still checked out: {pool.status()}"
+
+
+class EngineFactory:
+    """The engines one test makes (conftest.py: the ``make_engine`` fixture and the
+    ``engine`` / ``async_engine`` fixtures built on it). At teardown each must have
+    no connection still checked out, and each is disposed, failing or not.
+
+    ``make_engine()`` is the test's backend's sync engine, ``make_engine(other)`` one
+    of another ``Backend``, ``make_engine.aio(...)`` the async ones and
+    ``make_engine.for_mode(mode, ...)`` either; keyword arguments go to
+    ``create_engine``. ``make_engine.track(engine)`` adds an engine the test built
+    some other way (a driver's URL, as users build them) to the check.
+    """
+
+    def __init__(self, default: Callable[[], Backend]) -> None:
+        self._default = default
+        self.engines: list[sa.Engine | AsyncEngine] = []
+
+    def track(self, engine: EngineT) -> EngineT:
+        self.engines.append(engine)
+        return engine
+
+    def __call__(self, backend: Backend | None = None, /, **kwargs: Any) -> sa.Engine:
+        return self.track((backend or self._default()).engine(**kwargs))
+
+    def aio(self, backend: Backend | None = None, /, **kwargs: Any) -> AsyncEngine:
+        return self.track((backend or self._default()).async_engine(**kwargs))
+
+    def for_mode(
+        self, mode: str, backend: Backend | None = None, /, **kwargs: Any
+    ) -> sa.Engine | AsyncEngine:
+        return self.aio(backend, **kwargs) if mode == "async" else self(backend, **kwargs)
+
+    async def close(self) -> None:
+        """Check every engine, dispose of all of them, then report the leaks."""
+        leaks: list[str] = []
+        for engine in self.engines:
+            try:
+                assert_no_leaked_connections(engine)
+            except AssertionError as leak:
+                leaks.append(f"{engine.url!r}: {leak}")
+        for engine in self.engines:
+            if isinstance(engine, AsyncEngine):
+                await engine.dispose()
+            else:
+                engine.dispose()
+        self.engines.clear()
+        assert not leaks, "leaked connections:\n" + "\n".join(leaks)
+
+
+@contextmanager
+def checked_engine(backend: Backend, **kwargs: Any) -> Iterator[sa.Engine]:
+    """A sync engine of its own for a helper or a fixture (tests take ``make_engine``):
+    no connection left checked out at the end, then disposed."""
+    engine = backend.engine(**kwargs)
+    try:
+        yield engine
+        assert_no_leaked_connections(engine)
+    finally:
+        engine.dispose()
+
+
+@asynccontextmanager
+async def saver_in_mode(
+    backend: Backend, mode: str, **kwargs: Any
+) -> AsyncIterator[Either[SQLAlchemySaver | AsyncSQLAlchemySaver]]:
+    """fresh_saver or fresh_async_saver by mode (saver arguments in ``kwargs``), driven
+    in that mode (modes.py)."""
+    engine = backend.async_engine() if mode == "async" else backend.engine()
+    try:
+        yield saver_on(engine, **kwargs)
+        assert_no_leaked_connections(engine)
+    finally:
+        if isinstance(engine, AsyncEngine):
+            await engine.dispose()
+        else:
+            engine.dispose()
 
 
 @contextmanager
@@ -109,6 +194,6 @@ async def fresh_async_saver(backend: Backend) -> AsyncIterator[AsyncSQLAlchemySa
     engine = backend.async_engine()
     try:
         yield AsyncSQLAlchemySaver(engine)
-        assert_no_leaked_connections(engine.sync_engine)
+        assert_no_leaked_connections(engine)
     finally:
         await engine.dispose()

@@ -11,15 +11,19 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from backends import (
     BACKENDS,
     MYSQL_DEFAULT_CHARSET,
     PORTABLE,
     Backend,
+    EngineFactory,
     fresh_async_saver,
     fresh_saver,
     new_database,
 )
+from modes import MODES
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
@@ -44,6 +48,42 @@ def fresh_database(
 ) -> Iterator[Backend]:
     """An empty, unmigrated database of the current dialect (for migration tests)."""
     yield from new_database(request, backend.variant or backend.name, tmp_path)
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    """The test body runs twice: on the sync API, and on the async one (modes.py)."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def make_engine(request: pytest.FixtureRequest) -> AsyncIterator[EngineFactory]:
+    """Engines on the test's backend (or one named), each checked for leaked
+    connections and disposed at teardown (backends.EngineFactory)."""
+
+    def default() -> Backend:
+        if "backend" not in request.fixturenames:
+            raise LookupError("make_engine() without a Backend needs the backend fixture")
+        backend: Backend = request.getfixturevalue("backend")
+        return backend
+
+    factory = EngineFactory(default)
+    try:
+        yield factory
+    finally:
+        await factory.close()
+
+
+@pytest.fixture
+def engine(make_engine: EngineFactory, backend: Backend) -> sa.Engine:
+    """A sync engine of its own on the backend's database, checked for leaks."""
+    return make_engine(backend)
+
+
+@pytest.fixture
+def async_engine(make_engine: EngineFactory, backend: Backend) -> AsyncEngine:
+    """An async engine of its own on the backend's database, checked for leaks."""
+    return make_engine.aio(backend)
 
 
 @pytest.fixture

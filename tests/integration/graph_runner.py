@@ -2,9 +2,11 @@
 
 ``await runner.invoke(graph, ...)`` is ``graph.invoke(...)`` on a ``SQLAlchemySaver``
 and ``await graph.ainvoke(...)`` on an ``AsyncSQLAlchemySaver``; the same for state,
-history, streaming and the saver's own reads. The test module's ``runner`` fixture
-is parametrized ``mode="sync"`` / ``mode="async"`` (conftest.py keeps async modes
-off the portable dialect, which has no async driver).
+history, streaming and the saver's own reads. The choice is made by modes.either,
+the suite's one sync/async adapter; this module adds what graph tests need on top
+(compiling, and another saver of the same mode). The ``runner`` fixture takes the
+``mode`` fixture (conftest.py keeps async modes off the portable dialect, which has
+no async driver).
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import StateGraph
 from langgraph.types import StateSnapshot
+from modes import either
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-
-MODES = ("sync", "async")
 
 
 @dataclass(frozen=True)
@@ -39,43 +40,36 @@ class Runner:
         return builder.compile(checkpointer=self.saver)
 
     async def invoke(self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        if self.is_async:
-            return await graph.ainvoke(input, config, **kwargs)
-        return graph.invoke(input, config, **kwargs)
+        return await either(graph, self.mode).invoke(input, config, **kwargs)
 
     async def get_state(self, graph: Any, config: RunnableConfig, **kwargs: Any) -> StateSnapshot:
-        if self.is_async:
-            return await graph.aget_state(config, **kwargs)  # type: ignore[no-any-return]
-        return graph.get_state(config, **kwargs)  # type: ignore[no-any-return]
+        state: StateSnapshot = await either(graph, self.mode).get_state(config, **kwargs)
+        return state
 
     async def history(
         self, graph: Any, config: RunnableConfig, **kwargs: Any
     ) -> list[StateSnapshot]:
-        if self.is_async:
-            return [s async for s in graph.aget_state_history(config, **kwargs)]
-        return list(graph.get_state_history(config, **kwargs))
+        history: list[StateSnapshot] = await either(graph, self.mode).get_state_history(
+            config, **kwargs
+        )
+        return history
 
     async def update_state(self, graph: Any, config: RunnableConfig, values: Any) -> Any:
-        if self.is_async:
-            return await graph.aupdate_state(config, values)
-        return graph.update_state(config, values)
+        return await either(graph, self.mode).update_state(config, values)
 
     async def stream(
         self, graph: Any, input: Any, config: RunnableConfig, **kwargs: Any
     ) -> list[Any]:
-        if self.is_async:
-            return [chunk async for chunk in graph.astream(input, config, **kwargs)]
-        return list(graph.stream(input, config, **kwargs))
+        chunks: list[Any] = await either(graph, self.mode).stream(input, config, **kwargs)
+        return chunks
 
     async def list(self, config: RunnableConfig) -> list[CheckpointTuple]:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            return [t async for t in self.saver.alist(config)]
-        return list(self.saver.list(config))
+        tuples: list[CheckpointTuple] = await either(self.saver, self.mode).list(config)
+        return tuples
 
     async def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            return await self.saver.aget_tuple(config)
-        return self.saver.get_tuple(config)
+        found: CheckpointTuple | None = await either(self.saver, self.mode).get_tuple(config)
+        return found
 
     @asynccontextmanager
     async def other(self) -> AsyncIterator[Runner]:

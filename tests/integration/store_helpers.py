@@ -1,5 +1,5 @@
-"""One test body for the sync and the async store: ``Stores`` exposes awaitable calls
-that run the sync store's sync methods (blocking, on purpose) or the async store's."""
+"""One test body for the sync and the async store: ``Stores`` is modes.Either over a
+store, with the engine and backend tests look at."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from backends import Backend, assert_no_leaked_connections
-from langgraph.store.base import IndexConfig, Op, Result, TTLConfig
+from langgraph.store.base import IndexConfig, TTLConfig
+from modes import Either
 
 from lg_sqla.models import store_items
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
@@ -41,39 +42,18 @@ def root() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-class Stores:
-    """The same awaitable API over a sync or an async store."""
+class Stores(Either[SQLAlchemyStore | AsyncSQLAlchemyStore]):
+    """A sync or an async store behind the same awaitable API (modes.Either): ``await
+    s.put(...)`` runs the sync store's ``put`` (blocking, on purpose) or awaits the async
+    store's ``aput``; ``await s.sweep_ttl()`` either store's own."""
 
     def __init__(
         self, store: SQLAlchemyStore | AsyncSQLAlchemyStore, engine: sa.Engine, backend: Backend
     ) -> None:
+        super().__init__(store, "async" if isinstance(store, AsyncSQLAlchemyStore) else "sync")
         self.store = store
         self.backend = backend
         self.engine = engine  # the sync engine (of the async one): for statement counts
-        self.is_async = isinstance(store, AsyncSQLAlchemyStore)
-
-    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(self.store, AsyncSQLAlchemyStore):
-            return await getattr(self.store, "a" + name)(*args, **kwargs)
-        return getattr(self.store, name)(*args, **kwargs)
-
-    async def put(self, *args: Any, **kwargs: Any) -> None:
-        await self._call("put", *args, **kwargs)
-
-    async def get(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("get", *args, **kwargs)
-
-    async def delete(self, *args: Any, **kwargs: Any) -> None:
-        await self._call("delete", *args, **kwargs)
-
-    async def search(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("search", *args, **kwargs)
-
-    async def list_namespaces(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call("list_namespaces", *args, **kwargs)
-
-    async def batch(self, ops: Sequence[Op]) -> list[Result]:
-        return await self._call("batch", ops)  # type: ignore[no-any-return]
 
     def stored_items(self, prefix: str) -> int:
         """Rows of ``store_items`` under this namespace, expired ones included (own engine)."""
@@ -83,12 +63,8 @@ class Stores:
                 query = sa.select(sa.func.count()).where(store_items.c.prefix.startswith(prefix))
                 return int(conn.execute(query).scalar_one())
         finally:
+            assert_no_leaked_connections(engine)
             engine.dispose()
-
-    async def sweep_ttl(self) -> int:
-        if isinstance(self.store, AsyncSQLAlchemyStore):
-            return await self.store.sweep_ttl()
-        return self.store.sweep_ttl()
 
 
 @asynccontextmanager
@@ -98,20 +74,29 @@ async def open_store(
     *,
     index: IndexConfig | None = None,
     ttl: TTLConfig | None = None,
+    setup: bool = False,
+    **engine_kwargs: Any,
 ) -> AsyncIterator[Stores]:
+    """A store on an engine of its own (``engine_kwargs`` to ``create_engine``), checked
+    for leaked connections at the end; ``setup``: its ``setup()`` is run first."""
     if mode == "sync":
-        engine = backend.engine()
+        engine = backend.engine(**engine_kwargs)
         try:
-            yield Stores(SQLAlchemyStore(engine, index=index, ttl=ttl), engine, backend)
+            sync_store = SQLAlchemyStore(engine, index=index, ttl=ttl)
+            if setup:
+                sync_store.setup()
+            yield Stores(sync_store, engine, backend)
             assert_no_leaked_connections(engine)
         finally:
             engine.dispose()
     else:
-        async_engine = backend.async_engine()
+        async_engine = backend.async_engine(**engine_kwargs)
         store = AsyncSQLAlchemyStore(async_engine, index=index, ttl=ttl)
         try:
+            if setup:
+                await store.setup()
             yield Stores(store, async_engine.sync_engine, backend)
-            assert_no_leaked_connections(async_engine.sync_engine)
+            assert_no_leaked_connections(async_engine)
         finally:
             await store.stop_ttl_sweeper()
             await async_engine.dispose()

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import sqlalchemy as sa
+from backends import assert_no_leaked_connections
 from servers import create_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -23,7 +24,9 @@ HOSTILE_TEXT = "it's \"quoted\" \\ back\\slash\n\r\x1a ñ 中 🎉 '' \\' end"
 
 
 @pytest.fixture
-async def engine(mysql_admin_url: str) -> AsyncIterator[AsyncEngine]:
+async def asyncmy_engine(mysql_admin_url: str) -> AsyncIterator[AsyncEngine]:
+    """An asyncmy engine on a database of its own with one table (not conftest.py's
+    ``engine``: no Backend here); checked for leaked connections at the end."""
     name = f"lg_sqla_asyncmy_{uuid.uuid4().hex[:8]}"
     create_database(mysql_admin_url, name)
     engine = configure_engine(
@@ -33,8 +36,11 @@ async def engine(mysql_admin_url: str) -> AsyncIterator[AsyncEngine]:
         await connection.exec_driver_sql(
             "CREATE TABLE t (id INT PRIMARY KEY, b LONGBLOB, s LONGTEXT) CHARACTER SET utf8mb4"
         )
-    yield engine
-    await engine.dispose()
+    try:
+        yield engine
+        assert_no_leaked_connections(engine)
+    finally:
+        await engine.dispose()
 
 
 async def _round_trip(engine: AsyncEngine, sql_mode: str | None) -> tuple[bytes, str]:
@@ -54,16 +60,16 @@ async def _round_trip(engine: AsyncEngine, sql_mode: str | None) -> tuple[bytes,
         return bytes(row.b), row.s
 
 
-async def test_str_and_bytes_reach_the_server_exactly(engine: AsyncEngine) -> None:
-    assert await _round_trip(engine, None) == (ALL_BYTES, HOSTILE_TEXT)
+async def test_str_and_bytes_reach_the_server_exactly(asyncmy_engine: AsyncEngine) -> None:
+    assert await _round_trip(asyncmy_engine, None) == (ALL_BYTES, HOSTILE_TEXT)
 
 
 async def test_no_backslash_escapes_mode_keeps_asyncmy_escaping_for_str(
-    engine: AsyncEngine,
+    asyncmy_engine: AsyncEngine,
 ) -> None:
     # A backslash is an ordinary character in this mode: escaping it as \\ would
     # store two. The server reports the mode in every reply; str goes to asyncmy.
-    assert await _round_trip(engine, "NO_BACKSLASH_ESCAPES") == (ALL_BYTES, HOSTILE_TEXT)
+    assert await _round_trip(asyncmy_engine, "NO_BACKSLASH_ESCAPES") == (ALL_BYTES, HOSTILE_TEXT)
 
 
 async def test_the_escaping_is_what_asyncmy_sends() -> None:

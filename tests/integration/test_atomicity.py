@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, fresh_saver
+from backends import Backend, EngineFactory, assert_no_leaked_connections, fresh_saver
 from faults import Faults, InjectedFault
 from helpers import checkpoint, config, new_thread, table_counts
+from langgraph.checkpoint.base import ChannelVersions, CheckpointMetadata
+from modes import Either, saver_on, sync_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
@@ -39,7 +41,7 @@ from lg_sqla.shared import key_hash
 # LangGraph's special channels (their constants are private since LangGraph 1.0).
 INTERRUPT, RESUME = "__interrupt__", "__resume__"
 TABLES = (checkpoints, checkpoint_writes, checkpoint_blobs)
-Saver = SQLAlchemySaver | AsyncSQLAlchemySaver
+Saver = Either[SQLAlchemySaver | AsyncSQLAlchemySaver]  # driven in its mode (modes.py)
 
 
 def snapshot(engine: sa.Engine, threads: Sequence[str]) -> dict[str, list[str]]:
@@ -80,13 +82,6 @@ def orphans(saver: SQLAlchemySaver, threads: Sequence[str]) -> list[str]:
         ]
 
 
-async def call(saver: Saver, name: str, *args: Any, **kwargs: Any) -> Any:
-    """``saver.name(...)`` on the sync saver, ``await saver.aname(...)`` on the async one."""
-    if isinstance(saver, AsyncSQLAlchemySaver):
-        return await getattr(saver, f"a{name}")(*args, **kwargs)
-    return getattr(saver, name)(*args, **kwargs)
-
-
 @dataclass(frozen=True)
 class Scenario:
     """Data written by ``prepare`` (returns the threads involved, and the call's
@@ -102,9 +97,9 @@ def _chain(saver: SQLAlchemySaver, thread_id: str, n: int, ns: str = "", run: st
     """n checkpoints on a thread, each with new blobs, a regular and a special write."""
     parent = config(thread_id, ns)
     for i in range(n):
-        versions = {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1}
+        versions: ChannelVersions = {"a": i + 1, "b": 1} if i == 0 else {"a": i + 1}
         values = {"a": [ns, i], "b": "constant"}
-        metadata = {"step": i, "run_id": run or f"{thread_id}-run-{i % 2}"}
+        metadata: CheckpointMetadata = {"step": i, "run_id": run or f"{thread_id}-run-{i % 2}"}
         parent = saver.put(parent, checkpoint(values, versions), metadata, versions)
         saver.put_writes(parent, [("a", i), (INTERRUPT, f"why {i}")], task_id=f"task-{i}")
     return parent
@@ -177,36 +172,36 @@ def _prepare_sweep(saver: SQLAlchemySaver, prefix: str) -> tuple[list[str], Any]
 
 
 async def _put(saver: Saver, args: Any) -> Any:
-    return await call(saver, "put", *args)
+    return await saver.put(*args)
 
 
 async def _put_writes(saver: Saver, args: Any) -> Any:
-    return await call(saver, "put_writes", *args)
+    return await saver.put_writes(*args)
 
 
 async def _copy(saver: Saver, args: Any) -> Any:
-    return await call(saver, "copy_thread", *args)
+    return await saver.copy_thread(*args)
 
 
 async def _delete_runs(saver: Saver, args: Any) -> Any:
-    return await call(saver, "delete_for_runs", args)
+    return await saver.delete_for_runs(args)
 
 
 async def _prune_keep(saver: Saver, args: Any) -> Any:
-    return await call(saver, "prune", args, strategy="keep_latest", keep_last=1)
+    return await saver.prune(args, strategy="keep_latest", keep_last=1)
 
 
 async def _prune_delete(saver: Saver, args: Any) -> Any:
-    return await call(saver, "prune", args, strategy="delete")
+    return await saver.prune(args, strategy="delete")
 
 
 async def _sweep_delete(saver: Saver, args: Any) -> Any:
-    return await call(saver, "sweep", dt.timedelta(days=30), strategy="delete", batch_size=2)
+    return await saver.sweep(dt.timedelta(days=30), strategy="delete", batch_size=2)
 
 
 async def _sweep_keep(saver: Saver, args: Any) -> Any:
-    return await call(
-        saver, "sweep", dt.timedelta(days=30), strategy="keep_latest", keep_last=1, batch_size=2
+    return await saver.sweep(
+        dt.timedelta(days=30), strategy="keep_latest", keep_last=1, batch_size=2
     )
 
 
@@ -223,6 +218,7 @@ SCENARIOS = {
 
 
 async def fail_at_every_statement(
+    make_engine: EngineFactory,
     backend: Backend,
     mode: str,
     scenario: Scenario,
@@ -234,61 +230,50 @@ async def fail_at_every_statement(
     direct path, proven taken; "core": SQLAlchemy Core)."""
     direct_runs = _count_direct_runs(monkeypatch) if monkeypatch is not None else []
     with fresh_saver(backend) as prep:
-        engine = backend.engine() if mode == "sync" else backend.async_engine()
-        sync_engine = engine if isinstance(engine, sa.Engine) else engine.sync_engine
+        engine = make_engine.for_mode(mode, backend)
         faults = Faults()
-        faults.install(sync_engine)
+        faults.install(sync_engine(engine))
         on_direct = path == "direct"
-        target: Saver = (
-            SQLAlchemySaver(engine, direct_path=on_direct)
-            if isinstance(engine, sa.Engine)
-            else AsyncSQLAlchemySaver(engine, direct_path=on_direct)
-        )
-        try:
-            await call(target, "get_tuple", config(new_thread()))  # the one-off schema check
-            n = 1
-            while True:
-                threads, args = scenario.prepare(prep, new_thread())
-                before = snapshot(prep.engine, threads)
-                with faults.at(n) as seen:
-                    try:
-                        await scenario.operate(target, args)
-                        failed = False
-                    except InjectedFault:
-                        failed = True
-                if not failed:
-                    # The complete call: it sent fewer than n statements, and it did write.
-                    assert len(seen) == n - 1, seen
-                    assert snapshot(prep.engine, threads) != before
-                    assert orphans(prep, threads) == []
-                    break
-                after_failure = snapshot(prep.engine, threads)
-                assert orphans(prep, threads) == [], f"failure at: {seen[-1]}"
-                if scenario.per_thread:
-                    await scenario.operate(target, args)  # now let it finish the job
-                    complete = snapshot(prep.engine, threads)
-                    for t in threads:
-                        assert after_failure[t] in (before[t], complete[t]), (
-                            f"thread {t} half-processed by a failure at statement {n}: {seen[-1]}"
-                        )
-                else:
-                    assert after_failure == before, f"half-written by a failure at: {seen[-1]}"
+        target = saver_on(engine, direct_path=on_direct)
+        await target.get_tuple(config(new_thread()))  # the one-off schema check
+        n = 1
+        while True:
+            threads, args = scenario.prepare(prep, new_thread())
+            before = snapshot(prep.engine, threads)
+            with faults.at(n) as seen:
+                try:
+                    await scenario.operate(target, args)
+                    failed = False
+                except InjectedFault:
+                    failed = True
+            if not failed:
+                # The complete call: it sent fewer than n statements, and it did write.
+                assert len(seen) == n - 1, seen
+                assert snapshot(prep.engine, threads) != before
+                assert orphans(prep, threads) == []
+                break
+            after_failure = snapshot(prep.engine, threads)
+            assert orphans(prep, threads) == [], f"failure at: {seen[-1]}"
+            if scenario.per_thread:
+                await scenario.operate(target, args)  # now let it finish the job
+                complete = snapshot(prep.engine, threads)
                 for t in threads:
-                    prep.delete_thread(t)
-                n += 1
+                    assert after_failure[t] in (before[t], complete[t]), (
+                        f"thread {t} half-processed by a failure at statement {n}: {seen[-1]}"
+                    )
+            else:
+                assert after_failure == before, f"half-written by a failure at: {seen[-1]}"
             for t in threads:
                 prep.delete_thread(t)
-            assert sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
-            if monkeypatch is not None:
-                # The target's calls ran on the path under test.
-                ran_direct = target._runtime.compiler in direct_runs
-                assert ran_direct == on_direct, path
-            return n - 1
-        finally:
-            if isinstance(engine, sa.Engine):
-                engine.dispose()
-            else:
-                await engine.dispose()
+            n += 1
+        for t in threads:
+            prep.delete_thread(t)
+        assert_no_leaked_connections(engine)
+        if monkeypatch is not None:
+            # The target's calls ran on the path under test.
+            ran_direct = target.target._runtime.compiler in direct_runs
+            assert ran_direct == on_direct, path
+        return n - 1
 
 
 def _count_direct_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -313,40 +298,41 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(("name", "path"), CASES)
 async def test_a_failure_at_any_statement_leaves_nothing_half_written(
-    backend: Backend, mode: str, name: str, path: str, monkeypatch: pytest.MonkeyPatch
+    make_engine: EngineFactory,
+    backend: Backend,
+    mode: str,
+    name: str,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    statements = await fail_at_every_statement(backend, mode, SCENARIOS[name], path, monkeypatch)
+    statements = await fail_at_every_statement(
+        make_engine, backend, mode, SCENARIOS[name], path, monkeypatch
+    )
     assert statements >= 1
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("name", [name for name in SCENARIOS if name.startswith("sweep")])
 async def test_a_failure_at_any_statement_of_a_sweep_leaves_no_thread_half_swept(
-    fresh_database: Backend, mode: str, name: str
+    make_engine: EngineFactory, fresh_database: Backend, mode: str, name: str
 ) -> None:
     # A database of its own: a sweep visits every stale thread it holds.
     with fresh_saver(fresh_database) as saver:
         saver.setup()
-    statements = await fail_at_every_statement(fresh_database, mode, SCENARIOS[name])
+    statements = await fail_at_every_statement(make_engine, fresh_database, mode, SCENARIOS[name])
     # Two batches of stale threads, several statements per thread.
     assert statements > 6
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_a_database_error_on_the_checkpoint_row_rolls_back_its_blobs(
-    backend: Backend, mode: str
+    make_engine: EngineFactory, backend: Backend, mode: str
 ) -> None:
     """The database itself refuses the checkpoint row (its statement names a table
     that does not exist); the blobs written by the same ``put`` roll back with it.
     On PostgreSQL blobs and row are one statement, elsewhere two."""
-    engine = backend.engine() if mode == "sync" else backend.async_engine()
-    sync_engine = engine if isinstance(engine, sa.Engine) else engine.sync_engine
-    saver: Saver = (
-        SQLAlchemySaver(engine) if isinstance(engine, sa.Engine) else AsyncSQLAlchemySaver(engine)
-    )
+    engine = make_engine.for_mode(mode, backend)
+    saver = saver_on(engine)
     broken: list[str] = []
 
     def break_checkpoint_row(
@@ -358,41 +344,31 @@ async def test_a_database_error_on_the_checkpoint_row_rolls_back_its_blobs(
         return statement, parameters
 
     thread_id = new_thread()
+    await saver.get_tuple(config(thread_id))  # the one-off schema check
+    sa.event.listen(sync_engine(engine), "before_cursor_execute", break_checkpoint_row, retval=True)
     try:
-        await call(saver, "get_tuple", config(thread_id))  # the one-off schema check
-        sa.event.listen(sync_engine, "before_cursor_execute", break_checkpoint_row, retval=True)
-        try:
-            with pytest.raises(sa.exc.DBAPIError, match="no_such_table"):
-                await call(
-                    saver,
-                    "put",
-                    config(thread_id),
-                    checkpoint({"v": [1], "w": b"x"}),
-                    {},
-                    {"v": 1, "w": 1},
-                )
-        finally:
-            sa.event.remove(sync_engine, "before_cursor_execute", break_checkpoint_row)
-        assert len(broken) == 1
-        with fresh_saver(backend) as check:
-            assert snapshot(check.engine, [thread_id]) == {thread_id: []}
-            # The same put, unbroken, writes both.
-            await call(
-                saver,
-                "put",
+        with pytest.raises(sa.exc.DBAPIError, match="no_such_table"):
+            await saver.put(
                 config(thread_id),
                 checkpoint({"v": [1], "w": b"x"}),
                 {},
                 {"v": 1, "w": 1},
             )
-            assert table_counts(check.engine, thread_id) == {
-                "checkpoints": 1,
-                "checkpoint_writes": 0,
-                "checkpoint_blobs": 2,
-            }
-            check.delete_thread(thread_id)
     finally:
-        if isinstance(engine, sa.Engine):
-            engine.dispose()
-        else:
-            await engine.dispose()
+        sa.event.remove(sync_engine(engine), "before_cursor_execute", break_checkpoint_row)
+    assert len(broken) == 1
+    with fresh_saver(backend) as check:
+        assert snapshot(check.engine, [thread_id]) == {thread_id: []}
+        # The same put, unbroken, writes both.
+        await saver.put(
+            config(thread_id),
+            checkpoint({"v": [1], "w": b"x"}),
+            {},
+            {"v": 1, "w": 1},
+        )
+        assert table_counts(check.engine, thread_id) == {
+            "checkpoints": 1,
+            "checkpoint_writes": 0,
+            "checkpoint_blobs": 2,
+        }
+        check.delete_thread(thread_id)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, fresh_saver
+from backends import Backend, EngineFactory, checked_engine, fresh_saver
 from graph_helpers import build_fan_graph
 from helpers import table_counts
 from sqlalchemy.engine import make_url
@@ -300,15 +300,12 @@ def test_version_and_help_for_every_option() -> None:
 
 
 def _rows(backend: Backend, thread_ids: Sequence[str]) -> dict[str, int]:
-    engine = backend.engine()
-    try:
+    with checked_engine(backend) as engine:
         totals = {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
         for thread_id in thread_ids:
             for table, n in table_counts(engine, thread_id).items():
                 totals[table] += n
         return totals
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("command", ["prune", "delete-thread"])
@@ -349,26 +346,25 @@ def test_prune_of_unknown_threads_removes_nothing_and_says_so(backend: Backend) 
     )
 
 
-def test_sweep_reports_pruned_not_removed_threads(backend: Backend) -> None:
+def test_sweep_reports_pruned_not_removed_threads(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
     tag = uuid.uuid4().hex[:12]
     threads = [f"sweep-{tag}-{n}" for n in range(2)]
     populate(backend, tag, {t: 1 for t in threads})
-    engine = backend.engine()
-    try:
-        with engine.begin() as conn:  # make them 40 days old
-            old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)
-            conn.execute(
-                sa.update(checkpoints)
-                .where(checkpoints.c.thread_id.in_(threads))
-                .values(updated_at=old, created_at=old)
-            )
-            conn.execute(
-                sa.update(checkpoint_writes)
-                .where(checkpoint_writes.c.thread_id.in_(threads))
-                .values(created_at=old)
-            )
-    finally:
-        engine.dispose()
+    engine = make_engine(backend)
+    with engine.begin() as conn:  # make them 40 days old
+        old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)
+        conn.execute(
+            sa.update(checkpoints)
+            .where(checkpoints.c.thread_id.in_(threads))
+            .values(updated_at=old, created_at=old)
+        )
+        conn.execute(
+            sa.update(checkpoint_writes)
+            .where(checkpoint_writes.c.thread_id.in_(threads))
+            .values(created_at=old)
+        )
     url = backend.sync_url
     sweep = ["sweep", "--older-than-days", "30", "--strategy", "keep_latest", "--keep-last", "1"]
     dry = read_json([*sweep, "--dry-run"], url)

@@ -5,53 +5,41 @@ serializer cannot read the compressed or encrypted rows in the database."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
-from backends import Backend
+from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from modes import MODES, saver_from_url, saver_on
 from sqlalchemy.engine import make_url
 
-from lg_sqla import AsyncSQLAlchemySaver, MissingDriverError, SQLAlchemySaver
+from lg_sqla import MissingDriverError
 from lg_sqla.serde import CompressedSerializer, EncryptedSerializer, WrongSerializerError
 
 # --- a driver that is not installed (its import blocked, as on a bare `pip install lg_sqla`)
 
 
 @pytest.mark.parametrize(
-    ("url", "module", "extra"),
+    ("mode", "url", "module", "extra"),
     [
-        ("mysql+pymysql://u@127.0.0.1:1/db", "pymysql", "mysql"),
-        ("mysql://u@127.0.0.1:1/db", "pymysql", "mysql"),
-        ("mariadb://u@127.0.0.1:1/db", "pymysql", "mysql"),
-        ("postgresql://u@127.0.0.1:1/db", "psycopg", "postgres"),
-        ("postgres://u@127.0.0.1:1/db", "psycopg", "postgres"),
+        ("sync", "mysql+pymysql://u@127.0.0.1:1/db", "pymysql", "mysql"),
+        ("sync", "mysql://u@127.0.0.1:1/db", "pymysql", "mysql"),
+        ("sync", "mariadb://u@127.0.0.1:1/db", "pymysql", "mysql"),
+        ("sync", "postgresql://u@127.0.0.1:1/db", "psycopg", "postgres"),
+        ("sync", "postgres://u@127.0.0.1:1/db", "psycopg", "postgres"),
+        ("async", "mysql://u@127.0.0.1:1/db", "asyncmy", "async"),
+        ("async", "sqlite:///nowhere.sqlite", "aiosqlite", "async"),
+        ("async", "postgres://u@127.0.0.1:1/db", "psycopg", "postgres"),
     ],
+    ids=lambda value: str(value).split("://")[0] if "://" in str(value) else str(value),
 )
-def test_missing_driver_names_the_extra_sync(
-    monkeypatch: pytest.MonkeyPatch, url: str, module: str, extra: str
+async def test_missing_driver_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, mode: str, url: str, module: str, extra: str
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now fails
-    with (
-        pytest.raises(MissingDriverError, match=rf'pip install "lg_sqla\[{extra}\]"'),
-        SQLAlchemySaver.from_conn_string(url),
-    ):
-        pass
-
-
-@pytest.mark.parametrize(
-    ("url", "module", "extra"),
-    [
-        ("mysql://u@127.0.0.1:1/db", "asyncmy", "async"),
-        ("sqlite:///nowhere.sqlite", "aiosqlite", "async"),
-        ("postgres://u@127.0.0.1:1/db", "psycopg", "postgres"),
-    ],
-)
-async def test_missing_driver_names_the_extra_async(
-    monkeypatch: pytest.MonkeyPatch, url: str, module: str, extra: str
-) -> None:
-    monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(MissingDriverError, match=rf'pip install "lg_sqla\[{extra}\]"'):
-        async with AsyncSQLAlchemySaver.from_conn_string(url):
+        async with saver_from_url(mode, url):
             pass
 
 
@@ -72,29 +60,20 @@ EXPECTED = {  # dialect -> (sync driver, async driver) lg_sqla picks
 }
 
 
-def test_driverless_urls_open_sync(backend: Backend) -> None:
+async def test_driverless_urls_open(backend: Backend, mode: str) -> None:
     for scheme in SCHEMES[backend.name]:
-        with SQLAlchemySaver.from_conn_string(_driverless(backend.sync_url, scheme)) as saver:
-            assert saver.engine.dialect.driver == EXPECTED[backend.name][0]
-            stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
-            got = saver.get_tuple(stored)
-            assert got is not None and got.checkpoint["channel_values"] == {"a": 1}
-
-
-async def test_driverless_urls_open_async(backend: Backend) -> None:
-    for scheme in SCHEMES[backend.name]:
-        url = _driverless(backend.async_url, scheme)
-        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
-            assert saver.engine.dialect.driver == EXPECTED[backend.name][1]
-            stored = await saver.aput(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
-            got = await saver.aget_tuple(stored)
+        url = _driverless(backend.async_url if mode == "async" else backend.sync_url, scheme)
+        async with saver_from_url(mode, url) as saver:
+            assert saver.target.engine.dialect.driver == EXPECTED[backend.name][MODES.index(mode)]
+            stored = await saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+            got = await saver.get_tuple(stored)
             assert got is not None and got.checkpoint["channel_values"] == {"a": 1}
 
 
 # --- a serializer that cannot read what is stored ------------------------------------
 
 KEY = bytes(range(32))
-WRITERS = {
+WRITERS: dict[str, tuple[Callable[[], SerializerProtocol], str]] = {
     "compressed": (lambda: CompressedSerializer(threshold_bytes=1), r"CompressedSerializer\(\)"),
     "encrypted": (
         lambda: EncryptedSerializer.gcm({"k1": KEY}, CompressedSerializer(threshold_bytes=1)),
@@ -104,28 +83,13 @@ WRITERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(WRITERS))
-def test_wrong_serializer_is_named_sync(backend: Backend, kind: str) -> None:
+async def test_wrong_serializer_is_named(
+    make_engine: EngineFactory, backend: Backend, mode: str, kind: str
+) -> None:
     make_serde, named = WRITERS[kind]
-    engine = backend.engine()
-    try:
-        writer = SQLAlchemySaver(engine, serde=make_serde())
-        stored = writer.put(config(new_thread()), checkpoint({"a": "x" * 100}), {}, {"a": 1})
-        with pytest.raises(WrongSerializerError, match=named):
-            SQLAlchemySaver(engine).get_tuple(stored)
-        assert writer.get_tuple(stored) is not None
-    finally:
-        engine.dispose()
-
-
-@pytest.mark.parametrize("kind", sorted(WRITERS))
-async def test_wrong_serializer_is_named_async(backend: Backend, kind: str) -> None:
-    make_serde, named = WRITERS[kind]
-    engine = backend.async_engine()
-    try:
-        writer = AsyncSQLAlchemySaver(engine, serde=make_serde())
-        stored = await writer.aput(config(new_thread()), checkpoint({"a": "x" * 100}), {}, {"a": 1})
-        with pytest.raises(WrongSerializerError, match=named):
-            await AsyncSQLAlchemySaver(engine).aget_tuple(stored)
-        assert await writer.aget_tuple(stored) is not None
-    finally:
-        await engine.dispose()
+    engine = make_engine.for_mode(mode, backend)
+    writer = saver_on(engine, serde=make_serde())
+    stored = await writer.put(config(new_thread()), checkpoint({"a": "x" * 100}), {}, {"a": 1})
+    with pytest.raises(WrongSerializerError, match=named):
+        await saver_on(engine).get_tuple(stored)
+    assert await writer.get_tuple(stored) is not None

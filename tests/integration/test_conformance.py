@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from backends import Backend
+from backends import Backend, EngineFactory
 from helpers import assert_conformance
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.any_charset, pytest.mark.any_dialect]
 # "-url": the savers opened by from_conn_string, on engines lg_sqla configures itself
 # (no rollback-on-return; an async SQLite file runs calls on pysqlite in a worker thread).
 @pytest.mark.parametrize("mode", ["async", "sync", "async-url", "sync-url"])
-async def test_conformance(backend: Backend, mode: str) -> None:
+async def test_conformance(make_engine: EngineFactory, backend: Backend, mode: str) -> None:
     if mode == "async-url":
 
         async def factory() -> AsyncIterator[AsyncSQLAlchemySaver]:
@@ -40,20 +40,14 @@ async def test_conformance(backend: Backend, mode: str) -> None:
     elif mode == "async":
 
         async def factory() -> AsyncIterator[AsyncSQLAlchemySaver]:
-            engine = backend.async_engine()
-            try:
-                yield AsyncSQLAlchemySaver(engine)
-            finally:
-                await engine.dispose()
+            engine = make_engine.aio(backend)
+            yield AsyncSQLAlchemySaver(engine)
 
     else:
 
         async def factory() -> AsyncIterator[SQLAlchemySaver]:  # type: ignore[misc]
-            engine = backend.engine()
-            try:
-                yield SQLAlchemySaver(engine)
-            finally:
-                engine.dispose()
+            engine = make_engine(backend)
+            yield SQLAlchemySaver(engine)
 
     registered = checkpointer_test(name=f"lg_sqla-{backend.name}-{mode}")(factory)
     report = await validate(registered)

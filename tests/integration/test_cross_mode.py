@@ -11,41 +11,40 @@ import asyncio
 import threading
 
 import pytest
-from backends import Backend
+from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 
-async def test_async_saver_sync_methods_from_another_thread(backend: Backend) -> None:
-    engine = backend.async_engine()
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
-        thread_id = new_thread()
-        results: dict[str, object] = {}
+async def test_async_saver_sync_methods_from_another_thread(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    engine = make_engine.aio(backend)
+    saver = AsyncSQLAlchemySaver(engine)
+    thread_id = new_thread()
+    results: dict[str, object] = {}
 
-        def worker() -> None:
-            stored = saver.put(config(thread_id), checkpoint({"v": [1]}), {"step": 0}, {"v": 1})
-            saver.put_writes(stored, [("v", 2)], task_id="t")
-            results["tuple"] = saver.get_tuple(stored)
-            results["listed"] = list(saver.list(config(thread_id)))
-            saver.delete_thread(thread_id)
-            results["after"] = saver.get_tuple(config(thread_id))
+    def worker() -> None:
+        stored = saver.put(config(thread_id), checkpoint({"v": [1]}), {"step": 0}, {"v": 1})
+        saver.put_writes(stored, [("v", 2)], task_id="t")
+        results["tuple"] = saver.get_tuple(stored)
+        results["listed"] = list(saver.list(config(thread_id)))
+        saver.delete_thread(thread_id)
+        results["after"] = saver.get_tuple(config(thread_id))
 
-        t = threading.Thread(target=worker)
-        t.start()
-        while t.is_alive():  # keep the loop free to serve the worker's calls
-            await asyncio.sleep(0.01)
-        t.join()
-        got = results["tuple"]
-        assert got is not None and got.checkpoint["channel_values"] == {"v": [1]}  # type: ignore[attr-defined]
-        assert len(results["listed"]) == 1  # type: ignore[arg-type]
-        assert results["after"] is None
+    t = threading.Thread(target=worker)
+    t.start()
+    while t.is_alive():  # keep the loop free to serve the worker's calls
+        await asyncio.sleep(0.01)
+    t.join()
+    got = results["tuple"]
+    assert got is not None and got.checkpoint["channel_values"] == {"v": [1]}  # type: ignore[attr-defined]
+    assert len(results["listed"]) == 1  # type: ignore[arg-type]
+    assert results["after"] is None
 
-        with pytest.raises(asyncio.InvalidStateError, match="different thread"):
-            saver.get_tuple(config(thread_id))
-    finally:
-        await engine.dispose()
+    with pytest.raises(asyncio.InvalidStateError, match="different thread"):
+        saver.get_tuple(config(thread_id))
 
 
 async def test_sync_saver_async_methods_do_not_block_the_loop(sync_saver: SQLAlchemySaver) -> None:

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, new_database
+from backends import Backend, EngineFactory, new_database
 from helpers import checkpoint, config, count_statements, new_thread
+from modes import Either, either, saver_from_url, saver_on, store_on
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.runtime import DIRECT_PATH_OPTION, direct
 from lg_sqla.runtime.drivers import DIRECT_DRIVERS
-from lg_sqla.store import SQLAlchemyStore
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).
 pytestmark = pytest.mark.any_charset
@@ -46,49 +46,34 @@ class DirectRuns:
         monkeypatch.setattr(direct, "run", spy)
 
 
-def _calls(saver: SQLAlchemySaver, thread_id: str) -> None:
-    stored = saver.put(config(thread_id), checkpoint({"ñandú": "😀"}), {"step": 1}, {"ñandú": 1})
-    saver.put_writes(stored, [("ñandú", "x"), ("__interrupt__", "y")], "task-1")
-    found = saver.get_tuple(config(thread_id))
+async def _calls(saver: Either[SQLAlchemySaver | AsyncSQLAlchemySaver], thread_id: str) -> None:
+    """The four hot calls, in the saver's mode: put, put_writes, get_tuple, a list page."""
+    stored = await saver.put(
+        config(thread_id), checkpoint({"ñandú": "😀"}), {"step": 1}, {"ñandú": 1}
+    )
+    await saver.put_writes(stored, [("ñandú", "x"), ("__interrupt__", "y")], "task-1")
+    found = await saver.get_tuple(config(thread_id))
     assert found is not None
     assert found.checkpoint["channel_values"] == {"ñandú": "😀"}
-    assert sorted(w[1] for w in found.pending_writes or []) == ["__interrupt__", "ñandú"]
-    assert [t.metadata["step"] for t in saver.list(config(thread_id))] == [1]
+    assert sorted(found.pending_writes or []) == [
+        ("task-1", "__interrupt__", "y"),
+        ("task-1", "ñandú", "x"),
+    ]
+    assert [t.metadata["step"] for t in await saver.list(config(thread_id))] == [1]
 
 
-async def _around_trip(saver: AsyncSQLAlchemySaver) -> None:
-    thread_id = new_thread() + "-ñandú"
-    stored = await saver.aput(config(thread_id), checkpoint({"k": [1]}), {"step": 1}, {"k": 1})
-    await saver.aput_writes(stored, [("k", 2)], "task-1")
-    found = await saver.aget_tuple(config(thread_id))
-    assert found is not None and found.checkpoint["channel_values"] == {"k": [1]}
-    assert found.pending_writes == [("task-1", "k", 2)]
-    assert [t.metadata["step"] async for t in saver.alist(config(thread_id))] == [1]
+def _url(backend: Backend, mode: str) -> str:
+    return backend.async_url if mode == "async" else backend.sync_url
 
 
-def test_hot_calls_run_directly_without_listeners(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
+async def test_hot_calls_run_directly_without_listeners(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs = DirectRuns(monkeypatch)
-    with SQLAlchemySaver.from_conn_string(backend.sync_url) as saver:
-        saver.setup()
-        _calls(saver, new_thread())
-    assert runs.count == 4  # put, put_writes, get_tuple, one list page
-
-
-async def test_hot_calls_run_directly_without_listeners_async(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runs = DirectRuns(monkeypatch)
-    thread_id = new_thread()
-    async with AsyncSQLAlchemySaver.from_conn_string(backend.async_url) as saver:
+    async with saver_from_url(mode, _url(backend, mode)) as saver:
         await saver.setup()
-        stored = await saver.aput(config(thread_id), checkpoint({"k": [1]}), {}, {"k": 1})
-        await saver.aput_writes(stored, [("k", 2)], "task-1")
-        found = await saver.aget_tuple(config(thread_id))
-        assert found is not None and found.checkpoint["channel_values"] == {"k": [1]}
-        assert found.pending_writes == [("task-1", "k", 2)]
-    assert runs.count == 3
+        await _calls(saver, new_thread())
+    assert runs.count == 4  # put, put_writes, get_tuple, one list page
 
 
 def test_a_cursor_listener_keeps_the_core_path(
@@ -156,39 +141,25 @@ def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
     assert kinds == ["BEGIN", "INSERT", "INSERT", "COMMIT"], executed
 
 
-def test_connections_go_back_to_the_pool_transactional(backend: Backend) -> None:
+async def test_connections_go_back_to_the_pool_transactional(backend: Backend, mode: str) -> None:
     """Single-statement calls run in autocommit where the dialect gains from it; the
     pooled connection is handed back as it was, so its next user's transaction can
     still be rolled back."""
-    with SQLAlchemySaver.from_conn_string(backend.sync_url, pool_size=1, max_overflow=0) as saver:
-        saver.setup()
-        thread_id = new_thread()
-        stored = saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
-        saver.put_writes(stored, [("a", 2)], "task-1")
-        assert saver.get_tuple(config(thread_id)) is not None
-        with saver.engine.connect() as connection:  # the pool's only connection
-            delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
-            assert connection.execute(delete, {"t": thread_id}).rowcount == 1
-            connection.rollback()
-        assert saver.get_tuple(config(thread_id)) is not None, "the DELETE was autocommitted"
-
-
-async def test_connections_go_back_to_the_pool_transactional_async(backend: Backend) -> None:
-    engine = backend.async_engine(pool_size=1, max_overflow=0)
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
+    async with saver_from_url(mode, _url(backend, mode), pool_size=1, max_overflow=0) as saver:
         await saver.setup()
         thread_id = new_thread()
-        stored = await saver.aput(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
-        await saver.aput_writes(stored, [("a", 2)], "task-1")
-        assert await saver.aget_tuple(config(thread_id)) is not None
-        async with engine.connect() as connection:  # the pool's only connection
+        stored = await saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+        await saver.put_writes(stored, [("a", 2)], "task-1")
+        assert await saver.get_tuple(config(thread_id)) is not None
+        # the pool's only connection
+        connection = either(await either(saver.target.engine, mode).connect(), mode)
+        try:
             delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
             assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
             await connection.rollback()
-        assert await saver.aget_tuple(config(thread_id)) is not None, "autocommitted"
-    finally:
-        await engine.dispose()
+        finally:
+            await connection.close()
+        assert await saver.get_tuple(config(thread_id)) is not None, "the DELETE was autocommitted"
 
 
 def test_the_allowlisted_drivers_are_the_ones_the_suite_runs() -> None:
@@ -204,65 +175,52 @@ def test_the_allowlisted_drivers_are_the_ones_the_suite_runs() -> None:
     }
 
 
-@pytest.mark.postgres
-def test_a_driver_off_the_allowlist_runs_on_core(
-    postgres_database: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """psycopg2: the engine a user already has works, every call through Core (the
-    direct path once set psycopg 3's binary format on its cursor and failed)."""
-    runs = DirectRuns(monkeypatch)
-    url = postgres_database.sync_url.replace("postgresql+psycopg://", "postgresql+psycopg2://")
-    engine = sa.create_engine(url)
-    try:
-        _calls(SQLAlchemySaver(engine), new_thread() + "-ñandú")
-    finally:
-        engine.dispose()
-    assert runs.count == 0
+# A driver of each mode that lg_sqla does not default to, as a user's app creates it.
+OFF_THE_ALLOWLIST = {"sync": "postgresql+psycopg2://", "async": "postgresql+asyncpg://"}
 
 
 @pytest.mark.postgres
-async def test_an_async_driver_off_the_allowlist_runs_on_core(
-    postgres_database: Backend, monkeypatch: pytest.MonkeyPatch
+async def test_a_driver_off_the_allowlist_runs_on_core(
+    make_engine: EngineFactory,
+    postgres_database: Backend,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """asyncpg, as a user's app creates it."""
+    """psycopg2 and asyncpg: the engine a user already has works, every call through
+    Core (the direct path once set psycopg 3's binary format on its cursor and failed)."""
     runs = DirectRuns(monkeypatch)
-    url = postgres_database.async_url.replace("postgresql+psycopg://", "postgresql+asyncpg://")
-    engine = create_async_engine(url)
-    try:
-        await _around_trip(AsyncSQLAlchemySaver(engine))
-    finally:
-        await engine.dispose()
+    url = _url(postgres_database, mode).replace("postgresql+psycopg://", OFF_THE_ALLOWLIST[mode])
+    engine = make_engine.track(
+        create_async_engine(url) if mode == "async" else sa.create_engine(url)
+    )
+    await _calls(saver_on(engine), new_thread() + "-ñandú")
     assert runs.count == 0
 
 
-@pytest.mark.parametrize("switch", ["saver", "engine"])
-def test_the_switch_keeps_every_call_on_core(
-    backend: Backend, switch: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("switch", ["saver", "engine", "from_conn_string"])
+async def test_the_switch_keeps_every_call_on_core(
+    make_engine: EngineFactory,
+    backend: Backend,
+    mode: str,
+    switch: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     runs = DirectRuns(monkeypatch)
-    engine = backend.engine()
-    try:
-        if switch == "saver":
-            saver = SQLAlchemySaver(engine, direct_path=False)
-            store = SQLAlchemyStore(engine, direct_path=False)
-        else:
-            off = engine.execution_options(**{DIRECT_PATH_OPTION: False})
-            saver, store = SQLAlchemySaver(off), SQLAlchemyStore(off)
-        _calls(saver, new_thread() + "-ñandú")
-        store.put(("ñ",), "k", {"v": "😀"})
-        item = store.get(("ñ",), "k")
-        assert item is not None and item.value == {"v": "😀"}
-    finally:
-        engine.dispose()
-    assert runs.count == 0
-
-
-async def test_the_switch_keeps_every_async_call_on_core(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runs = DirectRuns(monkeypatch)
-    async with AsyncSQLAlchemySaver.from_conn_string(backend.async_url, direct_path=False) as saver:
-        await _around_trip(saver)
+    if switch == "from_conn_string":
+        async with saver_from_url(mode, _url(backend, mode), direct_path=False) as saver:
+            await _calls(saver, new_thread() + "-ñandú")
+        assert runs.count == 0
+        return
+    engine = make_engine.for_mode(mode, backend)
+    if switch == "saver":
+        saver, store = saver_on(engine, direct_path=False), store_on(engine, direct_path=False)
+    else:
+        off = engine.execution_options(**{DIRECT_PATH_OPTION: False})
+        saver, store = saver_on(off), store_on(off)
+    await _calls(saver, new_thread() + "-ñandú")
+    await store.put(("ñ",), "k", {"v": "😀"})
+    item = await store.get(("ñ",), "k")
+    assert item is not None and item.value == {"v": "😀"}
     assert runs.count == 0
 
 
@@ -280,23 +238,23 @@ def _logged_statements(records: list[logging.LogRecord]) -> list[str]:
 
 
 def test_echo_logs_every_statement_of_every_call(
-    backend: Backend, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    make_engine: EngineFactory,
+    backend: Backend,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``create_engine(url, echo=True)``: each get_tuple is logged, the tenth as the first
     (the direct path once went silent after the first call)."""
     runs = DirectRuns(monkeypatch)
-    engine = backend.engine(echo=True)
-    try:
-        saver = SQLAlchemySaver(engine)
-        thread_id = new_thread()
-        saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
-            for _ in range(10):
-                assert saver.get_tuple(config(thread_id)) is not None
-        assert len(_logged_statements(caplog.records)) == 10
-    finally:
-        engine.dispose()
+    engine = make_engine(backend, echo=True)
+    saver = SQLAlchemySaver(engine)
+    thread_id = new_thread()
+    saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
+        for _ in range(10):
+            assert saver.get_tuple(config(thread_id)) is not None
+    assert len(_logged_statements(caplog.records)) == 10
     assert runs.count == 0
 
 
@@ -331,7 +289,7 @@ def test_info_logging_switched_on_later_sees_the_next_calls(
         (sa.engine.Connection, "_handle_dbapi_exception_noconnection"),
     ],
 )
-def test_a_sqlalchemy_without_an_internal_falls_back_to_core(
+async def test_a_sqlalchemy_without_an_internal_falls_back_to_core(
     backend: Backend,
     owner: type,
     name: str,
@@ -348,8 +306,8 @@ def test_a_sqlalchemy_without_an_internal_falls_back_to_core(
             caplog.at_level(logging.WARNING, logger="lg_sqla"),
             SQLAlchemySaver.from_conn_string(backend.sync_url) as saver,
         ):
-            _calls(saver, new_thread() + "-ñandú")
-            _calls(saver, new_thread() + "-ñandú")
+            await _calls(either(saver, "sync"), new_thread() + "-ñandú")
+            await _calls(either(saver, "sync"), new_thread() + "-ñandú")
         assert runs.count == 0
         warnings = [r.getMessage() for r in caplog.records if r.name.startswith("lg_sqla")]
         assert len(warnings) == 1 and name in warnings[0], warnings

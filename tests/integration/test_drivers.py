@@ -1,3 +1,5 @@
+# mypy: disable-error-code="index,typeddict-item"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """lg_sqla on every DBAPI driver a SQLAlchemy user of its databases plausibly has.
 
 "Bring your SQLAlchemy engine": each test builds the engine exactly as a user

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory, fresh_async_saver, fresh_saver
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
+from modes import Either, cache_on, either, saver_on, sync_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.cache import SQLAlchemyCache
 from lg_sqla.runtime import direct
 
 PUTS = 120
@@ -200,105 +201,57 @@ def _watch(
     return _count_invalidations(engine), _count_direct_runs(monkeypatch)
 
 
-@SERVERS
-@PATHS
-def test_calls_survive_dead_pooled_connections_sync(
-    backend: Backend, path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    engine = backend.engine(pool_size=POOL)
-    try:
-        saver = SQLAlchemySaver(engine)
-        thread_id = new_thread()
-        stored = saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
-        # Fill the pool: POOL connections checked out at once, then returned.
-        connections = [engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            connection.close()
-        assert engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
-        assert _kill_sessions(backend) >= POOL
-        disconnects, direct_runs = _watch(engine, path, monkeypatch)
-        for i in range(2 * POOL):
-            assert saver.get_tuple(stored) is not None
-            stored = saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
-            saver.put_writes(stored, [("a", i)], "task-1")
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-        assert (len(direct_runs) >= 3 * 2 * POOL) is (path == "direct"), "not the path tested"
-        latest = saver.get_tuple(config(thread_id))
-        assert latest is not None
-        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
-        assert latest.pending_writes == [("task-1", "a", 2 * POOL - 1)]
-    finally:
-        engine.dispose()
+async def _fill_the_pool(engine: sa.Engine | AsyncEngine, mode: str) -> None:
+    """POOL connections checked out at once, then returned."""
+    connections = [await either(engine, mode).connect() for _ in range(POOL)]
+    for connection in connections:
+        await either(connection, mode).close()
 
 
 @SERVERS
 @PATHS
-async def test_calls_survive_dead_pooled_connections_async(
-    backend: Backend, path: str, monkeypatch: pytest.MonkeyPatch
+async def test_calls_survive_dead_pooled_connections(
+    make_engine: EngineFactory,
+    backend: Backend,
+    mode: str,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    engine = backend.async_engine(pool_size=POOL)
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
-        thread_id = new_thread()
-        stored = await saver.aput(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
-        connections = [await engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            await connection.close()
-        assert engine.sync_engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
-        assert _kill_sessions(backend) >= POOL
-        disconnects, direct_runs = _watch(engine.sync_engine, path, monkeypatch)
-        for i in range(2 * POOL):
-            assert await saver.aget_tuple(stored) is not None
-            stored = await saver.aput(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
-            await saver.aput_writes(stored, [("a", i)], "task-1")
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-        assert (len(direct_runs) >= 3 * 2 * POOL) is (path == "direct"), "not the path tested"
-        latest = await saver.aget_tuple(config(thread_id))
-        assert latest is not None
-        assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
-        assert latest.pending_writes == [("task-1", "a", 2 * POOL - 1)]
-    finally:
-        await engine.dispose()
+    engine = make_engine.for_mode(mode, backend, pool_size=POOL)
+    saver = saver_on(engine)
+    thread_id = new_thread()
+    stored = await saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
+    await _fill_the_pool(engine, mode)
+    assert sync_engine(engine).pool.checkedin() == POOL  # type: ignore[attr-defined]
+    assert _kill_sessions(backend) >= POOL
+    disconnects, direct_runs = _watch(sync_engine(engine), path, monkeypatch)
+    for i in range(2 * POOL):
+        assert await saver.get_tuple(stored) is not None
+        stored = await saver.put(stored, checkpoint({"a": i}, {"a": i + 2}), {}, {"a": i + 2})
+        await saver.put_writes(stored, [("a", i)], "task-1")
+    assert disconnects, "no call met a dead connection: the test proved nothing"
+    assert (len(direct_runs) >= 3 * 2 * POOL) is (path == "direct"), "not the path tested"
+    latest = await saver.get_tuple(config(thread_id))
+    assert latest is not None
+    assert latest.checkpoint["channel_values"] == {"a": 2 * POOL - 1}
+    assert latest.pending_writes == [("task-1", "a", 2 * POOL - 1)]
 
 
 @SERVERS
-def test_the_node_cache_survives_dead_pooled_connections_sync(backend: Backend) -> None:
-    engine = backend.engine(pool_size=POOL)
-    try:
-        cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
-        key = (("nœud",), new_thread())
-        cache.set({key: ({"v": 0}, None)})
-        connections = [engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            connection.close()
-        assert _kill_sessions(backend) >= POOL
-        disconnects = _count_disconnects(engine)
-        for i in range(2 * POOL):
-            assert cache.get([key]) == {key: {"v": i}}
-            cache.set({key: ({"v": i + 1}, None)})
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-    finally:
-        engine.dispose()
-
-
-@SERVERS
-async def test_the_node_cache_survives_dead_pooled_connections_async(backend: Backend) -> None:
-    engine = backend.async_engine(pool_size=POOL)
-    try:
-        cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
-        key = (("nœud",), new_thread())
-        await cache.aset({key: ({"v": 0}, None)})
-        connections = [await engine.connect() for _ in range(POOL)]
-        for connection in connections:
-            await connection.close()
-        assert _kill_sessions(backend) >= POOL
-        disconnects = _count_disconnects(engine.sync_engine)
-        for i in range(2 * POOL):
-            assert await cache.aget([key]) == {key: {"v": i}}
-            await cache.aset({key: ({"v": i + 1}, None)})
-        assert disconnects, "no call met a dead connection: the test proved nothing"
-    finally:
-        await engine.dispose()
+async def test_the_node_cache_survives_dead_pooled_connections(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    engine = make_engine.for_mode(mode, backend, pool_size=POOL)
+    cache = cache_on(engine)
+    key = (("nœud",), new_thread())
+    await cache.set({key: ({"v": 0}, None)})
+    await _fill_the_pool(engine, mode)
+    assert _kill_sessions(backend) >= POOL
+    disconnects = _count_disconnects(sync_engine(engine))
+    for i in range(2 * POOL):
+        assert await cache.get([key]) == {key: {"v": i}}
+        await cache.set({key: ({"v": i + 1}, None)})
+    assert disconnects, "no call met a dead connection: the test proved nothing"
 
 
 # --- setup() is quiet -------------------------------------------------------------------
@@ -309,26 +262,18 @@ def _noise(records: list[logging.LogRecord], caught: list[warnings.WarningMessag
     return [m for m in messages if "ignored for PRIMARY key" in m]
 
 
-def test_setup_logs_no_primary_key_name_warning_sync(
-    fresh_database: Backend, caplog: pytest.LogCaptureFixture
+async def test_setup_logs_no_primary_key_name_warning(
+    make_engine: EngineFactory,
+    fresh_database: Backend,
+    mode: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """MariaDB answers a named PRIMARY KEY with "Name 'pk_…' ignored" (a warning
     drivers log or raise as Python warnings); setup() renders no name there."""
     caplog.set_level(logging.DEBUG)
-    with warnings.catch_warnings(record=True) as caught, fresh_saver(fresh_database) as saver:
-        warnings.simplefilter("always")
-        saver.setup()
-    assert _noise(caplog.records, caught) == []
-
-
-async def test_setup_logs_no_primary_key_name_warning_async(
-    fresh_database: Backend, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        async with fresh_async_saver(fresh_database) as saver:
-            await saver.setup()
+        await saver_on(make_engine.for_mode(mode, fresh_database)).setup()
     assert _noise(caplog.records, caught) == []
 
 
@@ -376,55 +321,31 @@ def _kill_at(backend: Backend, engine: sa.Engine, after_commit: bool) -> list[st
     return killed
 
 
-def _two_threads(saver: SQLAlchemySaver) -> list[str]:
+async def _two_threads(saver: Either[SQLAlchemySaver | AsyncSQLAlchemySaver]) -> list[str]:
     threads = [new_thread(), new_thread()]
     for thread_id in threads:
         parent = config(thread_id)
         for i in range(3):
-            parent = saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {}, {"a": i + 1})
+            parent = await saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {}, {"a": i + 1})
     return threads
 
 
 @SERVERS
 @pytest.mark.parametrize("after_commit", [False, True], ids=["first-unit", "after-commit"])
-def test_retry_only_before_a_commit_sync(backend: Backend, after_commit: bool) -> None:
+async def test_retry_only_before_a_commit(
+    make_engine: EngineFactory, backend: Backend, mode: str, after_commit: bool
+) -> None:
     """prune([t1, t2]) commits per thread: a dead connection in t1's transaction is
     retried; one in t2's, after t1 was committed, reaches the caller."""
-    engine = backend.engine()
-    try:
-        saver = SQLAlchemySaver(engine)
-        threads = _two_threads(saver)
-        killed = _kill_at(backend, engine, after_commit)
-        if after_commit:
-            with pytest.raises(sa.exc.OperationalError):
-                saver.prune(threads)
-        else:
-            saver.prune(threads)
-        assert killed
-        remaining = [len(list(saver.list(config(t)))) for t in threads]
-        assert remaining == ([1, 3] if after_commit else [1, 1])
-    finally:
-        engine.dispose()
-
-
-@SERVERS
-@pytest.mark.parametrize("after_commit", [False, True], ids=["first-unit", "after-commit"])
-async def test_retry_only_before_a_commit_async(backend: Backend, after_commit: bool) -> None:
-    with fresh_saver(backend) as sync:
-        threads = _two_threads(sync)
-    engine = backend.async_engine()
-    try:
-        saver = AsyncSQLAlchemySaver(engine)
-        killed = _kill_at(backend, engine.sync_engine, after_commit)
-        if after_commit:
-            with pytest.raises(sa.exc.OperationalError):
-                await saver.aprune(threads)
-        else:
-            await saver.aprune(threads)
-        assert killed
-        remaining = []
-        for thread_id in threads:
-            remaining.append(len([t async for t in saver.alist(config(thread_id))]))
-        assert remaining == ([1, 3] if after_commit else [1, 1])
-    finally:
-        await engine.dispose()
+    engine = make_engine.for_mode(mode, backend)
+    saver = saver_on(engine)
+    threads = await _two_threads(saver)
+    killed = _kill_at(backend, sync_engine(engine), after_commit)
+    if after_commit:
+        with pytest.raises(sa.exc.OperationalError):
+            await saver.prune(threads)
+    else:
+        await saver.prune(threads)
+    assert killed
+    remaining = [len(await saver.list(config(t))) for t in threads]
+    assert remaining == ([1, 3] if after_commit else [1, 1])

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="index"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """End-to-end LangGraph graphs on lg_sqla, on every dialect (SQLite, PostgreSQL, MySQL).
 
 Where the conformance suite checks the saver's methods one by one, these tests
@@ -33,7 +35,7 @@ from graph_helpers import (
     expected_chat,
     summarize,
 )
-from graph_runner import MODES, Runner
+from graph_runner import Runner
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -46,11 +48,6 @@ from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 pytestmark = [pytest.mark.any_charset, pytest.mark.any_dialect]
 
 TASKS = "__pregel_tasks"  # LangGraph's channel for Send packets
-
-
-@pytest.fixture(params=MODES)
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

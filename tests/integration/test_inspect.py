@@ -5,19 +5,20 @@ and every query counted: one statement each."""
 from __future__ import annotations
 
 import datetime as dt
-import inspect as pyinspect
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory
 from graph_helpers import build_fan_graph
 from helpers import StatementCounter
+from modes import either, sync_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lg_sqla import InvalidInputError
+from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.inspect import AsyncInspector, Inspector, node_of, summarize
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
@@ -27,26 +28,21 @@ TABLES = {t.name: t for t in (checkpoints, checkpoint_writes, checkpoint_blobs)}
 pytestmark = pytest.mark.any_charset
 
 
-async def maybe(value: Any) -> Any:
-    return await value if pyinspect.isawaitable(value) else value
-
-
 class Harness:
-    """One test body for both savers: ``await h.call(...)`` works on either."""
+    """One test body for both savers: ``await h.call(...)`` works on either (modes.py)."""
 
-    raw_engine: sa.Engine
-
-    def __init__(self, mode: str, saver: Any, engine: sa.Engine) -> None:
-        self.mode, self.saver, self.engine = mode, saver, engine
-        self.inspector: Any = Inspector(saver) if mode == "sync" else AsyncInspector(saver)
-        self.graph = build_fan_graph().compile(checkpointer=saver)
+    def __init__(self, mode: str, saver: Any, engine: sa.Engine, raw_engine: sa.Engine) -> None:
+        self.mode, self.engine, self.raw_engine = mode, engine, raw_engine
+        self.saver = either(saver, mode)
+        self.inspector = either(Inspector(saver) if mode == "sync" else AsyncInspector(saver), mode)
+        self.graph = either(build_fan_graph().compile(checkpointer=saver), mode)
 
     async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one inspection and assert it cost exactly one statement."""
         counter = StatementCounter()
         sa.event.listen(self.engine, "before_cursor_execute", counter)
         try:
-            result = await maybe(getattr(self.inspector, name)(*args, **kwargs))
+            result = await getattr(self.inspector, name)(*args, **kwargs)
         finally:
             sa.event.remove(self.engine, "before_cursor_execute", counter)
         assert counter.count == 1, (name, counter.statements)
@@ -54,47 +50,33 @@ class Harness:
 
     async def run_graph(self, thread_id: str, tag: str) -> None:
         cfg = {"configurable": {"thread_id": thread_id}, "metadata": {"suite": tag}}
-        if self.mode == "sync":
-            self.graph.invoke({"items": [], "note": ""}, cfg)
-        else:
-            await self.graph.ainvoke({"items": [], "note": ""}, cfg)
+        await self.graph.invoke({"items": [], "note": ""}, cfg)
 
     async def history(self, thread_id: str) -> list[Any]:
-        cfg = {"configurable": {"thread_id": thread_id}}
-        if self.mode == "sync":
-            return list(self.graph.get_state_history(cfg))
-        return [s async for s in self.graph.aget_state_history(cfg)]
+        history: list[Any] = await self.graph.get_state_history(
+            {"configurable": {"thread_id": thread_id}}
+        )
+        return history
 
     async def tuples(self, thread_id: str) -> list[Any]:
-        cfg = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        if self.mode == "sync":
-            return list(self.saver.list(cfg))
-        return [t async for t in self.saver.alist(cfg)]
-
-
-@contextmanager
-def _sync(backend: Backend) -> Iterator[Harness]:
-    with fresh_saver(backend) as saver:
-        yield Harness("sync", saver, saver.engine)
+        tuples: list[Any] = await self.saver.list(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        )
+        return tuples
 
 
 @asynccontextmanager
-async def harness(backend: Backend, mode: str) -> AsyncIterator[Harness]:
-    raw_engine = backend.engine()
-    try:
-        if mode == "sync":
-            with _sync(backend) as h:
-                h.saver.get_tuple({"configurable": {"thread_id": "warm-up"}})  # schema check
-                h.raw_engine = raw_engine
-                yield h
-            return
-        async with fresh_async_saver(backend) as saver:
-            await saver.aget_tuple({"configurable": {"thread_id": "warm-up"}})
-            h = Harness("async", saver, saver.engine.sync_engine)
-            h.raw_engine = raw_engine
-            yield h
-    finally:
-        raw_engine.dispose()
+async def harness(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> AsyncIterator[Harness]:
+    """A saver of the mode on an engine of its own, and a sync engine for raw reads."""
+    engine = make_engine.for_mode(mode, backend)
+    saver = (
+        AsyncSQLAlchemySaver(engine) if isinstance(engine, AsyncEngine) else SQLAlchemySaver(engine)
+    )
+    h = Harness(mode, saver, sync_engine(engine), make_engine(backend))
+    await h.saver.get_tuple({"configurable": {"thread_id": "warm-up"}})  # schema check
+    yield h
 
 
 def raw(h: Harness, table: sa.Table, *columns: str, **where: Any) -> list[Any]:
@@ -106,12 +88,10 @@ def raw(h: Harness, table: sa.Table, *columns: str, **where: Any) -> list[Any]:
         return list(conn.execute(stmt))
 
 
-MODES = ["sync", "async"]
-
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_threads_history_show_diff_writes(backend: Backend, mode: str) -> None:
-    async with harness(backend, mode) as h:
+async def test_threads_history_show_diff_writes(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    async with harness(make_engine, backend, mode) as h:
         tag = uuid.uuid4().hex
         threads = [f"insp-{tag}-{n}" for n in range(3)]
         started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
@@ -195,7 +175,7 @@ async def test_threads_history_show_diff_writes(backend: Backend, mode: str) -> 
             new.checkpoint["channel_values"]["items"]
         )
         with pytest.raises(InvalidInputError, match="old checkpoint_id"):
-            await maybe(h.inspector.diff(thread_id, "nope", new.checkpoint["id"]))
+            await h.inspector.diff(thread_id, "nope", new.checkpoint["id"])
 
         # writes: execution order with task ids, paths, channels, sizes; values only if asked.
         for tup in tuples:
@@ -223,9 +203,10 @@ async def test_threads_history_show_diff_writes(backend: Backend, mode: str) -> 
         ]
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_write_stats_latest_and_storage(backend: Backend, mode: str) -> None:
-    async with harness(backend, mode) as h:
+async def test_write_stats_latest_and_storage(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    async with harness(make_engine, backend, mode) as h:
         tag = uuid.uuid4().hex
         threads = [f"stats-{tag}-{n}" for n in range(2)]
         for thread_id in threads:
@@ -253,7 +234,7 @@ async def test_write_stats_latest_and_storage(backend: Backend, mode: str) -> No
         windowed = await h.call("write_stats", thread_id=threads[1], since=recent, until=future)
         assert sum(s.writes for s in windowed) == len(rows)
         with pytest.raises(InvalidInputError, match="since"):
-            await maybe(h.inspector.write_stats(since=dt.datetime(2020, 1, 1)))
+            await h.inspector.write_stats(since=dt.datetime(2020, 1, 1))
 
         # The latest value of one channel for a batch of threads, in one statement.
         values = await h.call("latest", "items", [*threads, "no-such-thread"])
@@ -281,10 +262,11 @@ async def test_write_stats_latest_and_storage(backend: Backend, mode: str) -> No
         assert everything.tables["checkpoints"].rows >= report.tables["checkpoints"].rows
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_inspection_input_errors_name_the_field(backend: Backend, mode: str) -> None:
-    async with harness(backend, mode) as h:
-        cases = [
+async def test_inspection_input_errors_name_the_field(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    async with harness(make_engine, backend, mode) as h:
+        cases: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
             ("threads", (), {"limit": 0}, "limit"),
             ("threads", (), {"order": "size"}, "order"),
             ("threads", (), {"offset": -1}, "offset"),
@@ -295,4 +277,4 @@ async def test_inspection_input_errors_name_the_field(backend: Backend, mode: st
         ]
         for name, args, kwargs, field in cases:
             with pytest.raises(InvalidInputError, match=field):
-                await maybe(getattr(h.inspector, name)(*args, **kwargs))
+                await getattr(h.inspector, name)(*args, **kwargs)

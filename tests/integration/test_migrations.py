@@ -1,3 +1,5 @@
+# mypy: disable-error-code="index,no-any-return"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """Migrations on every dialect: round trips, one head, models == migrations,
 concurrent setup, and the error a saver gives on a schema that is behind."""
 
@@ -19,7 +21,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from backends import Backend
+from backends import Backend, EngineFactory, assert_no_leaked_connections, checked_engine
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
@@ -53,140 +55,127 @@ def test_single_head_and_readable_revisions() -> None:
         assert "import lg_sqla" not in source and "from lg_sqla" not in source
 
 
-def test_upgrade_downgrade_upgrade(fresh_database: Backend) -> None:
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine)
-        assert _tables(engine) >= TABLES
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, "base")
-        assert _tables(engine) & {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} == set()
-        migrate.upgrade(engine)
-        saver = SQLAlchemySaver(engine)
-        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
-        assert saver.get_tuple(stored) is not None
-    finally:
-        engine.dispose()
+def test_upgrade_downgrade_upgrade(make_engine: EngineFactory, fresh_database: Backend) -> None:
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine)
+    assert _tables(engine) >= TABLES
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "base")
+    assert _tables(engine) & {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} == set()
+    migrate.upgrade(engine)
+    saver = SQLAlchemySaver(engine)
+    stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+    assert saver.get_tuple(stored) is not None
 
 
 def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
+    make_engine: EngineFactory,
     fresh_database: Backend,
 ) -> None:
     """A database made by lg_sqla before the store existed gains the store and cache
     tables on upgrade; its checkpoints stay readable. Downgrading to 0001 drops only
     the new tables."""
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine, "0001_initial")
-        assert _tables(engine) & STORE_TABLES == set()
-        old = SQLAlchemySaver(engine, check_schema=False)
-        stored = old.put(config(new_thread()), checkpoint({"a": 1}), {"step": 1}, {"a": 1})
-        with pytest.raises(SchemaError, match="behind"):
-            SQLAlchemySaver(engine).get_tuple(stored)
-        migrate.upgrade(engine)
-        assert _tables(engine) >= TABLES
-        kept = SQLAlchemySaver(engine).get_tuple(stored)
-        assert kept is not None and kept.metadata["step"] == 1
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, "0001_initial")
-        assert _tables(engine) & STORE_TABLES == set()
-        assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
-    finally:
-        engine.dispose()
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine, "0001_initial")
+    assert _tables(engine) & STORE_TABLES == set()
+    old = SQLAlchemySaver(engine, check_schema=False)
+    stored = old.put(config(new_thread()), checkpoint({"a": 1}), {"step": 1}, {"a": 1})
+    with pytest.raises(SchemaError, match="behind"):
+        SQLAlchemySaver(engine).get_tuple(stored)
+    migrate.upgrade(engine)
+    assert _tables(engine) >= TABLES
+    kept = SQLAlchemySaver(engine).get_tuple(stored)
+    assert kept is not None and kept.metadata["step"] == 1
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0001_initial")
+    assert _tables(engine) & STORE_TABLES == set()
+    assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
 
 
 def test_store_items_keep_across_revision_0004_and_search_by_their_head(
+    make_engine: EngineFactory,
     fresh_database: Backend,
 ) -> None:
     """Revision 0004 gives existing store items their indexed namespace head in place
     (long namespaces included) and its downgrade keeps every item."""
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine)
-        long = ("n", "x" * 150, "y" * 150)  # joined: 303 characters, beyond the head
-        namespaces = [("a",), ("a", "b"), ("a-",), ("ab",), long, (*long, "z")]
-        namespaces.append(("n", "x" * 150, "y" * 149 + "z"))  # the same head as `long`
-        store = SQLAlchemyStore(engine)
-        for n, namespace in enumerate(namespaces):
-            store.put(namespace, f"k{n}", {"n": n})
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, "0003_vectors_real_array")
-        columns = {c["name"] for c in sa.inspect(engine).get_columns("store_items")}
-        assert "prefix_head" not in columns
-        with engine.connect() as conn:
-            count = sa.text("SELECT count(*) FROM store_items")
-            assert conn.execute(count).scalar_one() == len(namespaces)
-        migrate.upgrade(engine)
-        store = SQLAlchemyStore(engine)
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine)
+    long = ("n", "x" * 150, "y" * 150)  # joined: 303 characters, beyond the head
+    namespaces = [("a",), ("a", "b"), ("a-",), ("ab",), long, (*long, "z")]
+    namespaces.append(("n", "x" * 150, "y" * 149 + "z"))  # the same head as `long`
+    store = SQLAlchemyStore(engine)
+    for n, namespace in enumerate(namespaces):
+        store.put(namespace, f"k{n}", {"n": n})
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0003_vectors_real_array")
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("store_items")}
+    assert "prefix_head" not in columns
+    with engine.connect() as conn:
+        count = sa.text("SELECT count(*) FROM store_items")
+        assert conn.execute(count).scalar_one() == len(namespaces)
+    migrate.upgrade(engine)
+    store = SQLAlchemyStore(engine)
 
-        def keys(prefix: tuple[str, ...]) -> list[str]:
-            return sorted(item.key for item in store.search(prefix, limit=100))
+    def keys(prefix: tuple[str, ...]) -> list[str]:
+        return sorted(item.key for item in store.search(prefix, limit=100))
 
-        assert keys(("a",)) == ["k0", "k1"]
-        assert keys(("a-",)) == ["k2"]
-        assert keys(long) == ["k4", "k5"]
-        assert keys(("n",)) == ["k4", "k5", "k6"]
-        assert keys(namespaces[-1]) == ["k6"]
-    finally:
-        engine.dispose()
+    assert keys(("a",)) == ["k0", "k1"]
+    assert keys(("a-",)) == ["k2"]
+    assert keys(long) == ["k4", "k5"]
+    assert keys(("n",)) == ["k4", "k5", "k6"]
+    assert keys(namespaces[-1]) == ["k6"]
 
 
-def test_models_match_migrations(backend: Backend) -> None:
+def test_models_match_migrations(make_engine: EngineFactory, backend: Backend) -> None:
     """`alembic check` would find nothing: the ORM models are the migrated schema."""
-    engine = backend.engine()
-    try:
-        with engine.connect() as conn:
-            context = MigrationContext.configure(
-                conn,
-                opts={
-                    "compare_type": True,
-                    "version_table": migrate.VERSION_TABLE,
-                    "include_name": lambda name, type_, parent: type_ != "table" or name in TABLES,
-                },
-            )
-            diff = compare_metadata(context, metadata)
-        assert diff == []
-    finally:
-        engine.dispose()
+    engine = make_engine(backend)
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "version_table": migrate.VERSION_TABLE,
+                "include_name": lambda name, type_, parent: type_ != "table" or name in TABLES,
+            },
+        )
+        diff = compare_metadata(context, metadata)
+    assert diff == []
 
 
-def test_host_alembic_version_untouched(fresh_database: Backend) -> None:
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine)
-        assert "alembic_version" not in _tables(engine)
-        assert migrate.VERSION_TABLE in _tables(engine)
-    finally:
-        engine.dispose()
+def test_host_alembic_version_untouched(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine)
+    assert "alembic_version" not in _tables(engine)
+    assert migrate.VERSION_TABLE in _tables(engine)
 
 
-def test_saver_on_missing_or_old_schema_names_the_fix(fresh_database: Backend) -> None:
-    engine = fresh_database.engine()
-    try:
-        with pytest.raises(SchemaError, match=r"python -m lg_sqla upgrade --url"):
-            SQLAlchemySaver(engine).get_tuple(config(new_thread()))
-        migrate.upgrade(engine)
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999_future'"))
-        with pytest.raises(SchemaError, match="newer than this lg_sqla"):
-            SQLAlchemySaver(engine).get_tuple(config(new_thread()))
-    finally:
-        engine.dispose()
+def test_saver_on_missing_or_old_schema_names_the_fix(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    engine = make_engine(fresh_database)
+    with pytest.raises(SchemaError, match=r"python -m lg_sqla upgrade --url"):
+        SQLAlchemySaver(engine).get_tuple(config(new_thread()))
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999_future'"))
+    with pytest.raises(SchemaError, match="newer than this lg_sqla"):
+        SQLAlchemySaver(engine).get_tuple(config(new_thread()))
 
 
-async def test_async_setup_and_schema_check(fresh_database: Backend) -> None:
-    engine = fresh_database.async_engine()
-    try:
-        with pytest.raises(SchemaError, match="not set up"):
-            await AsyncSQLAlchemySaver(engine).aget_tuple(config(new_thread()))
-        saver = AsyncSQLAlchemySaver(engine)
-        await saver.setup()
-        await saver.setup()  # idempotent
-        stored = await saver.aput(config(new_thread()), checkpoint({"a": [1]}), {}, {"a": 1})
-        got = await saver.aget_tuple(stored)
-        assert got is not None and got.checkpoint["channel_values"] == {"a": [1]}
-    finally:
-        await engine.dispose()
+async def test_async_setup_and_schema_check(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    engine = make_engine.aio(fresh_database)
+    with pytest.raises(SchemaError, match="not set up"):
+        await AsyncSQLAlchemySaver(engine).aget_tuple(config(new_thread()))
+    saver = AsyncSQLAlchemySaver(engine)
+    await saver.setup()
+    await saver.setup()  # idempotent
+    stored = await saver.aput(config(new_thread()), checkpoint({"a": [1]}), {}, {"a": 1})
+    got = await saver.aget_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"] == {"a": [1]}
 
 
 def _count_table_creations(engine: sa.Engine, seen: list[str]) -> None:
@@ -202,8 +191,7 @@ def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
     # either fail or create them again.
     names = [s.split("(")[0].split()[-1].strip('`"') for s in created]
     assert sorted(names) == sorted({*metadata.tables, migrate.VERSION_TABLE}), created
-    engine = backend.engine()
-    try:
+    with checked_engine(backend) as engine:
         assert _tables(engine) >= TABLES
         with engine.connect() as conn:
             versions = (
@@ -212,15 +200,15 @@ def _assert_migrated_once(backend: Backend, created: list[str]) -> None:
                 .all()
             )
         assert versions == [migrate.head_revision()]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.any_dialect
-def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
+def test_concurrent_setup_from_several_threads(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """Four threads of one process call setup() at once (one engine each, and one
     shared): all succeed, the tables are created once, and the savers work."""
-    engines = [fresh_database.engine() for _ in range(2)]
+    engines = [make_engine(fresh_database) for _ in range(2)]
     created: list[str] = []
     for engine in engines:
         _count_table_creations(engine, created)
@@ -240,17 +228,13 @@ def test_concurrent_setup_from_several_threads(fresh_database: Backend) -> None:
             errors.append(error)
 
     threads = [threading.Thread(target=run, args=(saver,)) for saver in savers]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert not any(thread.is_alive() for thread in threads), "setup() hung"
-        assert errors == []
-        _assert_migrated_once(fresh_database, created)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "setup() hung"
+    assert errors == []
+    _assert_migrated_once(fresh_database, created)
 
 
 def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
@@ -296,6 +280,8 @@ def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
             await asyncio.gather(*(run(AsyncSQLAlchemySaver(engine)) for _ in range(4)))
             done.set()
             await beat
+            # The engine lives on this thread's loop: checked here, not by make_engine.
+            assert_no_leaked_connections(engine)
         finally:
             await engine.dispose()
 
@@ -314,7 +300,9 @@ def test_concurrent_setup_from_several_tasks(fresh_database: Backend) -> None:
     _assert_migrated_once(fresh_database, created)
 
 
-def test_concurrent_setup_from_several_processes(fresh_database: Backend) -> None:
+def test_concurrent_setup_from_several_processes(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """Four processes call setup() at once on an empty database: all succeed, one migration."""
     script = textwrap.dedent(
         """
@@ -338,17 +326,14 @@ def test_concurrent_setup_from_several_processes(fresh_database: Backend) -> Non
     ]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
-    engine = fresh_database.engine()
-    try:
-        with engine.connect() as conn:
-            versions = (
-                conn.execute(sa.text(f"SELECT version_num FROM {migrate.VERSION_TABLE}"))
-                .scalars()
-                .all()
-            )
-        assert versions == [migrate.head_revision()]
-    finally:
-        engine.dispose()
+    engine = make_engine(fresh_database)
+    with engine.connect() as conn:
+        versions = (
+            conn.execute(sa.text(f"SELECT version_num FROM {migrate.VERSION_TABLE}"))
+            .scalars()
+            .all()
+        )
+    assert versions == [migrate.head_revision()]
 
 
 def _migration_lock_is_free(backend: Backend, probe: sa.Engine) -> bool:
@@ -376,13 +361,15 @@ def _migration_lock_is_free(backend: Backend, probe: sa.Engine) -> bool:
         return bool(free)
 
 
-def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -> None:
+def test_every_revision_runs_under_the_migration_lock(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """An upgrade across several revisions holds the cross-process lock until the
     last one is applied. (On SQLite it once was released after the first revision,
     so a second process's setup() applied the next one too and failed with
     "table store_items already exists".)"""
-    engine = fresh_database.engine()
-    probe = fresh_database.engine(poolclass=sa.pool.NullPool)
+    engine = make_engine(fresh_database)
+    probe = make_engine(fresh_database, poolclass=sa.pool.NullPool)
     lock_free_at_create: dict[str, bool] = {}
 
     @sa.event.listens_for(engine, "before_cursor_execute")
@@ -391,14 +378,10 @@ def test_every_revision_runs_under_the_migration_lock(fresh_database: Backend) -
         if created:
             lock_free_at_create[created[1]] = _migration_lock_is_free(fresh_database, probe)
 
-    try:
-        SQLAlchemySaver(engine).setup()
-        assert set(lock_free_at_create) >= TABLES - {migrate.VERSION_TABLE}, lock_free_at_create
-        assert not any(lock_free_at_create.values()), lock_free_at_create
-        assert _migration_lock_is_free(fresh_database, probe)  # and released afterwards
-    finally:
-        engine.dispose()
-        probe.dispose()
+    SQLAlchemySaver(engine).setup()
+    assert set(lock_free_at_create) >= TABLES - {migrate.VERSION_TABLE}, lock_free_at_create
+    assert not any(lock_free_at_create.values()), lock_free_at_create
+    assert _migration_lock_is_free(fresh_database, probe)  # and released afterwards
 
 
 def test_the_lock_is_released_only_once_the_schema_is_committed(
@@ -452,13 +435,15 @@ def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
     assert current.stdout.strip() == migrate.head_revision()
 
 
-def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) -> None:
+def test_host_application_autogenerate_ignores_lg_sqla_tables(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
     """A host app's own Alembic env, with our include_name hook, sees only its tables."""
     from lg_sqla.models import exclude_lg_sqla_tables
 
     host = sa.MetaData()
     sa.Table("app_users", host, sa.Column("id", sa.Integer, primary_key=True))
-    engine = backend.engine()
+    engine = make_engine(backend)
     try:
         host.create_all(engine)
 
@@ -476,4 +461,3 @@ def test_host_application_autogenerate_ignores_lg_sqla_tables(backend: Backend) 
         assert diff(exclude_lg_sqla_tables) == []
     finally:
         host.drop_all(engine)
-        engine.dispose()

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="arg-type"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """Any name is a name: channel names (state keys), thread ids, namespaces and
 metadata keys that are not plain ASCII identifiers round-trip on every dialect.
 
@@ -12,18 +14,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory, fresh_saver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from modes import Either, either, saver_on
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -69,32 +71,9 @@ HOSTILE = [
 ]
 
 
-class Api:
-    """One test body for both savers: the sync saver's methods behind ``await``."""
-
-    def __init__(self, saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
-        self.saver = saver
-
-    async def put(self, cfg: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            return await self.saver.aput(cfg, checkpoint, metadata, versions)
-        return self.saver.put(cfg, checkpoint, metadata, versions)
-
-    async def put_writes(self, cfg: Any, writes: Any, task_id: str, task_path: str) -> None:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            await self.saver.aput_writes(cfg, writes, task_id, task_path)
-        else:
-            self.saver.put_writes(cfg, writes, task_id, task_path)
-
-    async def get_tuple(self, cfg: Any) -> CheckpointTuple | None:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            return await self.saver.aget_tuple(cfg)
-        return self.saver.get_tuple(cfg)
-
-    async def list(self, cfg: Any, **kwargs: Any) -> list[CheckpointTuple]:
-        if isinstance(self.saver, AsyncSQLAlchemySaver):
-            return [t async for t in self.saver.alist(cfg, **kwargs)]
-        return list(self.saver.list(cfg, **kwargs))
+# One test body for both savers: ``await api.put(...)`` is the sync saver's put or the
+# async saver's aput (modes.py).
+Api = Either[SQLAlchemySaver | AsyncSQLAlchemySaver]
 
 
 # Names as hypothesis draws them: any code point but NUL (stripped from documents
@@ -104,14 +83,9 @@ names = st.text(
 )
 
 
-@pytest.fixture(params=["sync", "async"])
-async def api(request: pytest.FixtureRequest, backend: Backend) -> AsyncIterator[Api]:
-    if request.param == "sync":
-        with fresh_saver(backend) as saver:
-            yield Api(saver)
-    else:
-        async with fresh_async_saver(backend) as async_saver:
-            yield Api(async_saver)
+@pytest.fixture
+def api(make_engine: EngineFactory, backend: Backend, mode: str) -> Api:
+    return saver_on(make_engine.for_mode(mode, backend))
 
 
 def _config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
@@ -208,8 +182,8 @@ async def test_each_hostile_channel_name_alone_is_kept(api: Api) -> None:
         channels = ["plain", name] if name != "plain" else [name]
         stored = await api.put(
             _config(thread_id),
-            _checkpoint(1, {ch: ch for ch in channels}, {ch: "1" for ch in channels}),  # type: ignore[arg-type]
-            {name: 1},  # type: ignore[typeddict-item]
+            _checkpoint(1, {ch: ch for ch in channels}, {ch: "1" for ch in channels}),
+            {name: 1},
             {ch: "1" for ch in channels},
         )
         found = await api.get_tuple(stored)
@@ -263,64 +237,54 @@ def _graph_expected(turns: int) -> dict[str, int]:
     return {key: turns * (i + 1) for i, key in enumerate(GRAPH_KEYS)}
 
 
-def test_graph_state_keeps_hostile_keys(sync_saver: SQLAlchemySaver) -> None:
-    graph = _hostile_graph().compile(checkpointer=sync_saver)
+async def test_graph_state_keeps_hostile_keys(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    saver = saver_on(make_engine.for_mode(mode, backend))
+    graph = either(_hostile_graph().compile(checkpointer=saver.target), mode)
     cfg: RunnableConfig = {"configurable": {"thread_id": f"g-{uuid.uuid4()}"}}
-    graph.invoke(_graph_start(), cfg)
-    assert graph.get_state(cfg).values == _graph_expected(1)
-    graph.invoke({}, cfg)
-    assert graph.get_state(cfg).values == _graph_expected(2)
-    history = list(graph.get_state_history(cfg))
-    assert all(set(s.values) == set(GRAPH_KEYS) for s in history if s.values)
-
-
-async def test_graph_state_keeps_hostile_keys_async(async_saver: AsyncSQLAlchemySaver) -> None:
-    graph = _hostile_graph().compile(checkpointer=async_saver)
-    cfg: RunnableConfig = {"configurable": {"thread_id": f"g-{uuid.uuid4()}"}}
-    await graph.ainvoke(_graph_start(), cfg)
-    assert (await graph.aget_state(cfg)).values == _graph_expected(1)
-    await graph.ainvoke({}, cfg)
-    assert (await graph.aget_state(cfg)).values == _graph_expected(2)
-    history = [s async for s in graph.aget_state_history(cfg)]
+    await graph.invoke(_graph_start(), cfg)
+    assert (await graph.get_state(cfg)).values == _graph_expected(1)
+    await graph.invoke({}, cfg)
+    assert (await graph.get_state(cfg)).values == _graph_expected(2)
+    history = await graph.get_state_history(cfg)
     assert all(set(s.values) == set(GRAPH_KEYS) for s in history if s.values)
 
 
 # --- a database created with the server's default charset -------------------------
 
 
-def test_our_text_columns_are_utf8_whatever_the_database_default(backend: Backend) -> None:
+def test_our_text_columns_are_utf8_whatever_the_database_default(
+    engine: sa.Engine, backend: Backend
+) -> None:
     """Every text column of lg_sqla's tables stores UTF-8, emoji included, even in a
     MariaDB database left at latin1 (the `mysql-latin1` backend)."""
-    engine = backend.engine()
-    try:
-        with engine.connect() as conn:
-            if backend.name == "mysql":
-                charsets = conn.execute(
-                    sa.text(
-                        "SELECT table_name, column_name, character_set_name"
-                        " FROM information_schema.columns WHERE table_schema = DATABASE()"
-                        " AND table_name IN"
-                        " ('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
-                        " AND character_set_name IS NOT NULL"
-                    )
-                ).all()
-                assert len(charsets) >= 10, charsets
-                assert {row[2] for row in charsets} == {"utf8mb4"}, charsets
-                tables = conn.execute(
-                    sa.text(
-                        "SELECT table_collation FROM information_schema.tables"
-                        " WHERE table_schema = DATABASE() AND table_name LIKE 'checkpoint%'"
-                    )
-                ).scalars()
-                assert {t.split("_")[0] for t in tables} == {"utf8mb4"}
-            elif backend.name == "postgres":
-                encoding = conn.execute(sa.text("SHOW server_encoding")).scalar_one()
-                assert encoding == "UTF8"
-            else:
-                encoding = conn.execute(sa.text("PRAGMA encoding")).scalar_one()
-                assert encoding == "UTF-8"
-    finally:
-        engine.dispose()
+    with engine.connect() as conn:
+        if backend.name == "mysql":
+            charsets = conn.execute(
+                sa.text(
+                    "SELECT table_name, column_name, character_set_name"
+                    " FROM information_schema.columns WHERE table_schema = DATABASE()"
+                    " AND table_name IN"
+                    " ('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
+                    " AND character_set_name IS NOT NULL"
+                )
+            ).all()
+            assert len(charsets) >= 10, charsets
+            assert {row[2] for row in charsets} == {"utf8mb4"}, charsets
+            tables = conn.execute(
+                sa.text(
+                    "SELECT table_collation FROM information_schema.tables"
+                    " WHERE table_schema = DATABASE() AND table_name LIKE 'checkpoint%'"
+                )
+            ).scalars()
+            assert {t.split("_")[0] for t in tables} == {"utf8mb4"}
+        elif backend.name == "postgres":
+            encoding = conn.execute(sa.text("SHOW server_encoding")).scalar_one()
+            assert encoding == "UTF8"
+        else:
+            encoding = conn.execute(sa.text("PRAGMA encoding")).scalar_one()
+            assert encoding == "UTF-8"
 
 
 def _latin1_connection(backend: Backend) -> Backend:
@@ -337,33 +301,26 @@ def _latin1_connection(backend: Backend) -> Backend:
     return Backend(backend.name, sync_url, async_url, backend.variant)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_reads_and_filters_on_a_latin1_connection(backend: Backend, mode: str) -> None:
+async def test_reads_and_filters_on_a_latin1_connection(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
     """Strings computed from JSON are compared as utf8mb4 whatever the connection's
     charset (MariaDB used to fail with 1253 "COLLATION ... not valid for CHARACTER SET")."""
     latin1 = _latin1_connection(backend)
     channels = ["ñandú", "-k", 'say "hi"', "a.b", "plain"]
     ref = InMemorySaver()
     thread_id = f"ñ-{uuid.uuid4().hex[:8]}"
-    if mode == "sync":
-        with fresh_saver(latin1) as saver:
-            api = Api(saver)
-            configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
-            await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
-    else:
-        async with fresh_async_saver(latin1) as async_saver:
-            api = Api(async_saver)
-            configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
-            await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
+    api = saver_on(make_engine.for_mode(mode, latin1))
+    configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
+    await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
 
 
 # Channel names as any JSON writer may spell them (raw UTF-8, no quote, no leading "-").
 OTHER_SPELLING = ["ñandú", "日本語", "😀", "a\x01b", "\u2028", "back\\slash", "a.b", "$", "[0]", ""]
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_documents_spelled_by_other_writers_keep_their_channels(
-    backend: Backend, mode: str
+    make_engine: EngineFactory, backend: Backend, mode: str
 ) -> None:
     """Rows whose JSON another writer spelled differently (raw UTF-8: earlier lg_sqla
     versions with an engine's own json_serializer, an import, a manual fix) keep
@@ -371,38 +328,32 @@ async def test_documents_spelled_by_other_writers_keep_their_channels(
     ref = InMemorySaver()
     thread_id = f"t-{uuid.uuid4().hex[:8]}"
     with fresh_saver(backend) as saver:
-        configs = await _store_both(Api(saver), ref, thread_id, "", OTHER_SPELLING, "step-key")
-    engine = backend.engine()
-    try:
-        placeholder = "CAST(:d AS JSONB)" if backend.name == "postgres" else ":d"
-        with engine.begin() as conn:
-            rows = conn.execute(
-                sa.text(
-                    "SELECT checkpoint_id, checkpoint, metadata FROM checkpoints"
-                    " WHERE thread_id = :t"
-                ),
-                {"t": thread_id},
-            ).all()
-            assert len(rows) == 2
-            for checkpoint_id, checkpoint, metadata in rows:
-                for column, value in (("checkpoint", checkpoint), ("metadata", metadata)):
-                    document = value if isinstance(value, dict) else json.loads(value)
-                    conn.execute(
-                        sa.text(
-                            f"UPDATE checkpoints SET {column} = {placeholder}"
-                            " WHERE thread_id = :t AND checkpoint_id = :c"
-                        ),
-                        {
-                            "d": json.dumps(document, ensure_ascii=False),
-                            "t": thread_id,
-                            "c": checkpoint_id,
-                        },
-                    )
-    finally:
-        engine.dispose()
-    if mode == "sync":
-        with fresh_saver(backend) as saver:
-            await _assert_same(Api(saver), ref, thread_id, "", configs, "step-key")
-    else:
-        async with fresh_async_saver(backend) as async_saver:
-            await _assert_same(Api(async_saver), ref, thread_id, "", configs, "step-key")
+        configs = await _store_both(
+            either(saver, "sync"), ref, thread_id, "", OTHER_SPELLING, "step-key"
+        )
+    engine = make_engine(backend)
+    placeholder = "CAST(:d AS JSONB)" if backend.name == "postgres" else ":d"
+    with engine.begin() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT checkpoint_id, checkpoint, metadata FROM checkpoints WHERE thread_id = :t"
+            ),
+            {"t": thread_id},
+        ).all()
+        assert len(rows) == 2
+        for checkpoint_id, checkpoint, metadata in rows:
+            for column, value in (("checkpoint", checkpoint), ("metadata", metadata)):
+                document = value if isinstance(value, dict) else json.loads(value)
+                conn.execute(
+                    sa.text(
+                        f"UPDATE checkpoints SET {column} = {placeholder}"
+                        " WHERE thread_id = :t AND checkpoint_id = :c"
+                    ),
+                    {
+                        "d": json.dumps(document, ensure_ascii=False),
+                        "t": thread_id,
+                        "c": checkpoint_id,
+                    },
+                )
+    api = saver_on(make_engine.for_mode(mode, backend))
+    await _assert_same(api, ref, thread_id, "", configs, "step-key")

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="arg-type"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """The connection settings lg_sqla gives the PostgreSQL (psycopg) engines it creates.
 
 Statements are prepared on their first execution on a connection, so no call

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import operator
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory, fresh_saver
 from helpers import checkpoint, config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,6 +28,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.types import Command, Interrupt, interrupt
+from modes import Either, either, saver_on
 
 ERROR, SCHEDULED, INTERRUPT, RESUME = "__error__", "__scheduled__", "__interrupt__", "__resume__"
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -38,7 +39,9 @@ Call = tuple[str, list[tuple[str, Any]]]
 
 def stored_writes(saved: CheckpointTuple | None) -> list[tuple[str, str, Any]]:
     assert saved is not None
-    return sorted((task, channel, repr(value)) for task, channel, value in saved.pending_writes)
+    return sorted(
+        (task, channel, repr(value)) for task, channel, value in saved.pending_writes or []
+    )
 
 
 def replay_sync(saver: BaseCheckpointSaver[Any], thread_id: str, calls: Sequence[Call]) -> Any:
@@ -48,13 +51,14 @@ def replay_sync(saver: BaseCheckpointSaver[Any], thread_id: str, calls: Sequence
     return stored_writes(saver.get_tuple(stored))
 
 
-async def replay_async(
-    saver: BaseCheckpointSaver[Any], thread_id: str, calls: Sequence[Call]
+async def replay(
+    saver: Either[BaseCheckpointSaver[Any]], thread_id: str, calls: Sequence[Call]
 ) -> Any:
-    stored = await saver.aput(config(thread_id), checkpoint({"x": 1}), {"step": 0}, {"x": 1})
+    """replay_sync, in the saver's mode (modes.py)."""
+    stored = await saver.put(config(thread_id), checkpoint({"x": 1}), {"step": 0}, {"x": 1})
     for task_id, writes in calls:
-        await saver.aput_writes(stored, writes, task_id, task_path=f"~{task_id}")
-    return stored_writes(await saver.aget_tuple(stored))
+        await saver.put_writes(stored, writes, task_id, task_path=f"~{task_id}")
+    return stored_writes(await saver.get_tuple(stored))
 
 
 # Each scenario is a sequence of calls whose stored result differs between the
@@ -85,19 +89,13 @@ SCENARIOS: dict[str, list[Call]] = {
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_put_writes_matches_in_memory_saver_sync(backend: Backend, scenario: str) -> None:
+async def test_put_writes_matches_in_memory_saver(
+    make_engine: EngineFactory, backend: Backend, mode: str, scenario: str
+) -> None:
     calls = SCENARIOS[scenario]
     expected = replay_sync(InMemorySaver(), "t", calls)
-    with fresh_saver(backend) as saver:
-        assert replay_sync(saver, f"pw-{uuid.uuid4()}", calls) == expected
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-async def test_put_writes_matches_in_memory_saver_async(backend: Backend, scenario: str) -> None:
-    calls = SCENARIOS[scenario]
-    expected = replay_sync(InMemorySaver(), "t", calls)
-    async with fresh_async_saver(backend) as saver:
-        assert await replay_async(saver, f"pw-{uuid.uuid4()}", calls) == expected
+    saver = saver_on(make_engine.for_mode(mode, backend))
+    assert await replay(saver, f"pw-{uuid.uuid4()}", calls) == expected
 
 
 def test_scenarios_tell_the_rules_apart() -> None:
@@ -177,11 +175,11 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def history_writes(saver: BaseCheckpointSaver[Any], history: list[Any]) -> list[Any]:
+async def history_writes(saver: Either[BaseCheckpointSaver[Any]], history: list[Any]) -> list[Any]:
     """Per checkpoint, newest first: its values and its pending writes, task ids anonymized."""
     out = []
     for snapshot in history:
-        saved = saver.get_tuple(snapshot.config)
+        saved = await saver.get_tuple(snapshot.config)
         assert saved is not None
         writes = sorted(
             ("null" if task == NULL_TASK_ID else "task", channel, repr(_normalized(value)))
@@ -191,55 +189,28 @@ def history_writes(saver: BaseCheckpointSaver[Any], history: list[Any]) -> list[
     return out
 
 
-RESUMES = [
+RESUMES: list[Command[Any]] = [
     Command(resume="A", update={"notes": ["n1"]}),
     Command(resume="B", update={"notes": ["n2"]}),
 ]
 
 
-def run_sync(saver: BaseCheckpointSaver[Any]) -> tuple[Any, list[Any]]:
-    graph = build_two_question_graph().compile(checkpointer=saver)
+async def run(saver: Either[BaseCheckpointSaver[Any]]) -> tuple[Any, list[Any]]:
+    graph = either(build_two_question_graph().compile(checkpointer=saver.target), saver.mode)
     cfg: RunnableConfig = {"configurable": {"thread_id": f"ask-{uuid.uuid4()}"}}
-    graph.invoke({"answers": [], "notes": []}, cfg)
+    await graph.invoke({"answers": [], "notes": []}, cfg)
     result = None
     for command in RESUMES:
-        result = graph.invoke(command, cfg)
-    return result, history_writes(saver, list(graph.get_state_history(cfg)))
+        result = await graph.invoke(command, cfg)
+    return result, await history_writes(saver, await graph.get_state_history(cfg))
 
 
-async def run_async(
-    saver: BaseCheckpointSaver[Any], get_tuple: Callable[[Any], Awaitable[Any]]
-) -> tuple[Any, list[Any]]:
-    graph = build_two_question_graph().compile(checkpointer=saver)
-    cfg: RunnableConfig = {"configurable": {"thread_id": f"ask-{uuid.uuid4()}"}}
-    await graph.ainvoke({"answers": [], "notes": []}, cfg)
-    result = None
-    for command in RESUMES:
-        result = await graph.ainvoke(command, cfg)
-    history = [s async for s in graph.aget_state_history(cfg)]
-    out = []
-    for snapshot in history:
-        saved = await get_tuple(snapshot.config)
-        writes = sorted(
-            ("null" if task == NULL_TASK_ID else "task", channel, repr(_normalized(value)))
-            for task, channel, value in saved.pending_writes or []
-        )
-        out.append((snapshot.values, writes))
-    return result, out
-
-
-def test_resume_with_update_stores_what_in_memory_saver_stores_sync(backend: Backend) -> None:
-    expected_result, expected_history = run_sync(InMemorySaver())
+async def test_resume_with_update_stores_what_in_memory_saver_stores(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    expected_result, expected_history = await run(either(InMemorySaver(), "sync"))
     assert expected_result == {"answers": ["A", "B"], "notes": ["n1", "n2"]}
     # The reference keeps the newest resume value of the null task: "B".
     assert ("null", RESUME, repr("B")) in expected_history[1][1]
-    with fresh_saver(backend) as saver:
-        assert run_sync(saver) == (expected_result, expected_history)
-
-
-async def test_resume_with_update_stores_what_in_memory_saver_stores_async(
-    backend: Backend,
-) -> None:
-    expected = run_sync(InMemorySaver())
-    async with fresh_async_saver(backend) as saver:
-        assert await run_async(saver, saver.aget_tuple) == expected
+    saver = saver_on(make_engine.for_mode(mode, backend))
+    assert await run(saver) == (expected_result, expected_history)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,7 @@ def test_every_write_of_a_read_only_saver_is_refused_before_the_database(pair: P
     sa.event.listen(engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
     try:
         replica = SQLAlchemySaver(engine, read_only=True)
-        writes = {
+        writes: dict[str, Callable[[], object]] = {
             "put": lambda: replica.put(last, checkpoint({"m": 9}), {}, {"m": 9}),
             "put_writes": lambda: replica.put_writes(last, [("m", 1)], "t"),
             "delete_thread": lambda: replica.delete_thread(thread_id),

@@ -46,8 +46,8 @@ def _conflict(engine: sa.Engine) -> BaseException:
             "could not serialize access due to read/write dependencies among transactions"
         )
     if engine.dialect.name == "sqlite":
-        return dbapi.OperationalError("database is locked")  # type: ignore[no-any-return]
-    return dbapi.OperationalError(  # type: ignore[no-any-return]
+        return dbapi.OperationalError("database is locked")
+    return dbapi.OperationalError(
         1213, "Deadlock found when trying to get lock; try restarting transaction"
     )
 
@@ -56,10 +56,10 @@ def _lost(engine: sa.Engine) -> BaseException:
     """The error a driver raises when the connection dies during COMMIT."""
     dbapi = engine.dialect.loaded_dbapi
     if engine.dialect.name == "postgresql":
-        return dbapi.OperationalError("server closed the connection unexpectedly")  # type: ignore[no-any-return]
+        return dbapi.OperationalError("server closed the connection unexpectedly")
     if engine.dialect.name == "sqlite":
-        return dbapi.OperationalError("disk I/O error")  # type: ignore[no-any-return]
-    return dbapi.OperationalError(2013, "Lost connection to MySQL server during query")  # type: ignore[no-any-return]
+        return dbapi.OperationalError("disk I/O error")
+    return dbapi.OperationalError(2013, "Lost connection to MySQL server during query")
 
 
 async def _open(backend: Backend, mode: str, path: str) -> tuple[Any, Faults, Saver]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, EngineFactory, checked_engine
 from graph_helpers import build_fan_graph
 from test_cli import read_json, run_cli
 from test_import import official_saver, snapshot_view
@@ -25,16 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def drop_schema(db: Backend, schema: str) -> None:
-    engine = db.engine()
-    try:
-        with engine.begin() as conn:
-            quoted = conn.dialect.identifier_preparer.quote(schema)
-            if db.name == "postgres":
-                conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
-            else:
-                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
-    finally:
-        engine.dispose()
+    with checked_engine(db) as engine, engine.begin() as conn:
+        quoted = conn.dialect.identifier_preparer.quote(schema)
+        if db.name == "postgres":
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+        else:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
 
 
 @pytest.fixture
@@ -55,82 +51,78 @@ def run_fan(saver: Any, thread_id: str) -> Any:
     return graph
 
 
-async def test_lg_sqla_beside_the_official_saver(fresh_database: Backend, schema: str) -> None:
+async def test_lg_sqla_beside_the_official_saver(
+    make_engine: EngineFactory, fresh_database: Backend, schema: str
+) -> None:
     db = fresh_database
-    engine = db.engine()
-    try:
-        if db.name == "sqlite":
-            with pytest.raises(InvalidInputError, match="schema"):
-                SQLAlchemySaver(engine, schema=schema)
-            return
-        with official_saver(db) as official:
-            theirs = f"official-{uuid.uuid4().hex[:8]}"
-            official_graph = run_fan(official, theirs)
-            default_tables = tables_in(engine, None)
-            assert "checkpoints" in default_tables  # the official saver's own table
-            # Without a schema of its own, lg_sqla would collide with that table...
-            with pytest.raises(sa.exc.DBAPIError):
-                SQLAlchemySaver(engine).setup()
-            engine.dispose()
-            # ...and the CLI says what to do about it.
-            done = run_cli(["upgrade"], db.sync_url)
-            assert done.returncode == 1 and "lg-sqla --schema lg_sqla upgrade" in done.stderr
-
-            saver = SQLAlchemySaver(engine, schema=schema)
-            saver.setup()  # creates the schema, the tables and the version table in it
-            assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} <= tables_in(
-                engine, schema
-            )
-            assert "lg_sqla_alembic_version" in tables_in(engine, schema)
-            saver.setup()  # idempotent
-
-            ours = f"ours-{uuid.uuid4().hex[:8]}"
-            graph = run_fan(saver, ours)
-            assert graph.get_state({"configurable": {"thread_id": ours}}).values["items"] == [
-                "planned",
-                "done-0",
-                "done-1",
-            ]
-            saver.prune([ours], keep_last=2)  # MySQL's anti-join delete names the schema too
-            assert len(list(saver.list({"configurable": {"thread_id": ours}}))) == 2
-            assert [t.thread_id for t in Inspector(saver).threads().threads] == [ours]
-
-            async_engine = db.async_engine()
-            try:
-                async_saver = AsyncSQLAlchemySaver(async_engine, schema=schema)
-                async_thread = f"async-{uuid.uuid4().hex[:8]}"
-                agraph = build_fan_graph().compile(checkpointer=async_saver)
-                await agraph.ainvoke(
-                    {"items": [], "note": ""}, {"configurable": {"thread_id": async_thread}}
-                )
-                state = await agraph.aget_state({"configurable": {"thread_id": async_thread}})
-                assert state.values["items"] == ["planned", "done-0", "done-1"]
-            finally:
-                await async_engine.dispose()
-
-            # The official saver's table holds its own thread only, and still reads it.
-            with engine.connect() as conn:
-                rows = conn.execute(sa.text("SELECT DISTINCT thread_id FROM checkpoints")).all()
-            assert [r[0] for r in rows] == [theirs]
-            assert official_graph.get_state({"configurable": {"thread_id": theirs}}).values
-
-            # The CLI with --schema; without it the default schema has no lg_sqla tables.
-            url = db.sync_url
-            listed = read_json(["--schema", schema, "threads"], url)
-            assert {t["thread_id"] for t in listed["threads"]} == {ours, async_thread}
-            assert "not set up in this database" in run_cli(["check"], url).stderr
-            # Adoption in place: import the official thread into our schema, same database.
-            report = read_json(["--schema", schema, "import", url], url)
-            assert report["threads_done"] == 1 and report["checkpoints_imported"] > 0
-            thread = {"configurable": {"thread_id": theirs}}
-            expected = [snapshot_view(s) for s in official_graph.get_state_history(thread)]
-            adopted = official_graph.copy(update={"checkpointer": saver})
-            assert [snapshot_view(s) for s in adopted.get_state_history(thread)] == expected
-    finally:
+    engine = make_engine(db)
+    if db.name == "sqlite":
+        with pytest.raises(InvalidInputError, match="schema"):
+            SQLAlchemySaver(engine, schema=schema)
+        return
+    with official_saver(db) as official:
+        theirs = f"official-{uuid.uuid4().hex[:8]}"
+        official_graph = run_fan(official, theirs)
+        default_tables = tables_in(engine, None)
+        assert "checkpoints" in default_tables  # the official saver's own table
+        # Without a schema of its own, lg_sqla would collide with that table...
+        with pytest.raises(sa.exc.DBAPIError):
+            SQLAlchemySaver(engine).setup()
         engine.dispose()
+        # ...and the CLI says what to do about it.
+        done = run_cli(["upgrade"], db.sync_url)
+        assert done.returncode == 1 and "lg-sqla --schema lg_sqla upgrade" in done.stderr
+
+        saver = SQLAlchemySaver(engine, schema=schema)
+        saver.setup()  # creates the schema, the tables and the version table in it
+        assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} <= tables_in(engine, schema)
+        assert "lg_sqla_alembic_version" in tables_in(engine, schema)
+        saver.setup()  # idempotent
+
+        ours = f"ours-{uuid.uuid4().hex[:8]}"
+        graph = run_fan(saver, ours)
+        assert graph.get_state({"configurable": {"thread_id": ours}}).values["items"] == [
+            "planned",
+            "done-0",
+            "done-1",
+        ]
+        saver.prune([ours], keep_last=2)  # MySQL's anti-join delete names the schema too
+        assert len(list(saver.list({"configurable": {"thread_id": ours}}))) == 2
+        assert [t.thread_id for t in Inspector(saver).threads().threads] == [ours]
+
+        async_engine = make_engine.aio(db)
+        async_saver = AsyncSQLAlchemySaver(async_engine, schema=schema)
+        async_thread = f"async-{uuid.uuid4().hex[:8]}"
+        agraph = build_fan_graph().compile(checkpointer=async_saver)
+        await agraph.ainvoke(
+            {"items": [], "note": ""}, {"configurable": {"thread_id": async_thread}}
+        )
+        state = await agraph.aget_state({"configurable": {"thread_id": async_thread}})
+        assert state.values["items"] == ["planned", "done-0", "done-1"]
+
+        # The official saver's table holds its own thread only, and still reads it.
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT DISTINCT thread_id FROM checkpoints")).all()
+        assert [r[0] for r in rows] == [theirs]
+        assert official_graph.get_state({"configurable": {"thread_id": theirs}}).values
+
+        # The CLI with --schema; without it the default schema has no lg_sqla tables.
+        url = db.sync_url
+        listed = read_json(["--schema", schema, "threads"], url)
+        assert {t["thread_id"] for t in listed["threads"]} == {ours, async_thread}
+        assert "not set up in this database" in run_cli(["check"], url).stderr
+        # Adoption in place: import the official thread into our schema, same database.
+        report = read_json(["--schema", schema, "import", url], url)
+        assert report["threads_done"] == 1 and report["checkpoints_imported"] > 0
+        thread = {"configurable": {"thread_id": theirs}}
+        expected = [snapshot_view(s) for s in official_graph.get_state_history(thread)]
+        adopted = official_graph.copy(update={"checkpointer": saver})
+        assert [snapshot_view(s) for s in adopted.get_state_history(thread)] == expected
 
 
-def test_alembic_environment_and_cli_take_a_schema(fresh_database: Backend, schema: str) -> None:
+def test_alembic_environment_and_cli_take_a_schema(
+    make_engine: EngineFactory, fresh_database: Backend, schema: str
+) -> None:
     url = fresh_database.sync_url
     if fresh_database.name == "sqlite":
         done = run_cli(["--schema", schema, "upgrade"], url)
@@ -146,11 +138,8 @@ def test_alembic_environment_and_cli_take_a_schema(fresh_database: Backend, sche
         capture_output=True,
     )
     assert read_json(["--schema", schema, "check"], url)["up_to_date"] is True
-    engine = fresh_database.engine()
-    try:
-        assert "checkpoints" not in tables_in(engine, None)  # nothing in the default schema
-    finally:
-        engine.dispose()
+    engine = make_engine(fresh_database)
+    assert "checkpoints" not in tables_in(engine, None)  # nothing in the default schema
     # `downgrade base` drops the tables of that schema only.
     assert run_cli(["--schema", schema, "downgrade", "base", "--yes"], url).returncode == 0
     assert "not set up in schema" in run_cli(["--schema", schema, "check"], url).stderr

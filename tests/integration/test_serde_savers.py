@@ -1,3 +1,5 @@
+# mypy: disable-error-code="func-returns-value"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """Serializers through the savers on every dialect: round trips, strict mode, rotation.
 
 Property tests push LangGraph-typical values through put/put_writes/get_tuple
@@ -18,7 +20,7 @@ from typing import Any
 import ormsgpack
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 from hypothesis import HealthCheck, given, settings
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -39,19 +41,15 @@ SAVER_COMBINATIONS = ["plain", "compressed+gcm", "eax"]
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(value=top_level)
-def test_values_round_trip_through_the_saver(backend: Backend, name: str, value: Any) -> None:
-    engine = backend.engine()
-    try:
-        saver = SQLAlchemySaver(engine, serde=COMBINATIONS[name])
-        thread_id = new_thread()
-        stored = saver.put(config(thread_id), checkpoint({"v": value}), {}, {"v": 1})
-        saver.put_writes(stored, [("w", value)], task_id="t")
-        got = saver.get_tuple(stored)
-        assert got is not None
-        assert canon(got.checkpoint["channel_values"]["v"]) == canon(value)
-        assert got.pending_writes is not None and canon(got.pending_writes[0][2]) == canon(value)
-    finally:
-        engine.dispose()
+def test_values_round_trip_through_the_saver(engine: sa.Engine, name: str, value: Any) -> None:
+    saver = SQLAlchemySaver(engine, serde=COMBINATIONS[name])
+    thread_id = new_thread()
+    stored = saver.put(config(thread_id), checkpoint({"v": value}), {}, {"v": 1})
+    saver.put_writes(stored, [("w", value)], task_id="t")
+    got = saver.get_tuple(stored)
+    assert got is not None
+    assert canon(got.checkpoint["channel_values"]["v"]) == canon(value)
+    assert got.pending_writes is not None and canon(got.pending_writes[0][2]) == canon(value)
 
 
 def _plant(engine: sa.Engine, thread_id: str, blob: bytes) -> None:
@@ -65,30 +63,27 @@ def _plant(engine: sa.Engine, thread_id: str, blob: bytes) -> None:
 
 
 def test_strict_mode_refuses_revival_from_a_crafted_row(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
+    make_engine: EngineFactory, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
     monkeypatch.setattr(os, "system", lambda cmd: calls.append(cmd) or 0)
     crafted = ormsgpack.packb(
         {"x": ormsgpack.Ext(0, ormsgpack.packb(("os", "system", "echo pwned")))}
     )
-    engine = backend.engine()
-    try:
-        thread_id = new_thread()
-        permissive = SQLAlchemySaver(engine)
-        permissive.put(config(thread_id), checkpoint({"v": {"x": 1}}), {}, {"v": 1})
-        _plant(engine, thread_id, crafted)
+    engine = make_engine(backend)
+    thread_id = new_thread()
+    permissive = SQLAlchemySaver(engine)
+    permissive.put(config(thread_id), checkpoint({"v": {"x": 1}}), {}, {"v": 1})
+    _plant(engine, thread_id, crafted)
 
-        strict = SQLAlchemySaver(engine, serde=JsonPlusSerializer(allowed_msgpack_modules=None))
-        got = strict.get_tuple(config(thread_id))
-        assert calls == []  # nothing ran
-        assert got is not None and got.checkpoint["channel_values"]["v"] == {"x": "echo pwned"}
+    strict = SQLAlchemySaver(engine, serde=JsonPlusSerializer(allowed_msgpack_modules=None))
+    got = strict.get_tuple(config(thread_id))
+    assert calls == []  # nothing ran
+    assert got is not None and got.checkpoint["channel_values"]["v"] == {"x": "echo pwned"}
 
-        # The default (permissive) serde does call it: the reason strict mode exists.
-        permissive.get_tuple(config(thread_id))
-        assert calls == ["echo pwned"]
-    finally:
-        engine.dispose()
+    # The default (permissive) serde does call it: the reason strict mode exists.
+    permissive.get_tuple(config(thread_id))
+    assert calls == ["echo pwned"]
 
 
 def _types(engine: sa.Engine, thread_ids: list[str]) -> set[str]:
@@ -105,78 +100,72 @@ def _types(engine: sa.Engine, thread_ids: list[str]) -> set[str]:
     return tags
 
 
-def test_key_rotation_on_a_live_database(fresh_database: Backend) -> None:
+def test_key_rotation_on_a_live_database(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     # A database of its own: re-encryption walks every row of the tables.
-    engine = fresh_database.engine()
-    try:
-        SQLAlchemySaver(engine).setup()
-        threads = [new_thread() for _ in range(6)]
-        expected: dict[str, Any] = {}
-        plain = SQLAlchemySaver(engine)
-        for i, t in enumerate(threads):
-            value = {"i": i, "text": "x" * (50 * i), "blob": os.urandom(20)}
-            stored = plain.put(config(t), checkpoint({"v": value}), {}, {"v": 1})
-            plain.put_writes(stored, [("w", [i])], task_id="t")
-            expected[t] = value
-        assert {parse_type_tag(t).encryption for t in _types(engine, threads)} == {None}
+    engine = make_engine(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    threads = [new_thread() for _ in range(6)]
+    expected: dict[str, Any] = {}
+    plain = SQLAlchemySaver(engine)
+    for i, t in enumerate(threads):
+        value = {"i": i, "text": "x" * (50 * i), "blob": os.urandom(20)}
+        stored = plain.put(config(t), checkpoint({"v": value}), {}, {"v": 1})
+        plain.put_writes(stored, [("w", [i])], task_id="t")
+        expected[t] = value
+    assert {parse_type_tag(t).encryption for t in _types(engine, threads)} == {None}
 
-        def readable(saver: SQLAlchemySaver) -> None:
-            for t in threads:
-                got = saver.get_tuple(config(t))
-                assert got is not None and got.checkpoint["channel_values"]["v"] == expected[t]
+    def readable(saver: SQLAlchemySaver) -> None:
+        for t in threads:
+            got = saver.get_tuple(config(t))
+            assert got is not None and got.checkpoint["channel_values"]["v"] == expected[t]
 
-        # 1. Enable encryption (k1): old plaintext rows still load; re-encrypt them.
-        k1 = SQLAlchemySaver(
-            engine, serde=EncryptedSerializer.gcm({"k1": K1}, CompressedSerializer())
-        )
-        readable(k1)
-        report = k1.reencrypt(batch_size=3, progress=lambda r: readable(k1))
-        assert report.rewritten >= 12
-        assert {parse_type_tag(t).key_id for t in _types(engine, threads)} == {"k1"}
+    # 1. Enable encryption (k1): old plaintext rows still load; re-encrypt them.
+    k1 = SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k1": K1}, CompressedSerializer()))
+    readable(k1)
+    report = k1.reencrypt(batch_size=3, progress=lambda r: readable(k1))
+    assert report.rewritten >= 12
+    assert {parse_type_tag(t).key_id for t in _types(engine, threads)} == {"k1"}
 
-        # 2. Rotate to k2 while k1 still decrypts; interrupted half-way, then resumed.
-        both = SQLAlchemySaver(
-            engine, serde=EncryptedSerializer.gcm({"k2": K2, "k1": K1}, CompressedSerializer())
-        )
+    # 2. Rotate to k2 while k1 still decrypts; interrupted half-way, then resumed.
+    both = SQLAlchemySaver(
+        engine, serde=EncryptedSerializer.gcm({"k2": K2, "k1": K1}, CompressedSerializer())
+    )
 
-        class Stop(Exception):
-            pass
+    class Stop(Exception):
+        pass
 
-        def stop_after_first_batch(r: Any) -> None:
-            readable(both)
-            raise Stop
-
-        with pytest.raises(Stop):
-            both.reencrypt(batch_size=2, progress=stop_after_first_batch)
-        mid = {parse_type_tag(t).key_id for t in _types(engine, threads)}
+    def stop_after_first_batch(r: Any) -> None:
         readable(both)
-        both.reencrypt(batch_size=2, progress=lambda r: readable(both))
-        assert {parse_type_tag(t).key_id for t in _types(engine, threads)} == {"k2"}
-        assert "k2" in mid
+        raise Stop
 
-        # 3. Retire k1: everything reads with k2 alone; nothing needs rewriting.
-        k2_only = SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k2": K2}))
-        readable(k2_only)
-        assert k2_only.reencrypt().rewritten == 0
-        # A saver without the key gets a clear error naming the key id, never garbage.
-        with pytest.raises(MissingKeyError, match="k2"):
-            SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k1": K1})).get_tuple(
-                config(threads[0])
-            )
-    finally:
-        engine.dispose()
+    with pytest.raises(Stop):
+        both.reencrypt(batch_size=2, progress=stop_after_first_batch)
+    mid = {parse_type_tag(t).key_id for t in _types(engine, threads)}
+    readable(both)
+    both.reencrypt(batch_size=2, progress=lambda r: readable(both))
+    assert {parse_type_tag(t).key_id for t in _types(engine, threads)} == {"k2"}
+    assert "k2" in mid
+
+    # 3. Retire k1: everything reads with k2 alone; nothing needs rewriting.
+    k2_only = SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k2": K2}))
+    readable(k2_only)
+    assert k2_only.reencrypt().rewritten == 0
+    # A saver without the key gets a clear error naming the key id, never garbage.
+    with pytest.raises(MissingKeyError, match="k2"):
+        SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k1": K1})).get_tuple(
+            config(threads[0])
+        )
 
 
-def test_reencrypt_command(tmp_path: Any) -> None:
+def test_reencrypt_command(make_engine: EngineFactory, tmp_path: Any) -> None:
     """One subprocess run proves the CLI wiring (the code is the API tested above)."""
     url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
-    engine = sa.create_engine(url)
-    try:
-        SQLAlchemySaver(engine).setup()
-        thread_id = new_thread()
-        SQLAlchemySaver(engine).put(config(thread_id), checkpoint({"v": [1, 2]}), {}, {"v": 1})
-    finally:
-        engine.dispose()
+    engine = make_engine.track(sa.create_engine(url))
+    SQLAlchemySaver(engine).setup()
+    thread_id = new_thread()
+    SQLAlchemySaver(engine).put(config(thread_id), checkpoint({"v": [1, 2]}), {}, {"v": 1})
     env = {
         **os.environ,
         "LG_SQLA_AES_KEYS": "main:" + base64.b64encode(K1).decode(),
@@ -190,71 +179,65 @@ def test_reencrypt_command(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "done:" in done.stdout and "batch 1:" in done.stdout
-    engine = sa.create_engine(url)
-    try:
-        assert {parse_type_tag(t).key_id for t in _types(engine, [thread_id])} == {"main"}
-    finally:
-        engine.dispose()
+    engine = make_engine.track(sa.create_engine(url))
+    assert {parse_type_tag(t).key_id for t in _types(engine, [thread_id])} == {"main"}
 
 
-def test_langgraph_encrypted_rows_interoperate_through_the_savers(backend: Backend) -> None:
+def test_langgraph_encrypted_rows_interoperate_through_the_savers(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
     """Rows written with LangGraph's own EncryptedSerializer (pycryptodome AES-EAX) load
     through our EAX serializer, and ours load through LangGraph's."""
     from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LangGraphEncrypted
 
     key = b"0123456789abcdef0123456789abcdef"
     value = {"messages": ["secret \U0001f510", b"\x00\x01"], "n": 7}
-    engine = backend.engine()
-    try:
-        theirs = SQLAlchemySaver(engine, serde=LangGraphEncrypted.from_pycryptodome_aes(key=key))
-        ours = SQLAlchemySaver(engine, serde=EncryptedSerializer.eax(key))
-        a = theirs.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
-        b = ours.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
-        for reader in (ours, theirs):
-            for stored in (a, b):
-                got = reader.get_tuple(stored)
-                assert got is not None and got.checkpoint["channel_values"]["v"] == value
-    finally:
-        engine.dispose()
+    engine = make_engine(backend)
+    theirs = SQLAlchemySaver(engine, serde=LangGraphEncrypted.from_pycryptodome_aes(key=key))
+    ours = SQLAlchemySaver(engine, serde=EncryptedSerializer.eax(key))
+    a = theirs.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
+    b = ours.put(config(new_thread()), checkpoint({"v": value}), {}, {"v": 1})
+    for reader in (ours, theirs):
+        for stored in (a, b):
+            got = reader.get_tuple(stored)
+            assert got is not None and got.checkpoint["channel_values"]["v"] == value
 
 
-async def test_reencrypt_twins_on_both_savers(fresh_database: Backend) -> None:
+async def test_reencrypt_twins_on_both_savers(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """reencrypt/areencrypt on both savers: the sync saver's areencrypt runs in a worker
     thread, the async saver's reencrypt on its loop from another thread (and refuses
     on the loop's own thread instead of deadlocking)."""
-    engine, async_engine = fresh_database.engine(), fresh_database.async_engine()
-    try:
-        SQLAlchemySaver(engine).setup()
-        threads = [new_thread() for _ in range(3)]
-        plain = SQLAlchemySaver(engine)
+    engine, async_engine = make_engine(fresh_database), make_engine.aio(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    threads = [new_thread() for _ in range(3)]
+    plain = SQLAlchemySaver(engine)
+    for i, t in enumerate(threads):
+        stored = plain.put(config(t), checkpoint({"v": [i, "x" * i]}), {}, {"v": 1})
+        plain.put_writes(stored, [("w", i)], task_id="t")
+
+    def keys() -> set[str | None]:
+        return {parse_type_tag(t).key_id for t in _types(engine, threads)}
+
+    def readable(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
         for i, t in enumerate(threads):
-            stored = plain.put(config(t), checkpoint({"v": [i, "x" * i]}), {}, {"v": 1})
-            plain.put_writes(stored, [("w", i)], task_id="t")
+            got = saver.get_tuple(config(t))
+            assert got is not None and got.checkpoint["channel_values"]["v"] == [i, "x" * i]
+            assert got.pending_writes == [("t", "w", i)]
 
-        def keys() -> set[str | None]:
-            return {parse_type_tag(t).key_id for t in _types(engine, threads)}
+    k1 = EncryptedSerializer.gcm({"k1": K1})
+    report = await SQLAlchemySaver(engine, serde=k1).areencrypt(batch_size=2)
+    assert report.rewritten == 6 and keys() == {"k1"}
 
-        def readable(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> None:
-            for i, t in enumerate(threads):
-                got = saver.get_tuple(config(t))
-                assert got is not None and got.checkpoint["channel_values"]["v"] == [i, "x" * i]
-                assert got.pending_writes == [("t", "w", i)]
+    k2 = EncryptedSerializer.gcm({"k2": K2, "k1": K1})
+    async_k2 = AsyncSQLAlchemySaver(async_engine, serde=k2)
+    assert (await async_k2.areencrypt(batch_size=2)).rewritten == 6 and keys() == {"k2"}
 
-        k1 = EncryptedSerializer.gcm({"k1": K1})
-        report = await SQLAlchemySaver(engine, serde=k1).areencrypt(batch_size=2)
-        assert report.rewritten == 6 and keys() == {"k1"}
-
-        k2 = EncryptedSerializer.gcm({"k2": K2, "k1": K1})
-        async_k2 = AsyncSQLAlchemySaver(async_engine, serde=k2)
-        assert (await async_k2.areencrypt(batch_size=2)).rewritten == 6 and keys() == {"k2"}
-
-        k3 = EncryptedSerializer.gcm({"k3": bytes(range(50, 82)), "k2": K2})
-        async_k3 = AsyncSQLAlchemySaver(async_engine, serde=k3)
-        with pytest.raises(asyncio.InvalidStateError, match="different thread"):
-            async_k3.reencrypt()
-        worker = asyncio.create_task(asyncio.to_thread(async_k3.reencrypt, batch_size=4))
-        assert (await worker).rewritten == 6 and keys() == {"k3"}
-        readable(SQLAlchemySaver(engine, serde=k3))
-    finally:
-        engine.dispose()
-        await async_engine.dispose()
+    k3 = EncryptedSerializer.gcm({"k3": bytes(range(50, 82)), "k2": K2})
+    async_k3 = AsyncSQLAlchemySaver(async_engine, serde=k3)
+    with pytest.raises(asyncio.InvalidStateError, match="different thread"):
+        async_k3.reencrypt()
+    worker = asyncio.create_task(asyncio.to_thread(async_k3.reencrypt, batch_size=4))
+    assert (await worker).rewritten == 6 and keys() == {"k3"}
+    readable(SQLAlchemySaver(engine, serde=k3))

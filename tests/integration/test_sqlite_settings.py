@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from backends import EngineFactory
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -67,18 +68,17 @@ async def test_async_saver_and_store_engines_commit_durably(tmp_path: Path) -> N
             assert _settings(threaded) == DEFAULTS
 
 
-def test_normal_sync_is_an_explicit_choice(tmp_path: Path) -> None:
-    engine = configure_engine(
-        sa.create_engine(f"sqlite:///{tmp_path / 'fast.sqlite'}"), sqlite_synchronous="NORMAL"
+def test_normal_sync_is_an_explicit_choice(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = make_engine.track(
+        configure_engine(
+            sa.create_engine(f"sqlite:///{tmp_path / 'fast.sqlite'}"), sqlite_synchronous="NORMAL"
+        )
     )
-    try:
-        with engine.connect() as connection:
-            assert _settings(connection) == {**DEFAULTS, "synchronous": NORMAL}
-        saver = SQLAlchemySaver(engine)
-        saver.setup()
-        assert list(saver.list(None)) == []
-    finally:
-        engine.dispose()
+    with engine.connect() as connection:
+        assert _settings(connection) == {**DEFAULTS, "synchronous": NORMAL}
+    saver = SQLAlchemySaver(engine)
+    saver.setup()
+    assert list(saver.list(None)) == []
 
 
 def test_unknown_synchronous_setting_is_refused() -> None:

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="arg-type"
+# Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
 """Semantic search ranked in the database where it can (sqlite-vec on SQLite, pgvector on
 PostgreSQL) and in Python elsewhere: both give the same pages as each other and as
 LangGraph's InMemoryStore, on every dialect, sync and async store.
@@ -22,19 +24,17 @@ from typing import Any
 import aiosqlite
 import pytest
 import sqlalchemy as sa
-from backends import Backend, assert_no_leaked_connections
+from backends import Backend, EngineFactory, checked_engine
 from langgraph.store.base import IndexConfig, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
+from modes import store_from_url
 from servers import create_database, sqlalchemy_url
 from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
-from store_helpers import DIMS, Stores, fake_embed, root
+from store_helpers import DIMS, Stores, fake_embed, open_store, root
 
 from lg_sqla import InvalidInputError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import sqlite_vec_engine_options
 from lg_sqla.models import store_vectors
-from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
-
-MODES = pytest.mark.parametrize("mode", ["sync", "async"])
 
 # The SQL function each native path ranks with: seeing it in the statements sent
 # proves the ranking happened in the database.
@@ -58,11 +58,8 @@ def pgvector_database(request: pytest.FixtureRequest) -> Iterator[Backend]:
     create_database(admin, name)
     url = sqlalchemy_url(admin, "psycopg", name)
     database = Backend("postgres", url, url)
-    engine = database.engine()
-    try:
+    with checked_engine(database) as engine:
         SQLAlchemySaver(engine).setup()
-    finally:
-        engine.dispose()
     yield database
 
 
@@ -109,37 +106,21 @@ class Engines:
 
 
 @asynccontextmanager
-async def store_on(
-    backend: Backend, mode: str, config: IndexConfig, **engine_kwargs: Any
-) -> AsyncIterator[Stores]:
-    if mode == "sync":
-        engine = backend.engine(**engine_kwargs)
-        try:
-            store = SQLAlchemyStore(engine, index=config)
-            store.setup()
-            yield Stores(store, engine, backend)
-            assert_no_leaked_connections(engine)
-        finally:
-            engine.dispose()
-    else:
-        async_engine = backend.async_engine(**engine_kwargs)
-        try:
-            async_store = AsyncSQLAlchemyStore(async_engine, index=config)
-            await async_store.setup()
-            yield Stores(async_store, async_engine.sync_engine, backend)
-            assert_no_leaked_connections(async_engine.sync_engine)
-        finally:
-            await async_engine.dispose()
-
-
-@asynccontextmanager
 async def both(
     backend: Backend, request: pytest.FixtureRequest, mode: str, config: IndexConfig
 ) -> AsyncIterator[tuple[Engines, Stores, Stores]]:
     engines = Engines(backend, request)
     async with (
-        store_on(engines.native, mode, config, **engines.native_kwargs(mode == "async")) as n,
-        store_on(engines.portable, mode, config, **engines.portable_kwargs(mode == "async")) as p,
+        open_store(
+            engines.native, mode, index=config, setup=True, **engines.native_kwargs(mode == "async")
+        ) as n,
+        open_store(
+            engines.portable,
+            mode,
+            index=config,
+            setup=True,
+            **engines.portable_kwargs(mode == "async"),
+        ) as p,
     ):
         yield engines, n, p
 
@@ -199,7 +180,7 @@ def in_memory(r: str, ops: list[PutOp]) -> InMemoryStore:
             # Ours (and PostgresStore) drop an item's vectors when it is re-put with
             # index=False; InMemoryStore keeps the old ones: start it from scratch.
             reference.delete(op.namespace, op.key)
-        reference.put(op.namespace, op.key, op.value, index=op.index)  # type: ignore[arg-type]
+        reference.put(op.namespace, op.key, op.value, index=op.index)
     return reference
 
 
@@ -231,7 +212,6 @@ async def put_corpus(stores: Sequence[Stores], ops: list[PutOp]) -> None:
             await s.batch([op])
 
 
-@MODES
 async def test_native_and_portable_rankings_match_in_memory_store(
     backend: Backend, request: pytest.FixtureRequest, mode: str
 ) -> None:
@@ -300,10 +280,9 @@ async def test_native_and_portable_rankings_match_in_memory_store(
                 limit=op.limit,
                 offset=op.offset,
             )
-            same_page(page, alone, repr(op))  # type: ignore[arg-type]
+            same_page(page, alone, repr(op))
 
 
-@MODES
 async def test_zero_vectors_score_zero_on_both_paths(
     backend: Backend, request: pytest.FixtureRequest, mode: str
 ) -> None:
@@ -321,7 +300,6 @@ async def test_zero_vectors_score_zero_on_both_paths(
                 assert {s for s in scores.values() if s is not None} == {0.0}
 
 
-@MODES
 async def test_stored_vectors_of_other_dims_are_refused(
     backend: Backend, request: pytest.FixtureRequest, mode: str
 ) -> None:
@@ -331,7 +309,7 @@ async def test_stored_vectors_of_other_dims_are_refused(
         (engines.native, engines.native_kwargs(mode == "async")),
         (engines.portable, engines.portable_kwargs(mode == "async")),
     ):
-        async with store_on(database, mode, index(), **kwargs) as s:
+        async with open_store(database, mode, index=index(), setup=True, **kwargs) as s:
             await s.put((r, "x"), "k", {"text": "eight dims"})
             await s.put((r, "x"), "plain", {"text": "no vector"}, index=False)
 
@@ -339,7 +317,7 @@ async def test_stored_vectors_of_other_dims_are_refused(
             return [v[:4] for v in embed(texts)]
 
         fewer: IndexConfig = {"dims": 4, "embed": short, "fields": ["text"]}
-        async with store_on(database, mode, fewer, **kwargs) as s:
+        async with open_store(database, mode, index=fewer, setup=True, **kwargs) as s:
             with pytest.raises(InvalidInputError, match="index dims is 4"):
                 await s.search((r, "x"), query="eight dims")
             # Without a query nothing is ranked: no vector is read, nothing refused.
@@ -351,7 +329,7 @@ async def test_stored_vectors_of_other_dims_are_refused(
 
         # An embedding function that does not return index dims: refused, nothing written.
         wrong: IndexConfig = {"dims": 4, "embed": embed, "fields": ["text"]}
-        async with store_on(database, mode, wrong, **kwargs) as s:
+        async with open_store(database, mode, index=wrong, setup=True, **kwargs) as s:
             with pytest.raises(InvalidInputError, match="returned 8 dimensions; index dims is 4"):
                 await s.search((r, "x"), query="eight dims")
             with pytest.raises(InvalidInputError, match="returned 8 dimensions; index dims is 4"):
@@ -359,63 +337,54 @@ async def test_stored_vectors_of_other_dims_are_refused(
             assert await s.get((r, "x"), "k2") is None
 
 
-@MODES
 async def test_from_conn_string_ranks_natively_where_it_can(
     backend: Backend, request: pytest.FixtureRequest, mode: str
 ) -> None:
     engines = Engines(backend, request)
     url = engines.native.async_url if mode == "async" else engines.native.sync_url
     r = root()
-    if mode == "sync":
-        with SQLAlchemyStore.from_conn_string(url, index=index()) as store:
-            store.setup()
-            store.put((r,), "k", {"text": "memory 1"})
-            hits = store.search((r,), query="memory 1")
-            native = store.native_vectors
-    else:
-        async with AsyncSQLAlchemyStore.from_conn_string(url, index=index()) as async_store:
-            await async_store.setup()
-            await async_store.aput((r,), "k", {"text": "memory 1"})
-            hits = await async_store.asearch((r,), query="memory 1")
-            native = async_store.native_vectors
+    async with store_from_url(mode, url, index=index()) as store:
+        await store.setup()
+        await store.put((r,), "k", {"text": "memory 1"})
+        hits = await store.search((r,), query="memory 1")
+        native = store.target.native_vectors
     assert native is engines.expect_native
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
-def test_revision_0003_keeps_vectors_exactly(fresh_database: Backend) -> None:
+def test_revision_0003_keeps_vectors_exactly(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
     """Upgrading to 0003 (PostgreSQL: bytes -> real[]) and back keeps every float32."""
     values = [1.0, -0.0, 0.1, -2.5e-3, 1e-45, -1.17549435e-38, 3.4028234e38, math.inf, -math.inf]
     packed = struct.pack(f"<{len(values)}f", *values)
-    engine = fresh_database.engine()
-    try:
-        migrate.upgrade(engine, "0002_store_cache")
-        row = {
-            "prefix_hash": "p" * 32,
-            "key_hash": "k" * 32,
-            "field": "text",
-            "embedding": packed,
-            "created_at": sa.func.current_timestamp(),
-        }
-        legacy = sa.table(
-            "store_vectors",
-            *(sa.column(name) for name in ("prefix_hash", "key_hash", "field", "created_at")),
-            sa.column("embedding", sa.LargeBinary),
-        )
-        with engine.begin() as conn:
-            conn.execute(sa.insert(legacy).values(row))
-        migrate.upgrade(engine)
-        with engine.connect() as conn:
-            stored = conn.execute(sa.select(store_vectors.c.embedding)).scalar_one()
-        as_floats = list(stored) if isinstance(stored, list) else None
-        if fresh_database.name == "postgres":
-            assert as_floats is not None
-            assert struct.pack(f"<{len(values)}f", *as_floats) == packed
-        else:
-            assert bytes(stored) == packed
-        with engine.connect() as conn:
-            migrate.downgrade_connection(conn, "0002_store_cache")
-        with engine.connect() as conn:
-            back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
-        assert bytes(back) == packed
-    finally:
-        engine.dispose()
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine, "0002_store_cache")
+    row = {
+        "prefix_hash": "p" * 32,
+        "key_hash": "k" * 32,
+        "field": "text",
+        "embedding": packed,
+        "created_at": sa.func.current_timestamp(),
+    }
+    legacy = sa.table(
+        "store_vectors",
+        *(sa.column(name) for name in ("prefix_hash", "key_hash", "field", "created_at")),
+        sa.column("embedding", sa.LargeBinary),
+    )
+    with engine.begin() as conn:
+        conn.execute(sa.insert(legacy).values(row))
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(store_vectors.c.embedding)).scalar_one()
+    as_floats = list(stored) if isinstance(stored, list) else None
+    if fresh_database.name == "postgres":
+        assert as_floats is not None
+        assert struct.pack(f"<{len(values)}f", *as_floats) == packed
+    else:
+        assert bytes(stored) == packed
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0002_store_cache")
+    with engine.connect() as conn:
+        back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
+    assert bytes(back) == packed

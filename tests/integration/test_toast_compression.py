@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from backends import Backend
+from backends import Backend, EngineFactory, saver_in_mode
 from helpers import checkpoint, config, new_thread
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, migrate
+from lg_sqla import migrate
 
 pytestmark = pytest.mark.postgres
 
@@ -64,41 +64,17 @@ async def write_thread(db: Backend, mode: str, *, check_schema: bool = True) -> 
     thread_id = new_thread()
     value = large_value(thread_id)
     cp = checkpoint({"notes": value}, {"notes": 1})
-    if mode == "sync":
-        engine = db.engine()
-        try:
-            saver = SQLAlchemySaver(engine, check_schema=check_schema)
-            stored = saver.put(config(thread_id), cp, {}, {"notes": 1})
-            saver.put_writes(stored, [("notes", value)], "task-1")
-        finally:
-            engine.dispose()
-    else:
-        async_engine = db.async_engine()
-        try:
-            asaver = AsyncSQLAlchemySaver(async_engine, check_schema=check_schema)
-            stored = await asaver.aput(config(thread_id), cp, {}, {"notes": 1})
-            await asaver.aput_writes(stored, [("notes", value)], "task-1")
-        finally:
-            await async_engine.dispose()
+    async with saver_in_mode(db, mode, check_schema=check_schema) as saver:
+        stored = await saver.put(config(thread_id), cp, {}, {"notes": 1})
+        await saver.put_writes(stored, [("notes", value)], "task-1")
     await assert_reads_back(db, mode, thread_id)
     return thread_id
 
 
 async def assert_reads_back(db: Backend, mode: str, thread_id: str) -> None:
     value = large_value(thread_id)
-    if mode == "sync":
-        engine = db.engine()
-        try:
-            got = SQLAlchemySaver(engine, check_schema=False).get_tuple(config(thread_id))
-        finally:
-            engine.dispose()
-    else:
-        async_engine = db.async_engine()
-        try:
-            asaver = AsyncSQLAlchemySaver(async_engine, check_schema=False)
-            got = await asaver.aget_tuple(config(thread_id))
-        finally:
-            await async_engine.dispose()
+    async with saver_in_mode(db, mode, check_schema=False) as saver:
+        got = await saver.get_tuple(config(thread_id))
     assert got is not None
     assert got.checkpoint["channel_values"]["notes"] == value
     assert [(w[1], w[2]) for w in got.pending_writes or []] == [("notes", value)]
@@ -116,7 +92,7 @@ def set_compression(engine: sa.Engine, method: str) -> None:
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_value_columns_switched_to_lz4_keep_working(
-    fresh_database: Backend, mode: str
+    make_engine: EngineFactory, fresh_database: Backend, mode: str
 ) -> None:
     """At head the value columns use the server's default (pglz): lg_sqla never trades
     stored size for speed on its own. Switched to lz4 (PostgreSQL 15 here, built with
@@ -124,29 +100,26 @@ async def test_value_columns_switched_to_lz4_keep_working(
     all read back equal, and the savers' schema check still passes; switched back,
     new values are pglz again."""
     db = fresh_database
-    engine = db.engine()
-    try:
-        migrate.upgrade(engine)
-        columns = column_compression(engine)
-        assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
-        before = await write_thread(db, mode)
-        assert stored_compression(engine, before) == {"pglz"}
+    engine = make_engine(db)
+    migrate.upgrade(engine)
+    columns = column_compression(engine)
+    assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "" for c in VALUE_COLUMNS}
+    before = await write_thread(db, mode)
+    assert stored_compression(engine, before) == {"pglz"}
 
-        set_compression(engine, "lz4")
-        columns = column_compression(engine)
-        assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
-        assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
-        with engine.connect() as conn:
-            migrate.check_schema(conn)
-        after = await write_thread(db, mode)  # check_schema=True
-        assert stored_compression(engine, after) == {"lz4"}
-        assert stored_compression(engine, before) == {"pglz"}  # not rewritten
-        await assert_reads_back(db, mode, before)
+    set_compression(engine, "lz4")
+    columns = column_compression(engine)
+    assert {c: columns[c] for c in VALUE_COLUMNS} == {c: "l" for c in VALUE_COLUMNS}
+    assert columns[("checkpoint_blobs", "channel")] == ""  # keys are left alone
+    with engine.connect() as conn:
+        migrate.check_schema(conn)
+    after = await write_thread(db, mode)  # check_schema=True
+    assert stored_compression(engine, after) == {"lz4"}
+    assert stored_compression(engine, before) == {"pglz"}  # not rewritten
+    await assert_reads_back(db, mode, before)
 
-        set_compression(engine, "DEFAULT")
-        back = await write_thread(db, mode)
-        assert stored_compression(engine, back) == {"pglz"}
-        for thread_id in (before, after):
-            await assert_reads_back(db, mode, thread_id)
-    finally:
-        engine.dispose()
+    set_compression(engine, "DEFAULT")
+    back = await write_thread(db, mode)
+    assert stored_compression(engine, back) == {"pglz"}
+    for thread_id in (before, after):
+        await assert_reads_back(db, mode, thread_id)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends import Backend, fresh_async_saver, fresh_saver
+from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
+from modes import Either, either, saver_on
 
 ODD = ["NULL", "{a,b}", 'q"uo\\te', " padded ", "x,y", "", "ñandú 🦜", "\\x00ff", "{}"]
 VALUES: dict[str, Any] = {
@@ -34,31 +35,19 @@ def stored(saved: CheckpointTuple | None) -> tuple[Any, ...]:
     return (
         saved.checkpoint["channel_values"],
         saved.checkpoint["channel_versions"],
-        sorted(saved.pending_writes, key=repr),
+        sorted(saved.pending_writes or [], key=repr),
     )
 
 
-def replay(saver: BaseCheckpointSaver[Any], thread_id: str) -> tuple[Any, ...]:
-    done = saver.put(config(thread_id), checkpoint(VALUES, VERSIONS), {"step": 0}, VERSIONS)
-    saver.put_writes(done, WRITES, TASK, task_path="~p {,}")
-    return stored(saver.get_tuple(done))
+async def replay(saver: Either[BaseCheckpointSaver[Any]], thread_id: str) -> tuple[Any, ...]:
+    done = await saver.put(config(thread_id), checkpoint(VALUES, VERSIONS), {"step": 0}, VERSIONS)
+    await saver.put_writes(done, WRITES, TASK, task_path="~p {,}")
+    return stored(await saver.get_tuple(done))
 
 
-async def areplay(saver: BaseCheckpointSaver[Any], thread_id: str) -> tuple[Any, ...]:
-    done = await saver.aput(config(thread_id), checkpoint(VALUES, VERSIONS), {"step": 0}, VERSIONS)
-    await saver.aput_writes(done, WRITES, TASK, task_path="~p {,}")
-    return stored(await saver.aget_tuple(done))
-
-
-def test_array_special_characters_and_all_bytes_round_trip_sync(backend: Backend) -> None:
-    expected = replay(InMemorySaver(), "t")
-    with fresh_saver(backend) as saver:
-        assert replay(saver, new_thread()) == expected
-
-
-async def test_array_special_characters_and_all_bytes_round_trip_async(
-    backend: Backend,
+async def test_array_special_characters_and_all_bytes_round_trip(
+    make_engine: EngineFactory, backend: Backend, mode: str
 ) -> None:
-    expected = replay(InMemorySaver(), "t")
-    async with fresh_async_saver(backend) as saver:
-        assert await areplay(saver, new_thread()) == expected
+    expected = await replay(either(InMemorySaver(), "sync"), "t")
+    saver = saver_on(make_engine.for_mode(mode, backend))
+    assert await replay(saver, new_thread()) == expected

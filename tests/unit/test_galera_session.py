@@ -22,7 +22,9 @@ class FakeServer:
 
 class FakeCursor:
     def __init__(self, server: FakeServer) -> None:
-        self.server, self.rows, self.description = server, [], None
+        self.server = server
+        self.rows: list[Any] = []
+        self.description: tuple[str, ...] | None = None
 
     def execute(self, sql: str) -> None:
         self.server.sent.append(sql)
@@ -47,7 +49,8 @@ class FakeCursor:
 
 class FakePooled:
     def __init__(self, server: FakeServer) -> None:
-        self.dbapi_connection, self.info = server, {}
+        self.dbapi_connection = server
+        self.info: dict[str, Any] = {}
 
 
 def prepare(server: FakeServer, pooled: FakePooled | None = None, **options: Any) -> FakePooled:

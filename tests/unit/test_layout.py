@@ -40,8 +40,8 @@ def _imports(path: Path) -> list[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
+            for statement in node.orelse:
+                visit(statement)
             return
         if isinstance(node, ast.Import):
             found.extend(a.name for a in node.names if a.name.startswith("lg_sqla"))

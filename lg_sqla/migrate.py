@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla.dialects import ops_for
 from lg_sqla.errors import SchemaError
@@ -193,6 +194,31 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         refuse_read_only(connection)
     with engine.connect() as connection:
         upgrade_connection(connection, revision)
+
+
+def set_up(engine: Engine, *, read_only: bool = False) -> None:
+    """The schema part of every owner's ``setup()`` (savers, stores): upgrade to head;
+    for a read-only owner only check it (a replica follows its primary's schema)."""
+    if not read_only:
+        upgrade(engine)
+        return
+    with engine.connect() as connection:
+        check_schema(connection)
+
+
+async def aset_up(engine: AsyncEngine, *, read_only: bool = False) -> None:
+    """:func:`set_up` on an ``AsyncEngine``."""
+    async with engine.connect() as connection:
+        if read_only:
+            await connection.run_sync(check_schema)
+            return
+        if await connection.run_sync(is_at_head):
+            return
+        await connection.run_sync(refuse_read_only)
+    # Alembic runs on this loop's thread (run_sync): the process lock is taken without
+    # blocking the loop, or a second task waiting on it would stall the first one's I/O.
+    async with holding_alembic_lock_async(), engine.connect() as connection:
+        await connection.run_sync(upgrade_connection_locked)
 
 
 def refuse_read_only(connection: Connection) -> None:

@@ -162,25 +162,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         )
 
     async def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe."""
-        if self.read_only:  # a replica follows its primary's schema: check, never migrate
-            async with self.engine.connect() as connection:
-                await connection.run_sync(migrate.check_schema)
-            self._runtime.set_up()
-            return
-        async with self.engine.connect() as connection:
-            at_head = await connection.run_sync(migrate.is_at_head)
-            if not at_head:
-                await connection.run_sync(migrate.refuse_read_only)
-        if not at_head:
-            # Alembic runs on this loop's thread (run_sync): the process lock is
-            # taken without blocking the loop, or a second task waiting on it
-            # would stall the first one's I/O for good.
-            async with (
-                migrate.holding_alembic_lock_async(),
-                self.engine.connect() as connection,
-            ):
-                await connection.run_sync(migrate.upgrade_connection_locked)
+        """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe.
+        Read-only savers only check the schema."""
+        await migrate.aset_up(self.engine, read_only=self.read_only)
         self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------

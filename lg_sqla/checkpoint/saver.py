@@ -149,11 +149,7 @@ class SQLAlchemySaver(SaverBase):
             >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
             ...     saver.setup()
         """
-        if self.read_only:  # a replica follows its primary's schema: check, never migrate
-            with self.engine.connect() as connection:
-                migrate.check_schema(connection)
-        else:
-            migrate.upgrade(self.engine)
+        migrate.set_up(self.engine, read_only=self.read_only)
         self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------

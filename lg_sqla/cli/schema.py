@@ -11,7 +11,14 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
 from lg_sqla import migrate
-from lg_sqla.cli.common import CommandError, Commands, first_line, with_connection
+from lg_sqla.cli.common import (
+    CommandError,
+    Commands,
+    first_line,
+    positive,
+    sync_saver,
+    with_connection,
+)
 from lg_sqla.cli.output import confirm, emit_json, human_bytes, say, table
 from lg_sqla.dialects import ops_for
 
@@ -41,6 +48,15 @@ def register(commands: Commands) -> None:
     stamp_.add_argument("revision", help='the revision to record, e.g. "head"')
     commands.add(
         "revisions", "list lg_sqla's migrations (the Alembic history)", revisions, commands.reading
+    )
+    part = commands.add(
+        "partition",
+        "PostgreSQL: set up an empty database with the checkpoint tables hash-partitioned "
+        "by thread_id (docs/scaling.md)",
+        partition,
+    )
+    part.add_argument(
+        "--partitions", type=positive, required=True, help="partitions per table, e.g. 16"
     )
 
 
@@ -219,3 +235,15 @@ def _storage(connection: Connection) -> StorageReport:
 
 def _total(report: StorageReport) -> int:
     return sum(t.bytes for t in report.tables.values())
+
+
+def partition(args: argparse.Namespace) -> int:
+    from lg_sqla.partitioning import partition_by_thread
+
+    with sync_saver(args) as saver:
+        partition_by_thread(saver.engine, args.partitions)
+    print(
+        f"lg_sqla schema at head; checkpoints, checkpoint_writes and checkpoint_blobs "
+        f"hash-partitioned by thread_id into {args.partitions} partitions each"
+    )
+    return 0

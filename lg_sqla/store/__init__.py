@@ -258,15 +258,12 @@ class SQLAlchemyStore(_StoreBase):
             engine.dispose()
 
     def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
-        if self.read_only:  # a replica follows its primary's schema
-            with self.engine.connect() as connection:
-                migrate.check_schema(connection)
-            self._runtime.set_up()
-            return
-        migrate.upgrade(self.engine)
-        with self.engine.begin() as connection:
-            self._vectors_set_up(connection)
+        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
+        A read-only store only checks the schema."""
+        migrate.set_up(self.engine, read_only=self.read_only)
+        if not self.read_only:
+            with self.engine.begin() as connection:
+                self._vectors_set_up(connection)
         self._runtime.set_up()
 
     def _run(
@@ -420,24 +417,12 @@ class AsyncSQLAlchemyStore(_StoreBase):
             await engine.dispose()
 
     async def setup(self) -> None:
-        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head."""
-        if self.read_only:  # a replica follows its primary's schema
-            async with self.engine.connect() as connection:
-                await connection.run_sync(migrate.check_schema)
-            self._runtime.set_up()
-            return
-        async with self.engine.connect() as connection:
-            at_head = await connection.run_sync(migrate.is_at_head)
-            if not at_head:
-                await connection.run_sync(migrate.refuse_read_only)
-        if not at_head:
-            async with (
-                migrate.holding_alembic_lock_async(),
-                self.engine.connect() as connection,
-            ):
-                await connection.run_sync(migrate.upgrade_connection_locked)
-        async with self.engine.begin() as connection:
-            await connection.run_sync(self._vectors_set_up)
+        """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
+        A read-only store only checks the schema."""
+        await migrate.aset_up(self.engine, read_only=self.read_only)
+        if not self.read_only:
+            async with self.engine.begin() as connection:
+                await connection.run_sync(self._vectors_set_up)
         self._runtime.set_up()
 
     async def _run(

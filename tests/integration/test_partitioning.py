@@ -207,3 +207,27 @@ def test_a_threads_writes_land_in_one_partition_of_each_table(partitioned: Backe
                 assert len(holding) == 1, (table.name, holding)
     finally:
         engine.dispose()
+
+
+def test_the_cli_partitions_an_empty_database(fresh_postgres: Backend) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "lg_sqla", "--url", fresh_postgres.sync_url),
+            *("partition", "--partitions", "3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "into 3 partitions" in done.stdout
+    engine = fresh_postgres.engine()
+    try:
+        with engine.connect() as conn:
+            assert [partitions_of(conn, t.name) for t in THREAD_TABLES] == [3, 3, 3]
+            migrate.check_schema(conn)
+    finally:
+        engine.dispose()

@@ -58,9 +58,10 @@ def choose_path(
         # A driver the direct path was not built and tested for: SQLAlchemy's
         # dialect knows it, we do not (paramstyle quirks, cursor types, autocommit).
         return Path.CORE
-    if engine.get_execution_options().get(DIRECT_PATH_OPTION) is False:
+    options = engine.get_execution_options()
+    if options.get(DIRECT_PATH_OPTION) is False:
         return Path.CORE  # turned off on the engine
-    if engine.get_execution_options().get("schema_translate_map"):
+    if options.get("schema_translate_map"):
         # Core renders the mapped schema at execution time; compiled text has none.
         return Path.CORE
     if direct.missing_internals() is not None:

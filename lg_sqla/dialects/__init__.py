@@ -28,6 +28,7 @@ from sqlalchemy.engine import Dialect
 from lg_sqla.dialects.base import (
     MIGRATION_LOCK_NAME,
     NUMERIC_STRING,
+    AnnIndex,
     ChannelVersionsSource,
     DialectOps,
     JsonPath,
@@ -51,6 +52,7 @@ from lg_sqla.errors import UnsupportedDriverError
 __all__ = [
     "MIGRATION_LOCK_NAME",
     "NUMERIC_STRING",
+    "AnnIndex",
     "ChannelVersionsSource",
     "DialectOps",
     "GenericOps",

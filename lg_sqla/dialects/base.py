@@ -13,6 +13,7 @@ import itertools
 import logging
 import struct
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
@@ -431,14 +432,20 @@ class StoreSQL:
         """The vector a ``store_vectors.embedding`` value holds."""
         return list(struct.unpack(f"<{len(stored) // 4}f", stored))
 
+    # The distance types (IndexConfig's distance_type) this dialect ranks in SQL when it
+    # has native vectors; the others rank in Python (the portable path).
+    native_distances: frozenset[str] = frozenset()
+    # Whether approximate indexes (ann_index_config) exist here: pgvector's only.
+    ann_indexes = False
+
     def native_vectors(self, engine: Engine) -> bool | None:
-        """Whether this engine ranks by cosine similarity in SQL: known from the driver
+        """Whether this engine ranks by similarity in SQL: known from the driver
         (True, False; may prepare the engine, e.g. load an extension on each connection
         it hands out), or None: ask the server (:meth:`vector_probe`)."""
         return False
 
     def vector_probe(self) -> Executable:
-        """A query whose first row's first column, given to :meth:`vectors_found`,
+        """A query whose first row (None without rows), given to :meth:`vectors_found`,
         says whether the database has what native ranking needs."""
         raise NotImplementedError
 
@@ -453,10 +460,36 @@ class StoreSQL:
         return sa.bindparam(name, type_=sa.LargeBinary)
 
     def vector_similarity(
-        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any], distance: str
     ) -> ColumnElement[float]:
-        """Cosine similarity of a stored vector and the query; 0 where either is all
-        zeros (as the portable path, where the cosine is undefined)."""
+        """The score of a stored vector for the query, higher is closer, for a distance
+        type of :attr:`native_distances`: cosine similarity (0 where either vector is
+        all zeros, as the portable path, where the cosine is undefined), minus the
+        Euclidean distance (l2), the inner product."""
+        raise NotImplementedError
+
+    def ann_setup(self, connection: Connection, ann: AnnIndex, distance: str, dims: int) -> None:
+        """``setup()`` of a store with an approximate index: create it (idempotent)."""
+        raise NotImplementedError
+
+    def ann_distance(
+        self,
+        embedding: ColumnElement[Any],
+        query: ColumnElement[Any],
+        ann: AnnIndex,
+        distance: str,
+        dims: int,
+    ) -> ColumnElement[float]:
+        """The distance the approximate index orders by (lower is closer), in the form
+        the index can serve; :meth:`ann_score` turns it into the search's score."""
+        raise NotImplementedError
+
+    def ann_fits(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
+        """The approximate index's predicate: a stored vector of ``dims`` dimensions."""
+        raise NotImplementedError
+
+    def ann_score(self, distance_value: float | None, distance: str) -> float:
+        """The score (as :meth:`vector_similarity`) of an :meth:`ann_distance` value."""
         raise NotImplementedError
 
     def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
@@ -473,3 +506,19 @@ def decimal_param(number: Any) -> Any:
 
     # repr: the shortest text that reads back as the same float.
     return decimal.Decimal(number if isinstance(number, int) else repr(number))
+
+
+@dataclass(frozen=True)
+class AnnIndex:
+    """An approximate nearest-neighbour index of the store's vectors (LangGraph's
+    PostgresStore ``ann_index_config``): ``kind`` hnsw or ivfflat, the ``vector_type``
+    it indexes (vector, or halfvec: half precision), and the build options (hnsw: m,
+    ef_construction; ivfflat: lists)."""
+
+    kind: str
+    vector_type: str
+    options: tuple[tuple[str, int], ...]
+
+    def name(self, distance: str, dims: int) -> str:
+        """The index's name: one per kind, vector type, distance and dims."""
+        return f"store_vectors_{self.kind}_{self.vector_type}_{distance}_{dims}"

@@ -22,10 +22,12 @@ from lg_sqla.dialects.base import (
     NUMERIC_STRING,
     ChannelVersionsSource,
     JsonPath,
+    AnnIndex,
     OnConflictOps,
     StoreSQL,
     decimal_param,
 )
+from lg_sqla.errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +364,8 @@ class PostgresStoreSQL(StoreSQL):
     # The extension's schema is found by the probe and named in the SQL, so it need
     # not be on the search_path.
     _vector_schema: str | None = None
+    native_distances = frozenset({"cosine", "l2", "inner_product"})
+    ann_indexes = True
 
     def vector_value(self, vector: Sequence[float]) -> Any:
         return [float(x) for x in vector]
@@ -373,13 +377,10 @@ class PostgresStoreSQL(StoreSQL):
         return None  # the extension is per database: probed on the first ranked search
 
     def vector_probe(self) -> Executable:
-        return sa.text(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-            " WHERE e.extname = 'vector'"
-        )
+        return sa.text(_PGVECTOR_FOUND)
 
     def vectors_found(self, answer: Any) -> bool:
-        self._vector_schema = answer
+        self._vector_schema = None if answer is None else answer[0]
         return answer is not None
 
     def vector_setup(self, connection: Connection) -> None:
@@ -401,33 +402,115 @@ class PostgresStoreSQL(StoreSQL):
     def vector_param(self, name: str) -> sa.BindParameter[Any]:
         return sa.bindparam(name, type_=pg_dialect.ARRAY(pg_dialect.REAL))
 
-    def _as_vector(self, array: ColumnElement[Any]) -> ColumnElement[Any]:
-        return sa.cast(array, _PgVector(self._vector_schema or "public"))
+    def _as_vector(
+        self, array: ColumnElement[Any], vector_type: str = "vector", dims: int | None = None
+    ) -> ColumnElement[Any]:
+        return sa.cast(array, _PgVector(self._vector_schema or "public", vector_type, dims))
 
     def vector_similarity(
-        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any], distance: str
     ) -> ColumnElement[float]:
-        schema = self._vector_schema or "public"
-        distance = getattr(sa.func, schema).cosine_distance(
-            self._as_vector(embedding), self._as_vector(query), type_=sa.Double
-        )
+        functions = getattr(sa.func, self._vector_schema or "public")
+        stored, wanted = self._as_vector(embedding), self._as_vector(query)
+        if distance == "l2":
+            return -functions.l2_distance(stored, wanted, type_=sa.Double)
+        if distance == "inner_product":
+            return functions.inner_product(stored, wanted, type_=sa.Double)  # type: ignore[no-any-return]
+        distance_value = functions.cosine_distance(stored, wanted, type_=sa.Double)
         # pgvector's cosine distance is NaN when a vector is all zeros, and NaN sorts
         # above every number in PostgreSQL: similarity 0 instead, as the portable path.
         # NULLIF evaluates the distance once (a CASE would compute it twice).
         nan = sa.literal_column("'NaN'::float8", sa.Double)
-        return 1.0 - sa.func.coalesce(sa.func.nullif(distance, nan), 1.0)
+        return 1.0 - sa.func.coalesce(sa.func.nullif(distance_value, nan), 1.0)
 
     def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
         return sa.func.coalesce(sa.func.cardinality(embedding) == dims, sa.false())
 
+    # Approximate indexes: an expression index over the real[] column cast to pgvector's
+    # type of index dims (vector or halfvec), partial on vectors of that length (a cast
+    # of another length fails). Searches order by the same expression, with pgvector's
+    # operator, ascending, and the same predicate: what the planner needs to use it.
+
+    def ann_setup(self, connection: Connection, ann: AnnIndex, distance: str, dims: int) -> None:
+        found = connection.execute(sa.text(_PGVECTOR_FOUND)).first()
+        if found is None:
+            raise InvalidInputError(
+                f"ann_index_config {ann.kind!r} needs pgvector, which this database does "
+                "not have (CREATE EXTENSION vector, or leave ann_index_config out: exact search)"
+            )
+        self._vector_schema, version = found
+        if ann.vector_type == "halfvec" and _version(version) < (0, 7):
+            raise InvalidInputError(
+                f"ann_index_config vector_type 'halfvec' needs pgvector >= 0.7; this "
+                f"database has {version} (use vector_type 'vector')"
+            )
+        # A table of its own for the DDL: an Index on the model's would join its metadata.
+        vectors = sa.Table(
+            "store_vectors", sa.MetaData(), sa.Column("embedding", pg_dialect.ARRAY(pg_dialect.REAL))
+        )
+        column = vectors.c.embedding
+        operator_class = f"{ann.vector_type}_{_OPERATOR_CLASS[distance]}"
+        index = sa.Index(
+            ann.name(distance, dims),
+            self._as_vector(column, ann.vector_type, dims).label("indexed"),
+            postgresql_using=ann.kind,
+            postgresql_ops={"indexed": operator_class},
+            postgresql_with=dict(ann.options),
+            postgresql_where=self.ann_fits(column, dims),
+        )
+        connection.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+
+    def ann_distance(
+        self,
+        embedding: ColumnElement[Any],
+        query: ColumnElement[Any],
+        ann: AnnIndex,
+        distance: str,
+        dims: int,
+    ) -> ColumnElement[float]:
+        schema = (self._vector_schema or "public").replace('"', '""')
+        operator = f'OPERATOR("{schema}".{_OPERATOR[distance]})'
+        stored = self._as_vector(embedding, ann.vector_type, dims)
+        wanted = self._as_vector(query, ann.vector_type, dims)
+        return stored.op(operator, return_type=sa.Double)(wanted)
+
+    def ann_fits(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
+        # dims inline: the index's predicate must be provable from the query's.
+        return sa.func.cardinality(embedding) == sa.literal_column(str(int(dims)), sa.Integer)
+
+    def ann_score(self, distance_value: float | None, distance: str) -> float:
+        if distance_value is None or distance_value != distance_value:  # NaN: a zero vector
+            return 0.0
+        if distance == "cosine":
+            return 1.0 - distance_value
+        return -distance_value  # l2: minus the distance; <#> is minus the inner product
+
+
+_PGVECTOR_FOUND = (
+    "SELECT n.nspname, e.extversion FROM pg_extension e"
+    " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+)
+# pgvector's distance operators (ascending: closer first) and operator classes.
+_OPERATOR = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
+_OPERATOR_CLASS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
 
 class _PgVector(sa.types.UserDefinedType[Any]):
-    """pgvector's ``vector`` type, qualified by the schema the extension is in."""
+    """pgvector's ``vector`` (or ``halfvec``) type, qualified by the schema the
+    extension is in, of ``dims`` dimensions if given."""
 
     cache_ok = True
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, name: str = "vector", dims: int | None = None) -> None:
         self.schema = schema
+        self.name = name
+        self.dims = dims
 
     def get_col_spec(self, **kw: Any) -> str:
-        return f'"{self.schema.replace(chr(34), chr(34) * 2)}".vector'
+        schema = self.schema.replace(chr(34), chr(34) * 2)
+        size = "" if self.dims is None else f"({int(self.dims)})"
+        return f'"{schema}".{self.name}{size}'

@@ -298,12 +298,18 @@ class SQLiteStoreSQL(StoreSQL):
             sa.event.listen(engine.pool, "checkout", _load_sqlite_vec)
         return True
 
+    # sqlite-vec has cosine and Euclidean distances, no inner product: that one ranks
+    # in Python.
+    native_distances = frozenset({"cosine", "l2"})
+
     def vector_similarity(
-        self, embedding: ColumnElement[Any], query: ColumnElement[Any]
+        self, embedding: ColumnElement[Any], query: ColumnElement[Any], distance: str
     ) -> ColumnElement[float]:
+        if distance == "l2":
+            return -sa.func.vec_distance_l2(embedding, query, type_=sa.Double)
         # vec_distance_cosine is 1 - cosine, NULL when a vector is all zeros.
-        distance = sa.func.vec_distance_cosine(embedding, query, type_=sa.Double)
-        return sa.func.coalesce(1.0 - distance, 0.0)
+        cosine_distance = sa.func.vec_distance_cosine(embedding, query, type_=sa.Double)
+        return sa.func.coalesce(1.0 - cosine_distance, 0.0)
 
 
 _SQLITE_VEC_LOADED = "lg_sqla.sqlite_vec"

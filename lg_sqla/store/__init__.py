@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.dialects import ops_for, sqlite_vec_engine_options, store_sql_for
+from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
@@ -43,6 +43,7 @@ from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._validate import check_op
+from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
@@ -87,6 +88,8 @@ class _StoreBase(BaseStore):
         self.index_config = index
         self.embeddings = None
         self._fields: list[str] = ["$"]
+        self._distance = "cosine"
+        self._ann: AnnIndex | None = None
         if index is not None:
             if not isinstance(index.get("dims"), int) or index["dims"] < 1:
                 raise InvalidInputError(
@@ -96,6 +99,8 @@ class _StoreBase(BaseStore):
                 raise InvalidInputError("index needs 'embed': an Embeddings or a function")
             self.embeddings = ensure_embeddings(index["embed"])
             self._fields = list(index.get("fields") or ["$"])
+            self._distance = distance_of(index)
+            self._ann = ann_index_of(index, self.sql, engine.dialect.name)
         # Whether searches rank in SQL (sqlite-vec, pgvector) or in Python (docs/store.md):
         # known now from the driver, or None: asked on the first ranking search.
         sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
@@ -117,6 +122,9 @@ class _StoreBase(BaseStore):
                 indexed=self.embeddings is not None,
                 native_vectors=NativeVectors(self._native_vectors),
                 dims=self.index_config["dims"] if self.index_config else 0,
+                distance=self._distance,
+                ann=self._ann,
+                fields=len(self._fields),
             )
             self.__dict__["_settings_once"] = settings
         return settings
@@ -128,9 +136,12 @@ class _StoreBase(BaseStore):
         return self._settings.native_vectors.known
 
     def _vectors_set_up(self, connection: Connection) -> None:
-        """After ``setup()``: what native ranking needs (pgvector), and ask again."""
+        """After ``setup()``: what native ranking needs (pgvector), the approximate
+        index if configured, and ask again."""
         if self.index_config is not None:
             self.sql.vector_setup(connection)
+            if self._ann is not None:
+                self.sql.ann_setup(connection, self._ann, self._distance, self.index_config["dims"])
             if self._native_vectors is None:
                 self._settings.native_vectors.known = None
 

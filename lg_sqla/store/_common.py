@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from langgraph.store.base import Item, Result, SearchItem
 
 from lg_sqla import limits
-from lg_sqla.dialects import DialectOps, StoreSQL
+from lg_sqla.dialects import AnnIndex, DialectOps, StoreSQL
 from lg_sqla.models import store_items
 from lg_sqla.plans import Step
 from lg_sqla.shared import key_hash
@@ -107,6 +107,9 @@ class Settings:
     # Ranking by similarity in SQL (sqlite-vec, pgvector; see StoreSQL.native_vectors).
     native_vectors: NativeVectors = field(default_factory=lambda: NativeVectors(False))
     dims: int = 0  # the IndexConfig's: stored vectors of another length are refused
+    distance: str = "cosine"  # the IndexConfig's distance_type (_match.SIMILARITY)
+    ann: AnnIndex | None = None  # an approximate index (ann_index_config), PostgreSQL
+    fields: int = 1  # how many fields the IndexConfig embeds (vectors an item may have)
     statements: Statements = field(default_factory=Statements, compare=False)
 
 

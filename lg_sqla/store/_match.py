@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph.store.base import MatchCondition
@@ -77,3 +77,22 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+def negative_l2(a: Sequence[float], b: Sequence[float]) -> float:
+    # Minus the Euclidean distance: higher is closer, as PostgresStore scores l2.
+    return -math.sqrt(sum((x - y) * (x - y) for x, y in zip(a, b, strict=False)))
+
+
+def inner_product(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.fsum(x * y for x, y in zip(a, b, strict=False))
+
+
+# IndexConfig's distance_type -> the score of a stored vector for a query, higher is
+# closer: PostgresStore's scores (cosine similarity, -(Euclidean distance), inner
+# product). InMemoryStore knows only cosine.
+SIMILARITY: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "cosine": cosine,
+    "l2": negative_l2,
+    "inner_product": inner_product,
+}

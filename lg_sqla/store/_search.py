@@ -31,7 +31,7 @@ from lg_sqla.store._common import (
     union_of,
     utc,
 )
-from lg_sqla.store._match import cosine, matches_filter
+from lg_sqla.store._match import SIMILARITY, matches_filter
 from lg_sqla.store._sql import filter_condition, filter_params, flatten_filter
 
 
@@ -41,13 +41,19 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
     if not searches:
         return
     settings = batch.settings
+    op_of = dict(searches)
     native = yield from _native_ranking_plan(batch, searches)
     ranked_rows: list[_RankedRow] = []
+    approximate: dict[int, list[_RankedRow]] = {}
+    if native:
+        searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
+        if settings.ann is not None:
+            approximate = yield from _approximate_pages(batch, native)
+            native = [(i, sop) for i, sop in native if i not in approximate]
     if native:
         ranked_rows = yield from _ranked_rows(
             settings, native, batch.embedded, batch.now, batch.step
         )
-        searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
     rows: list[Any] = []
     if searches:
         rows = yield from _search_rows(settings, searches, batch.now, batch.step)
@@ -57,10 +63,11 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
         batch.results[i] = [as_item(r, SearchItem, score) for score, r in page]
         if sop.refresh_ttl:
             batch.refresh_ttl_of(r for _, r in page)
-    for i, sop in native:
-        ranked_page = [r for r in ranked_rows if r.op == i]
+    pages = {i: [r for r in ranked_rows if r.op == i] for i, _ in native}
+    pages.update(approximate)
+    for i, ranked_page in pages.items():
         batch.results[i] = [as_item(r.row, SearchItem, r.score) for r in ranked_page]
-        if sop.refresh_ttl:
+        if op_of[i].refresh_ttl:
             batch.refresh_ttl_of(r.row for r in ranked_page)
 
 
@@ -69,15 +76,22 @@ def _native_ranking_plan(
 ) -> Plan[list[tuple[int, SearchOp]]]:
     """The searches that rank by similarity in SQL, each a page of its own: those with a
     query, if the store has an index and the database native vectors (asked once per
-    store)."""
+    store) that compute its distance type."""
     settings = batch.settings
     if not (settings.indexed and any(sop.query for _, sop in searches)):
         return []
     mode = settings.native_vectors
     if mode.known is None:
         probe = yield batch.step(settings.sql.vector_probe(), fetch=True)
-        mode.known = settings.sql.vectors_found(probe.rows[0][0] if probe.rows else None)
+        mode.known = settings.sql.vectors_found(probe.rows[0] if probe.rows else None)
     if not mode.known:
+        if settings.ann is not None:
+            raise InvalidInputError(
+                "the store's ann_index_config needs pgvector, which this database does not "
+                "have: setup() creates it where the server has it"
+            )
+        return []
+    if settings.distance not in settings.sql.native_distances:
         return []
     return [(i, sop) for i, sop in searches if sop.query]
 
@@ -208,7 +222,7 @@ def _ranked_rows(
             its_own = sa.and_(v.prefix_hash == t.prefix_hash, v.key_hash == t.key_hash)
             fits = sql.vector_has_dims(v.embedding, settings.dims)
             query = sql.vector_param(f"s{j}_query")
-            best = sa.func.max(sql.vector_similarity(v.embedding, query))
+            best = sa.func.max(sql.vector_similarity(v.embedding, query, settings.distance))
             score = sa.select(best).where(its_own, fits).scalar_subquery().label("score")
             # Counted, not skipped: a vector of another length means dims changed, which
             # the portable path refuses too (_refuse_dims).
@@ -241,6 +255,65 @@ def _ranked_rows(
             _refuse_dims(settings, None)
         ranked.append(_RankedRow(row.op, GotRow.of(row), row.score))
     return ranked
+
+
+def _approximate_pages(
+    batch: Batch, searches: Sequence[tuple[int, SearchOp]]
+) -> Plan[dict[int, list[_RankedRow]]]:
+    """The pages the store's approximate index (pgvector HNSW/IVFFlat) serves, by op:
+    per search the nearest vectors of the filtered items, in the index's order (the
+    filters in the same statement: the planner may scan the index and filter, or
+    filter first and sort exactly), over-fetched (``k`` rows for ``fields`` vectors
+    an item may have), one statement for the batch. A search for which they hold
+    fewer items than its offset + limit (selective filters, a short index scan) is
+    left out: it ranks exactly (``_ranked_rows``), items without vectors filling its
+    page as there."""
+    settings, sql, ann = batch.settings, batch.settings.sql, batch.settings.ann
+    assert ann is not None
+    selects = []
+    params: dict[str, Any] = {"now": batch.now}
+    for j, (i, sop) in enumerate(searches):
+        candidates, own = _search_select(settings, j, i, sop)
+
+        def build(j: int = j, candidates: sa.Select[Any] = candidates) -> sa.Select[Any]:
+            t, v = store_items.c, store_vectors.c
+            query = sql.vector_param(f"s{j}_query")
+            distance = sql.ann_distance(v.embedding, query, ann, settings.distance, settings.dims)
+            its_own = sa.and_(v.prefix_hash == t.prefix_hash, v.key_hash == t.key_hash)
+            return (
+                candidates.join(store_vectors, its_own)
+                .add_columns(distance.label("distance"))
+                .where(sql.ann_fits(v.embedding, settings.dims))
+                .order_by(None)
+                .order_by(distance)
+                .limit(sa.bindparam(f"s{j}_k", type_=sa.Integer))
+            )
+
+        selects.append(settings.statements.get(("approximate", j, candidates), build))
+        assert sop.query is not None
+        params.update(own)
+        params[f"s{j}_query"] = sql.vector_value(batch.embedded.queries[sop.query])
+        params[f"s{j}_k"] = (sop.offset + sop.limit) * settings.fields * 2 + 1
+    outcome = yield batch.step(union_of(selects), params, fetch=True)
+    nearest: dict[int, dict[tuple[str, str], tuple[float, GotRow]]] = {}
+    for row in outcome.rows:
+        score = sql.ann_score(row.distance, settings.distance)
+        found = nearest.setdefault(row.op, {})
+        best = found.get((row.prefix_hash, row.key_hash))
+        if best is None or score > best[0]:
+            found[(row.prefix_hash, row.key_hash)] = (score, GotRow.of(row))
+    pages = {}
+    for i, sop in searches:
+        scored = list(nearest.get(i, {}).values())
+        if len(scored) < sop.offset + sop.limit:
+            continue
+        # As the exact order: best score first, ties as a search without query.
+        scored.sort(key=lambda pair: (pair[1].prefix_hash, pair[1].key_hash))
+        scored.sort(key=lambda pair: pair[1].updated_at, reverse=True)
+        scored.sort(key=lambda pair: -pair[0])
+        page = scored[sop.offset : sop.offset + sop.limit]
+        pages[i] = [_RankedRow(i, row, score) for score, row in page]
+    return pages
 
 
 def _refuse_dims(settings: Settings, found: int | None) -> None:
@@ -297,20 +370,23 @@ def _search_page(
             and matches_filter(r.value, sop.filter)
         ]
     if sop.query and settings.indexed:
-        return _ranked_page(candidates, embedded.queries[sop.query], vectors, sop)
+        return _ranked_page(settings, candidates, embedded.queries[sop.query], vectors, sop)
     if settings.sql.in_sql:
         return [(None, r) for r in candidates]  # the database's page
     return [(None, r) for r in candidates[sop.offset : sop.offset + sop.limit]]
 
 
 def _ranked_page(
+    settings: Settings,
     candidates: list[Any],
     query: Sequence[float],
     vectors: Mapping[tuple[str, str], list[list[float]]],
     sop: SearchOp,
 ) -> list[tuple[float | None, Any]]:
-    """A search's page ranked by similarity in Python: by best cosine over each item's
-    vectors; items without vectors fill a short page (sorts ``candidates``)."""
+    """A search's page ranked by similarity in Python: by the best score (the store's
+    distance type) over each item's vectors; items without vectors fill a short page
+    (sorts ``candidates``)."""
+    similarity = SIMILARITY[settings.distance]
     # Ties (and items without vectors) keep the order of a search without query.
     # Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited query inside a
     # UNION, which a batch of several searches sends.
@@ -320,7 +396,7 @@ def _ranked_page(
     for r in candidates:
         own = vectors.get((r.prefix_hash, r.key_hash))
         if own:
-            scored.append((max(cosine(query, vec) for vec in own), r))
+            scored.append((max(similarity(query, vec) for vec in own), r))
         else:
             scoreless.append(r)
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order

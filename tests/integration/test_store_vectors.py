@@ -388,3 +388,110 @@ def test_revision_0003_keeps_vectors_exactly(
     with engine.connect() as conn:
         back = conn.execute(sa.select(legacy.c.embedding)).scalar_one()
     assert bytes(back) == packed
+
+
+# distance_type: the score of each path, PostgresStore's for l2 and inner_product
+# (InMemoryStore knows only cosine, tested above), computed here from the vectors.
+SCORE = {
+    "l2": lambda a, b: -math.dist(a, b),
+    "inner_product": lambda a, b: sum(x * y for x, y in zip(a, b, strict=True)),
+}
+# The SQL function each native path ranks a distance type with; None: ranked in Python.
+DISTANCE_FUNCTION = {
+    ("sqlite", "l2"): "vec_distance_l2",
+    ("sqlite", "inner_product"): None,
+    ("postgres", "l2"): "l2_distance",
+    ("postgres", "inner_product"): "inner_product",
+}
+
+
+def expected_ranking(ops: list[PutOp], query: str, distance: str) -> list[tuple[str, float]]:
+    """(key, score) of every indexed item of ``ops``, best first: the best score over the
+    item's embedded fields (text, extra), as every path must rank them."""
+    wanted = embed([query])[0]
+    ranking = []
+    for op in ops:
+        assert op.value is not None
+        fields = ["text", "extra"] if op.index is None else list(op.index or [])
+        texts = [op.value[f] for f in fields if f in op.value]
+        if texts:
+            ranking.append((op.key, max(SCORE[distance](wanted, v) for v in embed(texts))))
+    return sorted(ranking, key=lambda pair: -pair[1])
+
+
+@pytest.mark.parametrize("distance", ["l2", "inner_product"])
+async def test_distance_types_rank_alike_on_every_path(
+    backend: Backend, request: pytest.FixtureRequest, mode: str, distance: str
+) -> None:
+    config = {**index(), "distance_type": distance}
+    async with both(backend, request, mode, config) as (engines, native, portable):  # type: ignore[arg-type]
+        r = root()
+        writers = [native] if engines.shared() else [native, portable]
+        ops = corpus(r)
+        await put_corpus(writers, ops)
+        function = DISTANCE_FUNCTION.get((engines.name, distance))
+        sent_native = record_statements(native.engine)
+        for query in ("memory 3", "extra note 5"):
+            sent_native.clear()
+            got = await native.search((r,), query=query, limit=100)
+            expected = await portable.search((r,), query=query, limit=100)
+            # Every indexed item, in the order and with the scores computed here.
+            ranking = expected_ranking(ops, query, distance)
+            for page in (got, expected):
+                scored = [(h.key, h.score) for h in page if h.score is not None]
+                assert [k for k, _ in scored] == [k for k, _ in ranking], (query, page)
+                assert [s for _, s in scored] == pytest.approx(
+                    [s for _, s in ranking], rel=1e-5, abs=1e-5
+                )
+            if function is not None:
+                assert any(function in s for s in sent_native), sent_native
+            else:  # ranked in Python: no distance function in SQL
+                assert not any("vec_distance" in s for s in sent_native), sent_native
+        # Filters, prefixes and pages: the native page is the portable one.
+        for op in searches(r)[::11]:
+            got = await native.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            expected = await portable.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            same_page(got, expected, repr(op))
+
+
+async def test_bad_vector_options_are_refused(
+    backend: Backend, request: pytest.FixtureRequest, mode: str
+) -> None:
+    engines = Engines(backend, request)
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"distance_type": "hamming"}, "distance_type must be one of 'cosine', 'l2'"),
+        ({"ann_index_config": {"kind": "annoy"}}, "kind must be 'hnsw', 'ivfflat' or 'flat'"),
+        ({"ann_index_config": {"vector_type": "bit"}}, "vector_type must be 'vector' or"),
+        ({"ann_index_config": {"kind": "hnsw", "lists": 4}}, "for hnsw takes m, ef_construction"),
+        ({"ann_index_config": {"kind": "ivfflat", "lists": 0}}, "lists must be an int >= 1"),
+    ]
+    if engines.name != "postgres":
+        bad.append(
+            ({"ann_index_config": {"kind": "hnsw"}}, "approximate indexes need PostgreSQL")
+        )
+    for options, message in bad:
+        with pytest.raises(InvalidInputError, match=message):
+            async with open_store(engines.portable, mode, index={**index(), **options}):  # type: ignore[typeddict-item]
+                pass
+    # kind "flat" is exact search: accepted everywhere.
+    flat: Any = {**index(), "ann_index_config": {"kind": "flat"}}
+    async with open_store(engines.portable, mode, index=flat, setup=True) as s:
+        await s.put((root(),), "k", {"text": "memory 1"})
+    if engines.name == "postgres":
+        # A PostgreSQL without pgvector cannot build the index: setup() says so.
+        hnsw: Any = {**index(), "ann_index_config": {"kind": "hnsw"}}
+        with pytest.raises(InvalidInputError, match="needs pgvector, which this database"):
+            async with open_store(engines.portable, mode, index=hnsw, setup=True):
+                pass

@@ -1,0 +1,69 @@
+"""What an IndexConfig says about ranking beyond dims and fields: the distance type
+(``distance_type``: cosine, l2, inner_product) and an approximate index
+(``ann_index_config``, as LangGraph's PostgresStore reads them), checked once, when the
+store is made."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lg_sqla.dialects import AnnIndex, StoreSQL
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.store._match import SIMILARITY
+
+# The build options each kind of index takes (PostgresStore's names; nlist is
+# PostgresStore's other name for ivfflat's lists).
+_BUILD_OPTIONS = {"hnsw": ("m", "ef_construction"), "ivfflat": ("lists", "nlist")}
+
+
+def distance_of(index: Mapping[str, Any]) -> str:
+    distance = index.get("distance_type", "cosine")
+    if distance not in SIMILARITY:
+        raise InvalidInputError(
+            f"index distance_type must be one of {', '.join(map(repr, SIMILARITY))}, "
+            f"got {distance!r}"
+        )
+    return str(distance)
+
+
+def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIndex | None:
+    """The approximate index ``index`` asks for; None for exact search (no
+    ``ann_index_config``, or kind 'flat'). Refused where the dialect has none."""
+    config = index.get("ann_index_config")
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise InvalidInputError(f"index ann_index_config must be a dict, got {config!r}")
+    kind = config.get("kind", "hnsw")
+    if kind == "flat":
+        return None
+    if kind not in _BUILD_OPTIONS:
+        raise InvalidInputError(
+            f"ann_index_config kind must be 'hnsw', 'ivfflat' or 'flat', got {kind!r}"
+        )
+    vector_type = config.get("vector_type", "vector")
+    if vector_type not in ("vector", "halfvec"):
+        raise InvalidInputError(
+            f"ann_index_config vector_type must be 'vector' or 'halfvec', got {vector_type!r}"
+        )
+    allowed = _BUILD_OPTIONS[kind]
+    options: dict[str, int] = {}
+    for name, value in config.items():
+        if name in ("kind", "vector_type"):
+            continue
+        if name not in allowed:
+            raise InvalidInputError(
+                f"ann_index_config for {kind} takes {', '.join(allowed)}; got {name!r}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(
+                f"ann_index_config {name} must be an int >= 1, got {value!r}"
+            )
+        options["lists" if name == "nlist" else name] = value
+    if not sql.ann_indexes:
+        raise InvalidInputError(
+            f"ann_index_config {kind!r}: approximate indexes need PostgreSQL with pgvector; "
+            f"{dialect} searches exactly (leave ann_index_config out)"
+        )
+    return AnnIndex(kind, vector_type, tuple(sorted(options.items())))

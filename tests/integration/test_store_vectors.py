@@ -495,3 +495,127 @@ async def test_bad_vector_options_are_refused(
         with pytest.raises(InvalidInputError, match="needs pgvector, which this database"):
             async with open_store(engines.portable, mode, index=hnsw, setup=True):
                 pass
+
+
+def planned_indexes(engine: sa.Engine, statement: str, params: Any) -> str:
+    """The plan PostgreSQL makes for a statement the store sent, sequential scans and
+    sorts off: the corpus is small, the planner would rather read it all and sort, but
+    the index must be able to serve the statement as sent."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SET enable_sort = off")
+        cursor.execute("EXPLAIN " + statement, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.close()
+        raw.rollback()
+        return plan
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "distance"),
+    [("hnsw", "cosine"), ("hnsw", "l2"), ("ivfflat", "inner_product")],
+)
+async def test_approximate_index_is_built_and_serves_filtered_searches(
+    request: pytest.FixtureRequest, mode: str, kind: str, distance: str
+) -> None:
+    database: Backend = request.getfixturevalue("pgvector_database")
+    options: dict[str, Any] = {"kind": kind, **({"lists": 1} if kind == "ivfflat" else {"m": 8})}
+    config: Any = {**index(), "distance_type": distance, "ann_index_config": options}
+    name = f"store_vectors_{kind}_vector_{distance}_{DIMS}"
+    r = root()
+    # Items with vectors of other dims must not break the partial index: built over rows
+    # already there (setup() on an existing table), and inserted after.
+    short: IndexConfig = {"dims": 4, "embed": lambda texts: [v[:4] for v in embed(texts)]}
+    async with open_store(database, mode, index=short, setup=True) as other:
+        await other.put((root(), "other"), "short", {"text": "four dims"})
+    async with (
+        open_store(database, mode, index=config, setup=True) as approximate,
+        open_store(database, mode, index=config, setup=True) as again,  # idempotent
+        open_store(database, mode, index={**index(), "distance_type": distance}) as exact,  # type: ignore[typeddict-item]
+    ):
+        del again
+        looker = database.engine()  # sync, for the catalog and EXPLAIN in either mode
+        with looker.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"), {"name": name}
+            ).scalars().all()
+        assert len(found) == 1
+        assert f"USING {kind}" in found[0] and f"vector_{_OPS[distance]}" in found[0]
+        await put_corpus([approximate], [op for op in corpus(r) if op.key != "zero"])
+        sent: list[tuple[str, Any]] = []
+
+        def record(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
+            sent.append((statement, params))
+
+        sa.event.listen(approximate.engine, "before_cursor_execute", record)
+        served, exactly = 0, 0
+        for op in searches(r)[::13]:
+            sent.clear()
+            got = await approximate.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            expected = await exact.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            # A corpus this small is within the index's reach: the exact pages.
+            same_page(got, expected, repr(op))
+            statement, params = next(s for s in sent if _OPERATOR[distance] in s[0])
+            # Pages the index cannot fill (fewer filtered items with vectors than
+            # offset + limit) are ranked again exactly.
+            if any(_EXACT_FUNCTION[distance] in s for s, _ in sent):
+                exactly += 1
+            else:
+                served += 1
+            plan = planned_indexes(looker, statement, params)
+            assert f"Index Scan using {name}" in plan, plan
+            if op.filter:
+                assert "Filter" in plan or "Join Filter" in plan or "Cond" in plan, plan
+        looker.dispose()
+        assert served and exactly, (served, exactly)
+
+
+_OPS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
+_OPERATOR = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
+_EXACT_FUNCTION = {"cosine": "cosine_distance(", "l2": "l2_distance(", "inner_product": "inner_product("}
+
+
+async def test_halfvec_index_where_pgvector_has_it(
+    request: pytest.FixtureRequest, mode: str
+) -> None:
+    """halfvec came with pgvector 0.7: built there, refused before (the test server's
+    pgserver build has 0.6.2), saying which version the database has."""
+    database: Backend = request.getfixturevalue("pgvector_database")
+    config: Any = {**index(), "ann_index_config": {"kind": "hnsw", "vector_type": "halfvec"}}
+    looker = database.engine()
+    try:
+        with looker.connect() as conn:
+            version = conn.execute(
+                sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            ).scalar_one()
+        if tuple(int(p) for p in version.split(".")[:2]) >= (0, 7):
+            async with open_store(database, mode, index=config, setup=True) as s:
+                r = root()
+                await s.put((r,), "k", {"text": "memory 1"})
+                hits = await s.search((r,), query="memory 1", limit=1)
+                assert hits[0].score == pytest.approx(1.0, abs=1e-3)  # half precision
+            with looker.connect() as conn:
+                names = conn.execute(sa.text("SELECT indexname FROM pg_indexes")).scalars().all()
+            assert f"store_vectors_hnsw_halfvec_cosine_{DIMS}" in names
+        else:
+            with pytest.raises(InvalidInputError, match=f"needs pgvector >= 0.7; .* {version}"):
+                async with open_store(database, mode, index=config, setup=True):
+                    pass
+    finally:
+        looker.dispose()

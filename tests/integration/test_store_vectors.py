@@ -602,7 +602,7 @@ async def test_halfvec_index_where_pgvector_has_it(
     try:
         with looker.connect() as conn:
             version = conn.execute(
-                sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                sa.text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
             ).scalar_one()
         if tuple(int(p) for p in version.split(".")[:2]) >= (0, 7):
             async with open_store(database, mode, index=config, setup=True) as s:

@@ -484,6 +484,11 @@ class StoreSQL:
         the index can serve; :meth:`ann_score` turns it into the search's score."""
         raise NotImplementedError
 
+    def ann_session(self, ann: AnnIndex, fetched: int) -> tuple[Executable, dict[str, Any]] | None:
+        """A statement that sets the index's search options for the transaction, for
+        searches that fetch up to ``fetched`` rows from it; None: the defaults do."""
+        return None
+
     def ann_fits(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
         """The approximate index's predicate: a stored vector of ``dims`` dimensions."""
         raise NotImplementedError
@@ -512,12 +517,14 @@ def decimal_param(number: Any) -> Any:
 class AnnIndex:
     """An approximate nearest-neighbour index of the store's vectors (LangGraph's
     PostgresStore ``ann_index_config``): ``kind`` hnsw or ivfflat, the ``vector_type``
-    it indexes (vector, or halfvec: half precision), and the build options (hnsw: m,
-    ef_construction; ivfflat: lists)."""
+    it indexes (vector, or halfvec: half precision), the build options (hnsw: m,
+    ef_construction; ivfflat: lists) and the search options (hnsw: ef_search;
+    ivfflat: probes)."""
 
     kind: str
     vector_type: str
     options: tuple[tuple[str, int], ...]
+    search: tuple[tuple[str, int], ...] = ()
 
     def name(self, distance: str, dims: int) -> str:
         """The index's name: one per kind, vector type, distance and dims."""

@@ -474,6 +474,23 @@ class PostgresStoreSQL(StoreSQL):
         wanted = self._as_vector(query, ann.vector_type, dims)
         return stored.op(operator, return_type=sa.Double)(wanted)
 
+    def ann_session(self, ann: AnnIndex, fetched: int) -> tuple[Executable, dict[str, Any]] | None:
+        options = dict(ann.search)
+        if ann.kind == "hnsw":
+            # An HNSW scan returns at most ef_search rows (before pgvector 0.8's iterative
+            # scans): at least as many as the search fetches.
+            wanted = max(options.get("ef_search", _HNSW_EF_SEARCH), fetched)
+            if wanted == _HNSW_EF_SEARCH:
+                return None
+            setting, value = "hnsw.ef_search", wanted
+        elif "probes" in options:
+            setting, value = "ivfflat.probes", options["probes"]
+        else:
+            return None
+        # Local: for this transaction only, the connection goes back to the pool as it was.
+        statement = sa.text("SELECT set_config(:setting, :value, true)")
+        return statement, {"setting": setting, "value": str(value)}
+
     def ann_fits(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
         # dims inline: the index's predicate must be provable from the query's.
         return sa.func.cardinality(embedding) == sa.literal_column(str(int(dims)), sa.Integer)
@@ -492,6 +509,7 @@ _PGVECTOR_FOUND = (
 )
 # pgvector's distance operators (ascending: closer first) and operator classes.
 _OPERATOR = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
+_HNSW_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 _OPERATOR_CLASS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
 
 

@@ -272,6 +272,7 @@ def _approximate_pages(
     assert ann is not None
     selects = []
     params: dict[str, Any] = {"now": batch.now}
+    fetched = 0
     for j, (i, sop) in enumerate(searches):
         candidates, own = _search_select(settings, j, i, sop)
 
@@ -293,7 +294,12 @@ def _approximate_pages(
         assert sop.query is not None
         params.update(own)
         params[f"s{j}_query"] = sql.vector_value(batch.embedded.queries[sop.query])
-        params[f"s{j}_k"] = (sop.offset + sop.limit) * settings.fields * 2 + 1
+        params[f"s{j}_k"] = k = (sop.offset + sop.limit) * settings.fields * 2 + 1
+        fetched = max(fetched, k)
+    session = sql.ann_session(ann, fetched)
+    if session is not None:
+        batch.autocommit = False  # the settings hold for the transaction
+        yield Step(*session, fetch=True)
     outcome = yield batch.step(union_of(selects), params, fetch=True)
     nearest: dict[int, dict[tuple[str, str], tuple[float, GotRow]]] = {}
     for row in outcome.rows:

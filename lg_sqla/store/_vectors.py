@@ -13,8 +13,10 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.store._match import SIMILARITY
 
 # The build options each kind of index takes (PostgresStore's names; nlist is
-# PostgresStore's other name for ivfflat's lists).
+# PostgresStore's other name for ivfflat's lists), and the search options (pgvector's
+# settings, set for each search's transaction; lg_sqla's own keys).
 _BUILD_OPTIONS = {"hnsw": ("m", "ef_construction"), "ivfflat": ("lists", "nlist")}
+_SEARCH_OPTIONS = {"hnsw": ("ef_search",), "ivfflat": ("probes",)}
 
 
 def distance_of(index: Mapping[str, Any]) -> str:
@@ -47,8 +49,9 @@ def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIn
         raise InvalidInputError(
             f"ann_index_config vector_type must be 'vector' or 'halfvec', got {vector_type!r}"
         )
-    allowed = _BUILD_OPTIONS[kind]
+    allowed = _BUILD_OPTIONS[kind] + _SEARCH_OPTIONS[kind]
     options: dict[str, int] = {}
+    search: dict[str, int] = {}
     for name, value in config.items():
         if name in ("kind", "vector_type"):
             continue
@@ -60,10 +63,15 @@ def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIn
             raise InvalidInputError(
                 f"ann_index_config {name} must be an int >= 1, got {value!r}"
             )
-        options["lists" if name == "nlist" else name] = value
+        if name in _SEARCH_OPTIONS[kind]:
+            search[name] = value
+        else:
+            options["lists" if name == "nlist" else name] = value
     if not sql.ann_indexes:
         raise InvalidInputError(
             f"ann_index_config {kind!r}: approximate indexes need PostgreSQL with pgvector; "
             f"{dialect} searches exactly (leave ann_index_config out)"
         )
-    return AnnIndex(kind, vector_type, tuple(sorted(options.items())))
+    return AnnIndex(
+        kind, vector_type, tuple(sorted(options.items())), tuple(sorted(search.items()))
+    )

@@ -516,14 +516,22 @@ def planned_indexes(engine: sa.Engine, statement: str, params: Any) -> str:
 
 
 @pytest.mark.parametrize(
-    ("kind", "distance"),
-    [("hnsw", "cosine"), ("hnsw", "l2"), ("ivfflat", "inner_product")],
+    ("distance", "options", "setting"),
+    [
+        ("cosine", {"kind": "hnsw", "m": 8}, None),
+        ("l2", {"kind": "hnsw", "m": 8, "ef_search": 60}, ("hnsw.ef_search", "60")),
+        ("inner_product", {"kind": "ivfflat", "lists": 1, "probes": 2}, ("ivfflat.probes", "2")),
+    ],
 )
 async def test_approximate_index_is_built_and_serves_filtered_searches(
-    request: pytest.FixtureRequest, mode: str, kind: str, distance: str
+    request: pytest.FixtureRequest,
+    mode: str,
+    distance: str,
+    options: dict[str, Any],
+    setting: tuple[str, str] | None,
 ) -> None:
     database: Backend = request.getfixturevalue("pgvector_database")
-    options: dict[str, Any] = {"kind": kind, **({"lists": 1} if kind == "ivfflat" else {"m": 8})}
+    kind = options["kind"]
     config: Any = {**index(), "distance_type": distance, "ann_index_config": options}
     name = f"store_vectors_{kind}_vector_{distance}_{DIMS}"
     r = root()
@@ -572,6 +580,19 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
             # A corpus this small is within the index's reach: the exact pages.
             same_page(got, expected, repr(op))
             statement, params = next(s for s in sent if _OPERATOR[distance] in s[0])
+            # The search options, for the search's transaction (set_config(..., true)).
+            # An HNSW scan returns at most ef_search rows: raised to the rows fetched
+            # ((offset + limit) x 2 fields x 2 + 1), from pgvector's 40 or the option's.
+            configured = [(p["setting"], p["value"]) for s, p in sent if "set_config" in s]
+            fetched = (op.offset + op.limit) * 2 * 2 + 1
+            expected: list[tuple[str, str]] = []
+            if kind == "ivfflat":
+                expected = [setting] if setting else []
+            elif fetched > int(setting[1] if setting else 40):
+                expected = [("hnsw.ef_search", str(fetched))]
+            elif setting:
+                expected = [setting]
+            assert configured == expected
             # Pages the index cannot fill (fewer filtered items with vectors than
             # offset + limit) are ranked again exactly.
             if any(_EXACT_FUNCTION[distance] in s for s, _ in sent):
@@ -584,6 +605,9 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
                 assert "Filter" in plan or "Join Filter" in plan or "Cond" in plan, plan
         looker.dispose()
         assert served and exactly, (served, exactly)
+        if setting is not None and mode == "sync":  # the pooled connection is as it was
+            with approximate.engine.connect() as conn:
+                assert conn.execute(sa.text(f"SHOW {setting[0]}")).scalar() != setting[1]
 
 
 _OPS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}

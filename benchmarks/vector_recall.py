@@ -59,9 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--distance", default="cosine", choices=["cosine", "l2", "inner_product"])
     args = parser.parse_args(argv)
     rng = random.Random(20)
-    vectors = {
-        f"v{n}": [rng.uniform(-1, 1) for _ in range(args.dims)] for n in range(args.items)
-    }
+    vectors = {f"v{n}": [rng.uniform(-1, 1) for _ in range(args.dims)] for n in range(args.items)}
     vectors.update(
         {f"q{n}": [rng.uniform(-1, 1) for _ in range(args.dims)] for n in range(args.queries)}
     )
@@ -109,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             return found, statistics.median(took) * 1000
 
         truth = {label: pages(exact, wanted) for label, wanted in FILTERS}
+        sent: list[tuple[str, Any]] = []
+
+        def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+            sent.append((statement, params))
+
         print(
             f"pgvector {version}, {args.items} items, {args.dims} dims, {args.distance}, "
             f"{args.queries} queries, first page of 10"
@@ -122,11 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             store.setup()  # builds the index over the rows already there
             built = time.perf_counter() - began
             for filter_label, wanted in FILTERS:
-                sent: list[tuple[str, Any]] = []
-
-                def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-                    sent.append((statement, params))
-
+                sent.clear()
                 sa.event.listen(engine, "before_cursor_execute", record)
                 found, ms = pages(store, wanted)
                 sa.event.remove(engine, "before_cursor_execute", record)

@@ -20,9 +20,9 @@ from lg_sqla.dialects.base import (
     MIGRATION_LOCK_NAME,
     NAMESPACE_SORT_SEPARATOR,
     NUMERIC_STRING,
+    AnnIndex,
     ChannelVersionsSource,
     JsonPath,
-    AnnIndex,
     OnConflictOps,
     StoreSQL,
     decimal_param,
@@ -413,9 +413,11 @@ class PostgresStoreSQL(StoreSQL):
         functions = getattr(sa.func, self._vector_schema or "public")
         stored, wanted = self._as_vector(embedding), self._as_vector(query)
         if distance == "l2":
-            return -functions.l2_distance(stored, wanted, type_=sa.Double)
+            l2: ColumnElement[float] = functions.l2_distance(stored, wanted, type_=sa.Double)
+            return -l2
         if distance == "inner_product":
-            return functions.inner_product(stored, wanted, type_=sa.Double)  # type: ignore[no-any-return]
+            product: ColumnElement[float] = functions.inner_product(stored, wanted, type_=sa.Double)
+            return product
         distance_value = functions.cosine_distance(stored, wanted, type_=sa.Double)
         # pgvector's cosine distance is NaN when a vector is all zeros, and NaN sorts
         # above every number in PostgreSQL: similarity 0 instead, as the portable path.
@@ -446,7 +448,9 @@ class PostgresStoreSQL(StoreSQL):
             )
         # A table of its own for the DDL: an Index on the model's would join its metadata.
         vectors = sa.Table(
-            "store_vectors", sa.MetaData(), sa.Column("embedding", pg_dialect.ARRAY(pg_dialect.REAL))
+            "store_vectors",
+            sa.MetaData(),
+            sa.Column("embedding", pg_dialect.ARRAY(pg_dialect.REAL)),
         )
         column = vectors.c.embedding
         operator_class = f"{ann.vector_type}_{_OPERATOR_CLASS[distance]}"

@@ -60,9 +60,7 @@ def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIn
                 f"ann_index_config for {kind} takes {', '.join(allowed)}; got {name!r}"
             )
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(
-                f"ann_index_config {name} must be an int >= 1, got {value!r}"
-            )
+            raise InvalidInputError(f"ann_index_config {name} must be an int >= 1, got {value!r}")
         if name in _SEARCH_OPTIONS[kind]:
             search[name] = value
         else:

@@ -392,10 +392,15 @@ def test_revision_0003_keeps_vectors_exactly(
 
 # distance_type: the score of each path, PostgresStore's for l2 and inner_product
 # (InMemoryStore knows only cosine, tested above), computed here from the vectors.
-SCORE = {
-    "l2": lambda a, b: -math.dist(a, b),
-    "inner_product": lambda a, b: sum(x * y for x, y in zip(a, b, strict=True)),
-}
+def _negative_l2(a: Sequence[float], b: Sequence[float]) -> float:
+    return -math.dist(a, b)
+
+
+def _inner_product(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+SCORE = {"l2": _negative_l2, "inner_product": _inner_product}
 # The SQL function each native path ranks a distance type with; None: ranked in Python.
 DISTANCE_FUNCTION = {
     ("sqlite", "l2"): "vec_distance_l2",
@@ -424,7 +429,7 @@ async def test_distance_types_rank_alike_on_every_path(
     backend: Backend, request: pytest.FixtureRequest, mode: str, distance: str
 ) -> None:
     config = {**index(), "distance_type": distance}
-    async with both(backend, request, mode, config) as (engines, native, portable):  # type: ignore[arg-type]
+    async with both(backend, request, mode, config) as (engines, native, portable):
         r = root()
         writers = [native] if engines.shared() else [native, portable]
         ops = corpus(r)
@@ -478,12 +483,10 @@ async def test_bad_vector_options_are_refused(
         ({"ann_index_config": {"kind": "ivfflat", "lists": 0}}, "lists must be an int >= 1"),
     ]
     if engines.name != "postgres":
-        bad.append(
-            ({"ann_index_config": {"kind": "hnsw"}}, "approximate indexes need PostgreSQL")
-        )
+        bad.append(({"ann_index_config": {"kind": "hnsw"}}, "approximate indexes need PostgreSQL"))
     for options, message in bad:
         with pytest.raises(InvalidInputError, match=message):
-            async with open_store(engines.portable, mode, index={**index(), **options}):  # type: ignore[typeddict-item]
+            async with open_store(engines.portable, mode, index={**index(), **options}):
                 pass
     # kind "flat" is exact search: accepted everywhere.
     flat: Any = {**index(), "ann_index_config": {"kind": "flat"}}
@@ -543,14 +546,19 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
     async with (
         open_store(database, mode, index=config, setup=True) as approximate,
         open_store(database, mode, index=config, setup=True) as again,  # idempotent
-        open_store(database, mode, index={**index(), "distance_type": distance}) as exact,  # type: ignore[typeddict-item]
+        open_store(database, mode, index={**index(), "distance_type": distance}) as exact,
     ):
         del again
         looker = database.engine()  # sync, for the catalog and EXPLAIN in either mode
         with looker.connect() as conn:
-            found = conn.execute(
-                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"), {"name": name}
-            ).scalars().all()
+            found = (
+                conn.execute(
+                    sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
+                    {"name": name},
+                )
+                .scalars()
+                .all()
+            )
         assert len(found) == 1
         assert f"USING {kind}" in found[0] and f"vector_{_OPS[distance]}" in found[0]
         await put_corpus([approximate], [op for op in corpus(r) if op.key != "zero"])
@@ -585,14 +593,14 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
             # ((offset + limit) x 2 fields x 2 + 1), from pgvector's 40 or the option's.
             configured = [(p["setting"], p["value"]) for s, p in sent if "set_config" in s]
             fetched = (op.offset + op.limit) * 2 * 2 + 1
-            expected: list[tuple[str, str]] = []
+            wanted: list[tuple[str, str]] = []
             if kind == "ivfflat":
-                expected = [setting] if setting else []
+                wanted = [setting] if setting else []
             elif fetched > int(setting[1] if setting else 40):
-                expected = [("hnsw.ef_search", str(fetched))]
+                wanted = [("hnsw.ef_search", str(fetched))]
             elif setting:
-                expected = [setting]
-            assert configured == expected
+                wanted = [setting]
+            assert configured == wanted
             # Pages the index cannot fill (fewer filtered items with vectors than
             # offset + limit) are ranked again exactly.
             if any(_EXACT_FUNCTION[distance] in s for s, _ in sent):
@@ -612,7 +620,11 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
 
 _OPS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
 _OPERATOR = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
-_EXACT_FUNCTION = {"cosine": "cosine_distance(", "l2": "l2_distance(", "inner_product": "inner_product("}
+_EXACT_FUNCTION = {
+    "cosine": "cosine_distance(",
+    "l2": "l2_distance(",
+    "inner_product": "inner_product(",
+}
 
 
 async def test_halfvec_index_where_pgvector_has_it(

@@ -104,7 +104,9 @@ class _StoreBase(BaseStore):
         # Whether searches rank in SQL (sqlite-vec, pgvector) or in Python (docs/store.md):
         # known now from the driver, or None: asked on the first ranking search.
         sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
-        self._native_vectors = self.sql.native_vectors(sync_engine) if index else False
+        # A distance the native path has no function for ranks in Python.
+        native = index is not None and self._distance in self.sql.native_distances
+        self._native_vectors = self.sql.native_vectors(sync_engine) if native else False
         if ttl is not None:
             for name in ("default_ttl", "sweep_interval_minutes"):
                 value = ttl.get(name)
@@ -417,7 +419,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                     create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
                 )
                 store._threaded = in_schema(threaded, schema)
-                if index is not None:  # batches run there: so does the ranking
+                if index is not None and store._distance in store.sql.native_distances:
+                    # Batches run there: so does the ranking.
                     store._native_vectors = store.sql.native_vectors(threaded)
             yield store
         finally:

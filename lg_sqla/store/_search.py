@@ -76,7 +76,7 @@ def _native_ranking_plan(
 ) -> Plan[list[tuple[int, SearchOp]]]:
     """The searches that rank by similarity in SQL, each a page of its own: those with a
     query, if the store has an index and the database native vectors (asked once per
-    store) that compute its distance type."""
+    store; False where they have no function for the store's distance type)."""
     settings = batch.settings
     if not (settings.indexed and any(sop.query for _, sop in searches)):
         return []
@@ -90,8 +90,6 @@ def _native_ranking_plan(
                 "the store's ann_index_config needs pgvector, which this database does not "
                 "have: setup() creates it where the server has it"
             )
-        return []
-    if settings.distance not in settings.sql.native_distances:
         return []
     return [(i, sop) for i, sop in searches if sop.query]
 

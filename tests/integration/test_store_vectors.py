@@ -452,6 +452,9 @@ async def test_distance_types_rank_alike_on_every_path(
                 assert any(function in s for s in sent_native), sent_native
             else:  # ranked in Python: no distance function in SQL
                 assert not any("vec_distance" in s for s in sent_native), sent_native
+        # native_vectors says which path ranks: the portable one for inner_product on
+        # SQLite, though sqlite-vec is there.
+        assert native.store.native_vectors is (function is not None)
         # Filters, prefixes and pages: the native page is the portable one.
         for op in searches(r)[::11]:
             got = await native.search(

@@ -592,18 +592,22 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
             same_page(got, expected, repr(op))
             statement, params = next(s for s in sent if _OPERATOR[distance] in s[0])
             # The search options, for the search's transaction (set_config(..., true)).
-            # An HNSW scan returns at most ef_search rows: raised to the rows fetched
-            # ((offset + limit) x 2 fields x 2 + 1), from pgvector's 40 or the option's.
-            configured = [(p["setting"], p["value"]) for s, p in sent if "set_config" in s]
+            # Custom plans always (a prepared statement's generic plan sorts instead of
+            # scanning the index). An HNSW scan returns at most ef_search rows: raised to
+            # the rows fetched ((offset + limit) x 2 fields x 2 + 1), from pgvector's 40
+            # or the option's.
+            configured = [
+                {p[f"name{n}"]: p[f"value{n}"] for n in range(len(p) // 2)}
+                for s, p in sent
+                if "set_config" in s
+            ]
             fetched = (op.offset + op.limit) * 2 * 2 + 1
-            wanted: list[tuple[str, str]] = []
-            if kind == "ivfflat":
-                wanted = [setting] if setting else []
-            elif fetched > int(setting[1] if setting else 40):
-                wanted = [("hnsw.ef_search", str(fetched))]
+            wanted = {"plan_cache_mode": "force_custom_plan"}
+            if kind == "hnsw" and fetched > int(setting[1] if setting else 40):
+                wanted["hnsw.ef_search"] = str(fetched)
             elif setting:
-                wanted = [setting]
-            assert configured == wanted
+                wanted[setting[0]] = setting[1]
+            assert configured == [wanted]
             # Pages the index cannot fill (fewer filtered items with vectors than
             # offset + limit) are ranked again exactly.
             if any(_EXACT_FUNCTION[distance] in s for s, _ in sent):
@@ -616,9 +620,11 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
                 assert "Filter" in plan or "Join Filter" in plan or "Cond" in plan, plan
         looker.dispose()
         assert served and exactly, (served, exactly)
-        if setting is not None and mode == "sync":  # the pooled connection is as it was
+        if mode == "sync":  # the pooled connection is as it was
             with approximate.engine.connect() as conn:
-                assert conn.execute(sa.text(f"SHOW {setting[0]}")).scalar() != setting[1]
+                assert conn.execute(sa.text("SHOW plan_cache_mode")).scalar() == "auto"
+                if setting is not None:
+                    assert conn.execute(sa.text(f"SHOW {setting[0]}")).scalar() != setting[1]
 
 
 _OPS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}

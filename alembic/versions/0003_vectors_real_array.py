@@ -68,6 +68,27 @@ $$
 """
 
 
+# The approximate indexes a store's setup() builds over the real[] column (its
+# ann_index_config: expressions casting it to pgvector's types, which bytes cannot
+# take): dropped before the column goes back to bytes. setup() builds them again
+# after an upgrade. A DO block, so that offline --sql output does it too (without a
+# "%": offline output doubles it).
+_DROP_APPROXIMATE_INDEXES = """
+DO $$
+DECLARE found text;
+BEGIN
+  FOR found IN
+    SELECT quote_ident(schemaname) || '.' || quote_ident(indexname) FROM pg_indexes
+    WHERE tablename = 'store_vectors' AND schemaname = {schema}
+      AND (left(indexname, 19) = 'store_vectors_hnsw_'
+           OR left(indexname, 22) = 'store_vectors_ivfflat_')
+  LOOP
+    EXECUTE 'DROP INDEX ' || found;
+  END LOOP;
+END $$
+"""
+
+
 def _schema() -> str | None:
     # Alembic's ALTER names the table as given, where CREATE TABLE followed env.py's
     # schema_translate_map: the schema the tables are in (the savers' schema=) must be
@@ -94,6 +115,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
+    schema = _schema()
+    literal = "current_schema()" if schema is None else "'" + schema.replace("'", "''") + "'"
+    op.execute(_DROP_APPROXIMATE_INDEXES.format(schema=literal))
     op.execute(_TO_BYTES)
     op.alter_column(
         "store_vectors",

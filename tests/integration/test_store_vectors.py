@@ -35,6 +35,7 @@ from store_helpers import DIMS, Stores, fake_embed, open_store, root
 from lg_sqla import InvalidInputError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import sqlite_vec_engine_options
 from lg_sqla.models import store_vectors
+from lg_sqla.store import SQLAlchemyStore
 
 # The SQL function each native path ranks with: seeing it in the statements sent
 # proves the ranking happened in the database.
@@ -664,3 +665,46 @@ async def test_halfvec_index_where_pgvector_has_it(
                     pass
     finally:
         looker.dispose()
+
+
+@pytest.mark.parametrize("schema", [None, "vector's schema"])
+def test_approximate_index_in_a_schema_and_through_downgrade(
+    request: pytest.FixtureRequest, schema: str | None
+) -> None:
+    """The index goes where the store's tables are (schema=), and downgrading below
+    revision 0003 (real[] back to bytes, which the index's cast cannot take) drops it;
+    setup() after the upgrade builds it again."""
+    admin = request.getfixturevalue("pgvector_admin_url")
+    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
+    create_database(admin, name)
+    engine = sa.create_engine(sqlalchemy_url(admin, "psycopg", name))
+    index_name = f"store_vectors_hnsw_vector_cosine_{DIMS}"
+    config: Any = {**index(), "ann_index_config": {"kind": "hnsw"}}
+    try:
+        if schema is not None:
+            with engine.begin() as conn:
+                conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        store = SQLAlchemyStore(engine, index=config, schema=schema)
+        store.setup()
+        store.put(("r",), "k", {"text": "memory 1"})
+
+        def indexes() -> list[tuple[str, str]]:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text(
+                        "SELECT schemaname, indexname FROM pg_indexes"
+                        " WHERE indexname LIKE 'store_vectors_hnsw%'"
+                    )
+                )
+                return [tuple(row) for row in rows]
+
+        assert indexes() == [(schema or "public", index_name)]
+        with store.engine.connect() as conn:
+            migrate.downgrade_connection(conn, "0002_store_cache")
+        assert indexes() == []
+        store.setup()  # upgrades, and builds the index again
+        assert indexes() == [(schema or "public", index_name)]
+        hits = store.search(("r",), query="memory 1")
+        assert [h.key for h in hits] == ["k"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    finally:
+        engine.dispose()

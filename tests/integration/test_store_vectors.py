@@ -621,6 +621,20 @@ async def test_approximate_index_is_built_and_serves_filtered_searches(
                 assert "Filter" in plan or "Join Filter" in plan or "Cond" in plan, plan
         looker.dispose()
         assert served and exactly, (served, exactly)
+        # Several searches in one batch: one statement for all, the same pages.
+        ops = searches(r)[::29]
+        sent.clear()
+        batched = await approximate.batch(ops)
+        assert len([s for s, _ in sent if _OPERATOR[distance] in s]) == 1
+        for op, page in zip(ops, batched, strict=True):
+            alone = await exact.search(
+                op.namespace_prefix,
+                query=op.query,
+                filter=op.filter,
+                limit=op.limit,
+                offset=op.offset,
+            )
+            same_page(page, alone, repr(op))
         if mode == "sync":  # the pooled connection is as it was
             with approximate.engine.connect() as conn:
                 assert conn.execute(sa.text("SHOW plan_cache_mode")).scalar() == "auto"

@@ -285,9 +285,8 @@ def _approximate_pages(
                 .where(sql.ann_fits(v.embedding, settings.dims))
                 .order_by(None)
                 .order_by(distance)
-                # Inline: a prepared statement's generic plan guesses a LIMIT parameter
-                # as a tenth of the rows, where sorting them all beats the index.
-                .limit(sa.bindparam(f"s{j}_k", type_=sa.Integer, literal_execute=True))
+                # A parameter: the transaction forces custom plans (ann_session).
+                .limit(sa.bindparam(f"s{j}_k", type_=sa.Integer))
             )
 
         selects.append(settings.statements.get(("approximate", j, candidates), build))

@@ -41,6 +41,7 @@ from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings
+from lg_sqla.store._gather import Gatherers
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
@@ -134,11 +135,16 @@ class _StoreBase(BaseStore):
             if self._native_vectors is None:
                 self._settings.native_vectors.known = None
 
-    def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
-        """Validate every op (nothing runs if one is bad) and list what to embed."""
+    @staticmethod
+    def _checked(ops: Iterable[Op]) -> list[Op]:
+        """Validate every op (nothing runs if one is bad)."""
         ops = list(ops)
         for op in ops:
             check_op(op)
+        return ops
+
+    def _prepare(self, ops: list[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
+        """Validated ops as the store runs them, and what to embed."""
         if self.read_only:
             ops = [_read_only(op) for op in ops]
         if self.embeddings is None:
@@ -222,6 +228,11 @@ class SQLAlchemyStore(_StoreBase):
         self.engine = in_schema(engine, schema)
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
+        # Concurrent abatch calls (aget, aput...) of one loop run as few batches, each
+        # in a worker thread: not a thread and a connection each (_gather.py).
+        self._gatherers = Gatherers(
+            lambda ops: asyncio.to_thread(self._batch_now, ops)  # type: ignore[arg-type]
+        )
 
     @classmethod
     @contextmanager
@@ -273,7 +284,10 @@ class SQLAlchemyStore(_StoreBase):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
-        ops, documents, queries = self._prepare(ops)
+        return self._batch_now(self._checked(ops))
+
+    def _batch_now(self, checked: list[Op]) -> list[Result]:
+        ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
         doc_vectors: list[list[float]] = []
@@ -288,8 +302,12 @@ class SQLAlchemyStore(_StoreBase):
         return self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """The sync store from async code: the batch runs in a worker thread."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """The sync store from async code: the batch runs in a worker thread; batches
+        called at once on one loop run together, as the async store's (_gather.py)."""
+        checked = self._checked(ops)
+        if not checked:
+            return []
+        return await self._gatherers.here().submit(checked)
 
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
@@ -362,6 +380,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self._loop: asyncio.AbstractEventLoop | None = None
         with contextlib.suppress(RuntimeError):
             self._loop = asyncio.get_running_loop()
+        # Concurrent calls of one loop run as few batches, one at a time (_gather.py).
+        self._gatherers = Gatherers(self._abatch_now)
 
     @classmethod
     @asynccontextmanager
@@ -435,9 +455,18 @@ class AsyncSQLAlchemyStore(_StoreBase):
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
+        """Run the ops in one transaction, a constant number of statements (docs/store.md).
+        Calls made while another runs wait and run together as the next batches (the
+        gathering of LangGraph's async stores; _gather.py): many concurrent calls take
+        one connection, not one each."""
         self._loop = asyncio.get_running_loop()
-        ops, documents, queries = self._prepare(ops)
+        checked = self._checked(ops)
+        if not checked:
+            return []
+        return await self._gatherers.here().submit(checked)
+
+    async def _abatch_now(self, checked: list[Op]) -> list[Result]:
+        ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
         doc_vectors: list[list[float]] = []
@@ -461,14 +490,18 @@ class AsyncSQLAlchemyStore(_StoreBase):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is not None:
-            raise InvalidInputError(
-                "AsyncSQLAlchemyStore's sync methods block: call them from another thread, "
-                "or use the a-prefixed methods (aget, aput, asearch) in async code"
+        store_loop = self._loop if self._loop is not None and self._loop.is_running() else None
+        if running is not None and (store_loop is None or running is store_loop):
+            # Waiting here would block the loop that must run the batch: LangGraph's
+            # async stores raise this type too, and callers (its tests) expect it.
+            raise asyncio.InvalidStateError(
+                "AsyncSQLAlchemyStore's sync methods block: on its event loop, use the "
+                "a-prefixed methods (await store.aget(...), aput, asearch); call the sync "
+                "ones from another thread"
             )
         ops = list(ops)
-        if self._loop is not None and self._loop.is_running():
-            return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
+        if store_loop is not None:
+            return asyncio.run_coroutine_threadsafe(self.abatch(ops), store_loop).result()
         return asyncio.run(self.abatch(ops))
 
     async def sweep_ttl(self) -> int:

@@ -230,9 +230,7 @@ class SQLAlchemyStore(_StoreBase):
         self._sweeper_stop = threading.Event()
         # Concurrent abatch calls (aget, aput...) of one loop run as few batches, each
         # in a worker thread: not a thread and a connection each (_gather.py).
-        self._gatherers = Gatherers(
-            lambda ops: asyncio.to_thread(self._batch_now, ops)  # type: ignore[arg-type]
-        )
+        self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
 
     @classmethod
     @contextmanager

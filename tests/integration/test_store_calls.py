@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import create_async_engine
 from backends import Backend, assert_no_leaked_connections
 from langgraph.store.base import IndexConfig
+from sqlalchemy.ext.asyncio import create_async_engine
 from store_helpers import DIMS, fake_embed, open_store, root
 
 from lg_sqla import InvalidInputError
@@ -43,6 +43,7 @@ async def test_sixty_thousand_concurrent_calls_share_one_connection(backend: Bac
         r = root()
         half = CONCURRENT_CALLS // 2
         # The gets come after the puts of their keys: each sees its put (call order).
+        calls: list[Coroutine[Any, Any, Any]]
         calls = [store.aput((r, f"u{i % 100}"), f"k{i}", {"n": i}) for i in range(half)]
         calls += [store.aget((r, f"u{i % 100}"), f"k{i}") for i in range(half)]
         results = await asyncio.gather(*calls)
@@ -63,7 +64,7 @@ async def test_concurrent_calls_keep_call_order(backend: Backend, mode: str) -> 
         store = s.store
         r = root()
         await store.aput((r,), "old", {"v": 0})
-        results = await asyncio.gather(
+        results: list[Any] = await asyncio.gather(
             store.aget((r,), "k"),  # before the put: not there yet
             store.aput((r,), "k", {"v": 1}),
             store.aget((r,), "k"),  # after it: there
@@ -78,7 +79,8 @@ async def test_concurrent_calls_keep_call_order(backend: Backend, mode: str) -> 
         assert sorted((i.key, i.value["v"]) for i in results[4]) == [("k", 2), ("old", 0)]
         assert results[6] is None
         assert results[7] == []
-        assert (await store.aget((r,), "k")).value == {"v": 2}  # type: ignore[union-attr]
+        last = await store.aget((r,), "k")
+        assert last is not None and last.value == {"v": 2}
 
 
 def _embed_refusing(texts: Sequence[str]) -> list[list[float]]:

@@ -40,7 +40,7 @@ from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
-from lg_sqla.store._common import Embedded, NativeVectors, Settings
+from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._validate import check_op
@@ -118,9 +118,18 @@ class _StoreBase(BaseStore):
                 indexed=self.embeddings is not None,
                 native_vectors=NativeVectors(self._native_vectors),
                 dims=self.index_config["dims"] if self.index_config else 0,
+                statements=Statements(kept=self._statement_kept),
             )
             self.__dict__["_settings_once"] = settings
         return settings
+
+    def _statement_kept(self, statement: Any, kept: bool) -> None:
+        """The store's statements by shape (searches, namespace lists) count as cached
+        while its LRU keeps them (a lone search may take the direct path); what the LRU
+        drops is forgotten by the direct path's compiler too, so both stay bounded."""
+        self.dialect_ops.hold(statement, kept)
+        if not kept:
+            self._runtime.compiler.forget(statement)
 
     @property
     def native_vectors(self) -> bool | None:
@@ -183,8 +192,13 @@ class _StoreBase(BaseStore):
             )
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
-        """(prebuilt: a lone get or put, whose statements are all built once; writes: a put)."""
-        prebuilt = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
+        """(prebuilt: a lone get, put or search (no index), whose statements are all
+        cached, so that it may take the direct path; writes: a put)."""
+        prebuilt = (
+            len(ops) == 1
+            and isinstance(ops[0], (GetOp, PutOp, SearchOp))
+            and self.embeddings is None
+        )
         return prebuilt, any(isinstance(op, PutOp) for op in ops)
 
     def _sweep_minutes(self, minutes: float | None) -> float:

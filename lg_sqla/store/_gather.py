@@ -142,6 +142,10 @@ class Gatherer:
             return
         try:
             results = await self._run([op for call in calls for op in call.ops])
+        except asyncio.CancelledError:
+            for call in calls:  # the loop is closing: nobody will settle them
+                call.future.cancel()
+            raise
         except Exception as error:
             if len(calls) == 1 or isinstance(error, _NOT_THE_DATA):
                 for call in calls:

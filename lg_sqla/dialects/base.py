@@ -88,8 +88,19 @@ class DialectOps:
             return statement
 
     def is_cached(self, statement: object) -> bool:
-        """Whether ``statement`` came from :meth:`cached` (kept for the dialect_ops' lifetime)."""
+        """Whether ``statement`` came from :meth:`cached` (kept for the dialect_ops' lifetime)
+        or is held by its builder's own cache (:meth:`hold`)."""
         return id(statement) in self._cached_ids
+
+    def hold(self, statement: object, held: bool = True) -> None:
+        """Count a statement kept by its builder's own bounded cache (the store's
+        statements by filter shape) as cached while ``held``: the direct path may take
+        it (``runtime.routing``). The builder releases it (``held=False``) when it
+        drops it, before its id can be reused."""
+        if held:
+            self._cached_ids.add(id(statement))
+        else:
+            self._cached_ids.discard(id(statement))
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """INSERT that leaves an existing row with the same key untouched."""

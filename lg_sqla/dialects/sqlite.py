@@ -293,7 +293,10 @@ class SQLiteStoreSQL(StoreSQL):
             getattr(driver, "Connection", None), "enable_load_extension"
         ):
             return False
-        if not sa.event.contains(engine.pool, "checkout", _load_sqlite_vec):
+        # Asked of the pool's own listeners, not sa.event.contains: that registry is keyed
+        # by the target's id(), which a pool recreated by engine.dispose() keeps from the
+        # old pool, and a new pool at a freed address may then look already listened to.
+        if _load_sqlite_vec not in engine.pool.dispatch.checkout:
             # checkout, not connect: connections pooled before the store existed too.
             sa.event.listen(engine.pool, "checkout", _load_sqlite_vec)
         return True

@@ -194,6 +194,13 @@ class DirectCompiler:
             found = self._compiled[id(statement)] = (statement, compile_direct(statement, dialect))
         return found[1]
 
+    def forget(self, statement: Executable) -> None:
+        """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
+        it: nothing here may outlive that cache's bound)."""
+        found = self._compiled.pop(id(statement), None)
+        if found is not None and found[1] is not None:
+            self._column_names.pop(id(found[1]), None)
+
     def column_names(self, direct: DirectStatement, cursor: Any) -> list[str]:
         """The result's column names, read from the first cursor (the SQL fixes them;
         psycopg builds its description objects anew on every call)."""

@@ -40,7 +40,8 @@ from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
-from lg_sqla.store._common import Embedded, NativeVectors, Settings
+from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
+from lg_sqla.store._gather import Gatherers
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._vectors import ann_index_of, distance_of
@@ -127,9 +128,18 @@ class _StoreBase(BaseStore):
                 distance=self._distance,
                 ann=self._ann,
                 fields=len(self._fields),
+                statements=Statements(kept=self._statement_kept),
             )
             self.__dict__["_settings_once"] = settings
         return settings
+
+    def _statement_kept(self, statement: Any, kept: bool) -> None:
+        """The store's statements by shape (searches, namespace lists) count as cached
+        while its LRU keeps them (a lone search may take the direct path); what the LRU
+        drops is forgotten by the direct path's compiler too, so both stay bounded."""
+        self.dialect_ops.hold(statement, kept)
+        if not kept:
+            self._runtime.compiler.forget(statement)
 
     @property
     def native_vectors(self) -> bool | None:
@@ -147,11 +157,16 @@ class _StoreBase(BaseStore):
             if self._native_vectors is None:
                 self._settings.native_vectors.known = None
 
-    def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
-        """Validate every op (nothing runs if one is bad) and list what to embed."""
+    @staticmethod
+    def _checked(ops: Iterable[Op]) -> list[Op]:
+        """Validate every op (nothing runs if one is bad)."""
         ops = list(ops)
         for op in ops:
             check_op(op)
+        return ops
+
+    def _prepare(self, ops: list[Op]) -> tuple[list[Op], list[tuple[Any, ...]], list[str]]:
+        """Validated ops as the store runs them, and what to embed."""
         if self.read_only:
             ops = [_read_only(op) for op in ops]
         if self.embeddings is None:
@@ -190,8 +205,13 @@ class _StoreBase(BaseStore):
             )
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
-        """(prebuilt: a lone get or put, whose statements are all built once; writes: a put)."""
-        prebuilt = len(ops) == 1 and isinstance(ops[0], (GetOp, PutOp)) and self.embeddings is None
+        """(prebuilt: a lone get, put or search (no index), whose statements are all
+        cached, so that it may take the direct path; writes: a put)."""
+        prebuilt = (
+            len(ops) == 1
+            and isinstance(ops[0], (GetOp, PutOp, SearchOp))
+            and self.embeddings is None
+        )
         return prebuilt, any(isinstance(op, PutOp) for op in ops)
 
     def _sweep_minutes(self, minutes: float | None) -> float:
@@ -235,6 +255,9 @@ class SQLAlchemyStore(_StoreBase):
         self.engine = in_schema(engine, schema)
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
+        # Concurrent abatch calls (aget, aput...) of one loop run as few batches, each
+        # in a worker thread: not a thread and a connection each (_gather.py).
+        self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
 
     @classmethod
     @contextmanager
@@ -286,7 +309,10 @@ class SQLAlchemyStore(_StoreBase):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
-        ops, documents, queries = self._prepare(ops)
+        return self._batch_now(self._checked(ops))
+
+    def _batch_now(self, checked: list[Op]) -> list[Result]:
+        ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
         doc_vectors: list[list[float]] = []
@@ -301,8 +327,12 @@ class SQLAlchemyStore(_StoreBase):
         return self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """The sync store from async code: the batch runs in a worker thread."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """The sync store from async code: the batch runs in a worker thread; batches
+        called at once on one loop run together, as the async store's (_gather.py)."""
+        checked = self._checked(ops)
+        if not checked:
+            return []
+        return await self._gatherers.here().submit(checked)
 
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
@@ -375,6 +405,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self._loop: asyncio.AbstractEventLoop | None = None
         with contextlib.suppress(RuntimeError):
             self._loop = asyncio.get_running_loop()
+        # Concurrent calls of one loop run as few batches, one at a time (_gather.py).
+        self._gatherers = Gatherers(self._abatch_now)
 
     @classmethod
     @asynccontextmanager
@@ -449,9 +481,18 @@ class AsyncSQLAlchemyStore(_StoreBase):
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
+        """Run the ops in one transaction, a constant number of statements (docs/store.md).
+        Calls made while another runs wait and run together as the next batches (the
+        gathering of LangGraph's async stores; _gather.py): many concurrent calls take
+        one connection, not one each."""
         self._loop = asyncio.get_running_loop()
-        ops, documents, queries = self._prepare(ops)
+        checked = self._checked(ops)
+        if not checked:
+            return []
+        return await self._gatherers.here().submit(checked)
+
+    async def _abatch_now(self, checked: list[Op]) -> list[Result]:
+        ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
         doc_vectors: list[list[float]] = []
@@ -475,14 +516,18 @@ class AsyncSQLAlchemyStore(_StoreBase):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is not None:
-            raise InvalidInputError(
-                "AsyncSQLAlchemyStore's sync methods block: call them from another thread, "
-                "or use the a-prefixed methods (aget, aput, asearch) in async code"
+        store_loop = self._loop if self._loop is not None and self._loop.is_running() else None
+        if running is not None and (store_loop is None or running is store_loop):
+            # Waiting here would block the loop that must run the batch: LangGraph's
+            # async stores raise this type too, and callers (its tests) expect it.
+            raise asyncio.InvalidStateError(
+                "AsyncSQLAlchemyStore's sync methods block: on its event loop, use the "
+                "a-prefixed methods (await store.aget(...), aput, asearch); call the sync "
+                "ones from another thread"
             )
         ops = list(ops)
-        if self._loop is not None and self._loop.is_running():
-            return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
+        if store_loop is not None:
+            return asyncio.run_coroutine_threadsafe(self.abatch(ops), store_loop).result()
         return asyncio.run(self.abatch(ops))
 
     async def sweep_ttl(self) -> int:

@@ -69,12 +69,15 @@ class Embedded:
 
 class Statements:
     """A store's statements built by shape, thread-safe; past ``size`` shapes, the
-    least recently used is dropped (filters with ever new member names stay bounded)."""
+    least recently used is dropped (filters with ever new member names stay bounded).
+    ``kept(statement, True)`` is called for each statement built, ``kept(statement,
+    False)`` for each dropped."""
 
-    def __init__(self, size: int = 512) -> None:
+    def __init__(self, size: int = 512, kept: Callable[[Any, bool], None] | None = None) -> None:
         self._size = size
         self._built: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._kept = kept
 
     def get(self, key: Hashable, build: Callable[[], T]) -> T:
         with self._lock:
@@ -83,10 +86,18 @@ class Statements:
                 self._built.move_to_end(key)
                 return cast(T, found)
         statement = build()  # outside the lock: two threads may build the same; harmless
+        dropped = []
         with self._lock:
+            replaced = self._built.get(key)
+            if replaced is not None:
+                dropped.append(replaced)
             self._built[key] = statement
             while len(self._built) > self._size:
-                self._built.popitem(last=False)
+                dropped.append(self._built.popitem(last=False)[1])
+        if self._kept is not None:
+            self._kept(statement, True)
+            for old in dropped:
+                self._kept(old, False)
         return statement
 
 
@@ -203,10 +214,21 @@ class GotRow(NamedTuple):
         )
 
 
+_UTC = dt.timezone.utc
+
+
 def utc(value: Any) -> dt.datetime:
     # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
     if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
+        # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
+        # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
+        # CPython 3.11; two timestamps per item read).
+        try:
+            return dt.datetime.fromisoformat(value + "+00:00")
+        except ValueError:  # text with an offset of its own
+            value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is _UTC:
+        return value  # type: ignore[no-any-return]
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.timezone.utc)  # type: ignore[no-any-return]
     return value.astimezone(dt.timezone.utc)  # type: ignore[no-any-return]

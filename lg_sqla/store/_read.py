@@ -139,13 +139,12 @@ def _build_list_statement(
         prefix = namespaces.c.prefix
         ns = prefix if lop.max_depth is None else sql.namespace_head(prefix, lop.max_depth)
         sort_key = sql.namespace_sort_key(ns).label("sort_key")
-        selects.append(
-            sa.select(op_tag(i), ns.label("ns"), sort_key)
-            .distinct()
-            .order_by(sort_key)
-            .limit(lop.limit)
-            .offset(lop.offset)
-        )
+        page = sa.select(op_tag(i), ns.label("ns"), sort_key)
+        if lop.max_depth is not None:
+            # Heads of distinct namespaces may repeat; whole namespaces cannot (and a
+            # second DISTINCT over 10k of them cost a temporary B-tree on SQLite).
+            page = page.distinct()
+        selects.append(page.order_by(sort_key).limit(lop.limit).offset(lop.offset))
     return union_of(selects)
 
 

@@ -54,10 +54,10 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
         ranked_rows = yield from _ranked_rows(
             settings, native, batch.embedded, batch.now, batch.step
         )
-    rows: list[Any] = []
+    rows: list[_Found] = []
     if searches:
         rows = yield from _search_rows(settings, searches, batch.now, batch.step)
-    vectors = yield from _stored_vectors_plan(settings, searches, rows)
+    vectors = yield from _stored_vectors_plan(settings, searches, [r.row for r in rows])
     for i, sop in searches:
         page = _search_page(settings, batch.embedded, i, sop, rows, vectors)
         batch.results[i] = [as_item(r, SearchItem, score) for score, r in page]
@@ -99,7 +99,7 @@ def _search_rows(
     searches: Sequence[tuple[int, SearchOp]],
     now: dt.datetime,
     step: Callable[..., Step],
-) -> Plan[list[Any]]:
+) -> Plan[list[_Found]]:
     """The rows of every search of the batch, each tagged with its op's index: a page
     per search, filtered, ordered and cut in SQL (all filtered candidates of a
     search that ranks by similarity, which happens in Python)."""
@@ -110,7 +110,8 @@ def _search_rows(
         selects.append(statement)
         params.update(own)
     outcome = yield step(union_of(selects), params, fetch=True)
-    return list(outcome.rows)
+    # Core's rows or the direct path's (a lone search takes it: runtime.routing).
+    return [_Found(row._mapping["op"], GotRow.of(row)) for row in outcome.rows]
 
 
 def _search_select(
@@ -189,6 +190,13 @@ def _search_select(
     if paged:
         params.update({name("limit"): sop.limit, name("offset"): sop.offset})
     return settings.statements.get(key, build), params
+
+
+class _Found(NamedTuple):
+    """A search's row: its op's index in the batch, the item."""
+
+    op: int
+    row: GotRow
 
 
 class _RankedRow(NamedTuple):
@@ -361,12 +369,12 @@ def _search_page(
     embedded: Embedded,
     i: int,
     sop: SearchOp,
-    rows: Sequence[Any],
+    rows: Sequence[_Found],
     vectors: Mapping[tuple[str, str], list[list[float]]],
 ) -> list[tuple[float | None, Any]]:
     """The page (score, row) of search ``i`` among the batch's search rows: ranked by
     similarity here, the database's page, or filtered and cut here (no JSON functions)."""
-    candidates = [r for r in rows if r.op == i]
+    candidates = [r.row for r in rows if r.op == i]
     if not settings.sql.in_sql:
         candidates = [
             r

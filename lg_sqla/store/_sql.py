@@ -85,6 +85,10 @@ def flatten_filter(wanted: Mapping[str, Any] | None) -> tuple[Shape, list[Any]]:
             return ("null",)
         if isinstance(w, str):
             return ("text", slot(w))
+        if isinstance(w, float) and not math.isfinite(w):
+            # No stored number is infinite or NaN (JSON has neither), and NaN equals
+            # nothing: Python's == is False for every item.
+            return ("false",)
         if isinstance(w, (bool, int, float)):
             return ("number", slot(ordering_operand(w)))
         if isinstance(w, Mapping):

@@ -22,23 +22,25 @@ def _check_text(field: str, value: Any) -> str:
     return value
 
 
-def check_json_value(where: str, value: Any) -> None:
+def check_json_value(where: str, value: Any, *, stored: bool = True) -> None:
     """Refuse what would not round-trip as JSON on every dialect (PostgreSQL's JSONB
-    holds no U+0000 and no NaN), naming the culprit."""
+    holds no U+0000 and no NaN), naming the culprit. A filter's operand is not
+    ``stored``: it may be inf, -inf or NaN, compared as ``InMemoryStore`` compares them
+    (``_sql.flatten_filter``)."""
     if value is None or isinstance(value, (bool, int)):
         return
     if isinstance(value, str):
         _check_text(where, value)
     elif isinstance(value, float):
-        if not math.isfinite(value):
+        if stored and not math.isfinite(value):
             raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
     elif isinstance(value, Mapping):
         for k, v in value.items():
             _check_text(f"{where} key {k!r}", k)
-            check_json_value(f"{where}[{k!r}]", v)
+            check_json_value(f"{where}[{k!r}]", v, stored=stored)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            check_json_value(f"{where}[{i}]", v)
+            check_json_value(f"{where}[{i}]", v, stored=stored)
     else:
         raise InvalidInputError(
             f"{where} is a {type(value).__name__}; store values must be JSON "
@@ -105,7 +107,7 @@ def _check_search(op: SearchOp) -> None:
         if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
             _check_filter_operators(key, wanted)
         else:
-            check_json_value(f"filter[{key!r}]", wanted)
+            check_json_value(f"filter[{key!r}]", wanted, stored=False)
     if op.query is not None:
         _check_text("query", op.query)
 
@@ -118,7 +120,7 @@ def _check_filter_operators(key: str, wanted: Mapping[str, Any]) -> None:
             raise InvalidInputError(
                 f"filter operator {operator!r} on {key!r} is not one of {sorted(FILTER_OPERATORS)}"
             )
-        check_json_value(f"filter[{key!r}][{operator!r}]", operand)
+        check_json_value(f"filter[{key!r}][{operator!r}]", operand, stored=False)
         if operator not in ("$eq", "$ne") and ordering_operand(operand) is None:
             raise InvalidInputError(
                 f"filter[{key!r}][{operator!r}] compares numbers: {operand!r} is not one"

@@ -102,8 +102,12 @@ def test_store_mode_runs_both_stores_sync_and_async(
         for mode in ("sync", "async")
         for store in contenders(dialect, "store", mode)
     }
+    semantic = {"semantic_1k_per_s", "semantic_10k_per_s"}
     for run in results["runs"]:
-        assert set(run["metrics"]) == set(METRICS["store"])
+        # The official stores have no semantic search on PostgreSQL without pgvector
+        # (the benchmark's server) or on MariaDB: no figure, rather than a failure.
+        lacking = semantic if not run["ours"] and dialect != "sqlite" else set()
+        assert set(run["metrics"]) == set(METRICS["store"]) - lacking, run
         assert all(v > 0 for v in run["metrics"].values()), run
     printed = capsys.readouterr().out
     assert "## store (long-term memory)" in printed

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from lg_sqla.errors import LgSqlaError
 
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
+    from lg_sqla.inspect import StorageReport
 
 # The extra that installs each driver module lg_sqla is tested with.
 DRIVER_EXTRAS = {
@@ -284,11 +285,9 @@ def with_connection(args: argparse.Namespace, work: Callable[[Connection], Any])
         engine.dispose()
 
 
-@contextmanager
-def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySaver]:
-    """The sync saver on ``--url`` (maintenance and import run on one)."""
-    from lg_sqla.checkpoint.saver import SQLAlchemySaver
-
+def sync_url(args: argparse.Namespace) -> str:
+    """``--url``, refused when it names an async driver: maintenance, import and the
+    store commands run on a sync engine."""
     url = make_url(args.url)
     if url.get_dialect().is_async:
         raise CommandError(
@@ -296,5 +295,27 @@ def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySa
             "mysql+pymysql://), not +" + str(url.get_driver_name()),
             2,
         )
-    with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema, **kwargs) as saver:
+    return str(args.url)
+
+
+@contextmanager
+def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySaver]:
+    """The sync saver on ``--url`` (maintenance and import run on one)."""
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
+
+    with SQLAlchemySaver.from_conn_string(sync_url(args), schema=args.schema, **kwargs) as saver:
         yield saver
+
+
+def storage_of(connection: Connection, tables: Collection[str] | None = None) -> StorageReport:
+    """``lg_sqla.inspect.storage`` of these tables (default: all) on an open connection."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from lg_sqla import inspect as insp
+    from lg_sqla.checkpoint.base import Context
+    from lg_sqla.runtime.executor import drive
+
+    plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()), tables=tables)
+    report = drive(connection, plan, next(plan))
+    connection.rollback()
+    return report

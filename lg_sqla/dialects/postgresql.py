@@ -420,6 +420,10 @@ class PostgresStoreSQL(StoreSQL):
     def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
         return sa.func.coalesce(sa.func.cardinality(embedding) == dims, sa.false())
 
+    def vector_byte_length(self, embedding: ColumnElement[Any]) -> ColumnElement[int]:
+        # real[]: 4 bytes a dimension, as the float32 bytes of the other dialects.
+        return 4 * sa.func.cardinality(embedding, type_=sa.BigInteger)
+
 
 class _PgVector(sa.types.UserDefinedType[Any]):
     """pgvector's ``vector`` type, qualified by the schema the extension is in."""

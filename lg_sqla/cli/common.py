@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Collection, Iterator
@@ -83,6 +84,9 @@ def explain(error: BaseException, url: str | None) -> CommandError:
         return _missing_driver(error)
     if isinstance(error, exc.DBAPIError):
         return _database_failure(error, url)
+    if isinstance(error, OSError):
+        # A driver that lets the socket's error through (asyncpg: ConnectionRefusedError).
+        return _unreachable(url, first_line(error))
     if isinstance(error, KeyboardInterrupt):
         return CommandError("interrupted", 130)
     return CommandError(
@@ -102,18 +106,27 @@ def _missing_driver(error: ImportError) -> CommandError:
     return CommandError(f"the database driver {module!r} is not installed: {fix}", 2)
 
 
+def _where(url: str | None) -> tuple[str, str]:
+    """`` (the URL, password hidden)`` and the fix to suggest for a connection failure."""
+    if url is None:
+        return "", CONNECT_FIX
+    parsed = make_url(url)
+    # The URL's scheme, not a dialect's answer: loading the dialect may be what failed.
+    fix = SQLITE_FIX if parsed.get_backend_name() == "sqlite" else CONNECT_FIX
+    return f" ({parsed.render_as_string(hide_password=True)})", fix
+
+
+def _unreachable(url: str | None, reason: str) -> CommandError:
+    where, fix = _where(url)
+    return CommandError(f"cannot use the database{where}: {reason}; {fix}")
+
+
 def _database_failure(error: exc.DBAPIError, url: str | None) -> CommandError:
-    where, fix = "", CONNECT_FIX
-    if url is not None:
-        parsed = make_url(url)
-        where = f" ({parsed.render_as_string(hide_password=True)})"
-        # The URL's scheme, not a dialect's answer: loading the dialect may be what failed.
-        if parsed.get_backend_name() == "sqlite":
-            fix = SQLITE_FIX
     if error.connection_invalidated or isinstance(
         error, (exc.OperationalError, exc.InterfaceError)
     ):
-        return CommandError(f"cannot use the database{where}: {first_line(error)}; {fix}")
+        return _unreachable(url, first_line(error))
+    where, _fix = _where(url)
     return CommandError(f"the database refused a statement{where}: {first_line(error)}")
 
 
@@ -147,6 +160,17 @@ def key_value(text: str) -> tuple[str, Any]:
         return key, json.loads(raw)
     except ValueError:
         return key, raw
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (``nan``, ``inf``, 0 and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
 
 
 def positive(text: str) -> int:

@@ -179,9 +179,15 @@ def _item_json(item: Item) -> dict[str, Any]:
     return data
 
 
-def search(args: argparse.Namespace) -> int:
-    from lg_sqla.inspect import summarize
+def _preview(value: dict[str, Any], width: int) -> str:
+    """An item's value as one line of at most ``width`` characters (JSON)."""
+    import json
 
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def search(args: argparse.Namespace) -> int:
     if args.offset < 0:
         raise CommandError(f"--offset must be >= 0, got {args.offset}", 2)
     with _store(args, read_only=True) as store:
@@ -199,7 +205,7 @@ def search(args: argparse.Namespace) -> int:
         f"store items under {dotted(args.namespace) or '(root)'}",
         ["NAMESPACE", "KEY", "UPDATED (UTC)", "VALUE"],
         [
-            [dotted(i.namespace), i.key, utc_time(i.updated_at), summarize(i.value, args.width)]
+            [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
             for i in items
         ],
     )

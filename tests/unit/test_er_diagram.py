@@ -7,6 +7,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.models import metadata
 
@@ -41,11 +43,13 @@ def test_diagram_shows_every_table_and_column() -> None:
     assert "checkpoints ||--o{ checkpoint_writes" in diagram
 
 
-def test_check_mode_fails_on_a_stale_diagram_and_a_run_fixes_it(tmp_path: Path) -> None:
+def test_check_mode_fails_on_a_stale_diagram_and_a_run_fixes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     generator = _generator()
     fresh = generator.DOC.read_text(encoding="utf-8")
     stale = fresh.replace(" PK\n", "\n", 1)
-    generator.DOC = tmp_path / "schema.md"
+    monkeypatch.setattr(generator, "DOC", tmp_path / "schema.md")
     generator.DOC.write_text(stale, encoding="utf-8")
     assert generator.main(["--check"]) == 1
     assert generator.DOC.read_text(encoding="utf-8") == stale  # --check writes nothing

@@ -181,7 +181,7 @@ def stamp(args: argparse.Namespace) -> int:
 
 def downgrade(args: argparse.Namespace) -> int:
     if not args.dry_run and not args.yes and not sys.stdin.isatty():
-        # A script that forgot --dry-run would drop the tables without anyone asked.
+        # No one to ask: a script that meant --dry-run must not drop the tables.
         raise CommandError(
             "downgrade undoes migrations and may drop tables with their data: pass --yes "
             "to run it without a terminal (--dry-run shows what it would drop)",
@@ -215,7 +215,8 @@ def downgrade(args: argparse.Namespace) -> int:
 
 
 def _drops_text(drops: StorageReport) -> str:
-    """ "3 table(s): store_items (25 rows), store_vectors (0 rows), ... 12.0 KB"."""
+    """The dropped tables as the report says them: ``3 table(s): store_items (25 rows),
+    store_vectors (0 rows), cache_entries (0 rows); 12.0 KB``."""
     tables = ", ".join(f"{name} ({t.rows} rows)" for name, t in drops.tables.items())
     return f"{len(drops.tables)} table(s): {tables}; {human_bytes(drops.bytes)}"
 

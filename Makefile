@@ -2,7 +2,7 @@
 #   make test PYTEST_ARGS="-k mysql -x"   extra pytest arguments
 #   make test-min                         a subset at the lowest SQLAlchemy/Alembic allowed
 #   make lint                             ruff check, ruff format --check, mypy --strict
-#   make demo                             run examples/demo.py (no database servers needed)
+#   make demo                             run examples/demo.py in .venv-demo (lg_sqla[demo] only)
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
@@ -32,8 +32,18 @@ lint:
 	bash tests/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . \
 		&& .venv/bin/mypy && .venv/bin/mypy tests/integration/conftest.py
 
+# The demo in a virtualenv of its own, .venv-demo, with only what it needs: lg_sqla and
+# its `demo` extra (LangGraph); not the dev group of `make test` (drivers, servers' tools,
+# linters, benchmarks). Reinstalled only when pyproject.toml changes.
+DEMO_PYTHON := .venv-demo/bin/python
+
 demo:
-	LG_SQLA_BOOTSTRAP_SERVERS=0 bash tests/bootstrap.sh && $(PYTHON) examples/demo.py
+	@test -x $(DEMO_PYTHON) || python3 -m venv .venv-demo
+	@want="$$(sha256sum pyproject.toml | cut -d' ' -f1)"; \
+	if [ "$$(cat .venv-demo/.lg_sqla_stamp 2>/dev/null)" != "$$want" ]; then \
+		$(DEMO_PYTHON) -m pip install -q -e ".[demo]" </dev/null && echo "$$want" >.venv-demo/.lg_sqla_stamp; \
+	fi
+	$(DEMO_PYTHON) examples/demo.py
 
 bootstrap:
 	bash tests/bootstrap.sh

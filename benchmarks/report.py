@@ -1,4 +1,4 @@
-"""Medians, per-repeat ratios, the targets of issue 8, tables, plots and docs/benchmarks.md.
+"""Medians, per-repeat ratios, the targets, tables, plots and docs/benchmarks.md.
 
 Every ratio is lg_sqla / the official saver, on the same database in the same run:
 per repeat first (repeat r of lg_sqla against repeat r of the official saver, which
@@ -17,9 +17,16 @@ from .contenders import OFFICIAL
 from .databases import LABELS, base
 
 METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS, "store": store_level.METRICS}
-SHORT = {"sqlite": "SQLite", "sqlite-normal": "SQLite=", "postgres": "PG", "mysql": "Maria"}
+# The plots' row labels (LABELS spells out the SQLite=NORMAL variant at length).
+SHORT = {
+    "sqlite": "SQLite",
+    "sqlite-normal": "SQLite NORMAL",
+    "postgres": "PostgreSQL",
+    "mysql": "MariaDB",
+}
 
-# Issue 8, item 2: (level, metric, dialects) -> bound; ">=" for throughputs, "<=" else.
+# The targets against the official savers: (level, metric, dialects) -> bound;
+# ">=" for throughputs, "<=" else.
 TARGETS: list[tuple[str, str, dict[str, float]]] = [
     ("graph", "turns_per_s", {"sqlite": 1.0, "postgres": 1.0, "mysql": 1.0}),
     ("graph", "turn_p50_ms", {"sqlite": 1.0, "postgres": 1.0, "mysql": 1.0}),
@@ -188,7 +195,7 @@ def text_tables(results: dict[str, Any]) -> str:
     if "store" in results["levels"]:
         parts += ["## store (long-term memory)", detail_table(results, "store", STORE_COLUMNS)]
     if {"graph", "api"} & set(results["levels"]):  # the targets are the savers'
-        parts += ["## targets (issue 8), ratio lg_sqla / official", targets_table(results)]
+        parts += ["## targets, ratio lg_sqla / official", targets_table(results)]
     errors = _errors(results)
     if errors:
         parts += ["## errors", "\n".join(f"* {e}" for e in errors)]
@@ -199,48 +206,65 @@ def text_tables(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], level: str, metrics: list[str], path: Path) -> None:
-    """One small panel per metric: the lg_sqla / official ratio per database and mode."""
+    """One panel per metric: the lg_sqla / official ratio of each database and mode as a
+    horizontal bar, its value written at the bar's end (rows never collide, however
+    many databases), the parity line at 1.0, and the target as a tick where there is one.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     table = cells(results)
-    cols = min(len(metrics), 4)
-    rows = (len(metrics) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), squeeze=False)
     combos = [(d, m) for d in results["dialects"] for m in results["modes"]]
-    names = [f"{SHORT[d]}\n{m}" for d, m in combos]
+    names = [f"{SHORT[d]} {m}" for d, m in combos]
     bounds = {(lv, m): b for lv, m, b in TARGETS}
-    for ax, metric in zip(axes.flat, metrics, strict=False):
+    cols = len(metrics) if len(metrics) <= 4 else 3  # one row of up to 4, else rows of 3
+    rows = (len(metrics) + cols - 1) // cols
+    panel_height = 0.9 + 0.32 * len(combos)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.2 * cols + 1.0, panel_height * rows + 0.6), squeeze=False
+    )
+    for n, (ax, metric) in enumerate(zip(axes.flat, metrics, strict=False)):
         label, _unit, higher = METRICS[level][metric]
-        for x, (dialect, mode) in enumerate(combos):
+        values = []
+        for dialect, mode in combos:
             cell = table.get((level, dialect, mode, metric))
-            value = cell.ratio if cell is not None and cell.ratio is not None else 0.0
+            values.append(cell.ratio if cell is not None else None)
+        marks = bounds.get((level, metric), {}).values()
+        top = max([1.0, *marks, *(v for v in values if v is not None)])
+        for y, ((dialect, _mode), value) in enumerate(zip(combos, values, strict=True)):
             bound = bounds.get((level, metric), {}).get(dialect)
+            if value is None:
+                ax.text(0.02 * top, y, "no result", va="center", fontsize=8, color="grey")
+                continue
             line = 1.0 if bound is None else bound
             good = value >= line if higher else value <= line
-            ax.bar(x, value, color="#3a7d44" if good else "#c0504d")
-            ax.text(x, value, f"{value:.2f}", ha="center", va="bottom", fontsize=6)
-            if bound is not None:  # the issue-8 target, where there is one
-                ax.hlines(bound, x - 0.4, x + 0.4, colors="black", linestyles="dashed", lw=0.8)
-        ax.axhline(1.0, color="grey", linewidth=0.6)
-        ax.set_xticks(range(len(combos)))
-        ax.set_xticklabels(names, fontsize=6)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.margins(y=0.15)
-        ax.set_title(f"{label}\n({'higher' if higher else 'lower'} is better)", fontsize=8)
+            ax.barh(y, value, height=0.7, color="#3a7d44" if good else "#c0504d")
+            # After the bar and after the target's tick, so neither hides the number.
+            after = max(value, bound or 0.0) + 0.02 * top
+            ax.text(after, y, f"{value:.2f}×", va="center", fontsize=8)
+            if bound is not None:
+                ax.vlines(bound, y - 0.42, y + 0.42, colors="black", lw=1.4)
+        ax.axvline(1.0, color="grey", linewidth=0.8, linestyle="dashed")
+        ax.set_yticks(range(len(combos)))
+        # Rows are the same in every panel: named once, in the first column.
+        ax.set_yticklabels(names if n % cols == 0 else [], fontsize=8)
+        ax.invert_yaxis()  # the first database on top, as in the tables
+        ax.set_xlim(0, top * 1.25)  # room for the value after the longest bar
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_title(f"{label}\n{'higher' if higher else 'lower'} is better", fontsize=9)
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
+    against = "store" if level == "store" else "saver"
     fig.suptitle(
-        f"lg_sqla / official {'store' if level == 'store' else 'saver'}, median of "
-        "per-repeat ratios; dashed: issue-8 target; "
-        "green: target met (or better than 1.0 where none)",
-        fontsize=8,
+        f"lg_sqla / official {against}: median of the per-repeat ratios. Dashed: parity (1.0); "
+        "black tick: target; green: target met (or better than parity where none)",
+        fontsize=9,
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=72)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -300,7 +324,7 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
     if errors:
         parts.append("Failed attempts in this run:\n\n" + "\n".join(f"* {e}" for e in errors))
     parts += [
-        "## Targets (issue 8)",
+        "## Targets",
         "Ratio lg_sqla / official saver on the same database in this run: the median of "
         "the per-repeat ratios (each repeat's ratios in brackets). ✅ = target met. "
         "On SQLite both savers commit durably (`synchronous=FULL`); the detail tables "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +33,16 @@ from langgraph.checkpoint.base import writes_sort_key
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
-from lg_sqla import limits
+from lg_sqla import limits, models
 from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
+from lg_sqla.dialects import DialectOps, store_sql_for
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
+from lg_sqla.models import metadata
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
@@ -211,8 +213,15 @@ class StorageReport:
     @property
     def writes_to_values(self) -> float | None:
         """Writes volume over values volume (above 1: several tasks wrote the same channel)."""
-        values = self.tables["checkpoint_blobs"].bytes
-        return self.tables["checkpoint_writes"].bytes / values if values else None
+        values, writes = self.tables.get("checkpoint_blobs"), self.tables.get("checkpoint_writes")
+        if values is None or writes is None or not values.bytes:
+            return None
+        return writes.bytes / values.bytes
+
+    @property
+    def bytes(self) -> int:
+        """Payload bytes of every table reported."""
+        return sum(t.bytes for t in self.tables.values())
 
 
 # --- summaries -------------------------------------------------------------------
@@ -694,13 +703,22 @@ def latest(
 
 
 def storage(
-    ctx: Context, *, thread_id: str | None = None, thread_ids: Sequence[str] | None = None
+    ctx: Context,
+    *,
+    thread_id: str | None = None,
+    thread_ids: Sequence[str] | None = None,
+    tables: Collection[str] | None = None,
 ) -> Plan[StorageReport]:
-    """Rows and payload bytes of each table (all threads, one, or a few); one statement."""
+    """Rows and payload bytes of each table (all threads, one, or a few); one statement.
+
+    Every lg_sqla table: the checkpoint tables, the store's and the node cache's (those
+    hold no threads: left out when threads are named). ``tables`` limits the report to
+    these names (a downgrade counts only the tables it drops)."""
     dialect_ops = ctx.dialect_ops
     ids = None if thread_ids is None else [_thread(t) for t in thread_ids]
     if ids is not None and len(ids) > MAX_PAGE:
         raise InvalidInputError(f"thread_ids: at most {MAX_PAGE} per call, got {len(ids)}")
+    per_thread = thread_id is not None or ids is not None
 
     def usage(table: sa.Table, size: ColumnElement[Any]) -> sa.Select[Any]:
         stmt = sa.select(
@@ -714,17 +732,36 @@ def storage(
             stmt = stmt.where(table.c.thread_id.in_(ids))
         return stmt
 
-    stmt = sa.union_all(
-        usage(
-            C,
-            dialect_ops.json_byte_length(C.c.checkpoint)
-            + dialect_ops.json_byte_length(C.c.metadata),
+    selects = [
+        usage(table, size)
+        for table, size in _payload_sizes(dialect_ops).items()
+        if (tables is None or table.name in tables) and (not per_thread or "thread_id" in table.c)
+    ]
+    if not selects:
+        return StorageReport()
+    rows = (yield Step(sa.union_all(*selects), fetch=True, whole_plan=True)).rows
+    by_name = {r.name: TableUsage(r.rows, _int(r.bytes)) for r in rows}
+    # In the models' order, whatever order the union's rows came in.
+    return StorageReport({name: by_name[name] for name in metadata.tables if name in by_name})
+
+
+def _payload_sizes(dialect_ops: DialectOps) -> dict[sa.Table, ColumnElement[Any]]:
+    """Each table's payload size expression (its documents, values, vectors); a table
+    added to the models without one here is still counted, as 0 bytes."""
+    sizes: dict[sa.Table, ColumnElement[Any]] = {
+        C: dialect_ops.json_byte_length(C.c.checkpoint)
+        + dialect_ops.json_byte_length(C.c.metadata),
+        W: dialect_ops.byte_length(W.c.blob),
+        B: sa.func.coalesce(dialect_ops.byte_length(B.c.blob), 0),
+        models.store_items: dialect_ops.json_byte_length(models.store_items.c.value),
+        models.store_vectors: store_sql_for(dialect_ops).vector_byte_length(
+            models.store_vectors.c.embedding
         ),
-        usage(W, dialect_ops.byte_length(W.c.blob)),
-        usage(B, sa.func.coalesce(dialect_ops.byte_length(B.c.blob), 0)),
-    )
-    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
-    return StorageReport({r.name: TableUsage(r.rows, _int(r.bytes)) for r in rows})
+        models.cache_entries: dialect_ops.byte_length(models.cache_entries.c.value),
+    }
+    for table in metadata.tables.values():
+        sizes.setdefault(table, sa.literal(0, sa.BigInteger))
+    return sizes
 
 
 # --- front ends ----------------------------------------------------------------------

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["SchemaError", "check_schema", "upgrade"]
 
 VERSION_TABLE = "lg_sqla_alembic_version"
+# What an installed lg_sqla offers (the Alembic CLI needs a checkout of the repository).
 FIX_HINT = (
-    "run `saver.setup()`, or `python -m lg_sqla upgrade --url <database url>`, "
-    "or `alembic upgrade head` from a checkout of lg_sqla"
+    "run `saver.setup()` (or `store.setup()`), or `python -m lg_sqla upgrade --url "
+    "<database url>` (the `lg-sqla` command)"
 )
 
 
@@ -177,6 +178,26 @@ def downgrade_connection(connection: Connection, revision: str) -> None:
         command.downgrade(alembic_config(connection), revision)
         if connection.in_transaction():
             connection.commit()
+
+
+@functools.cache
+def tables_at(revision: str | None) -> frozenset[str]:
+    """The tables lg_sqla's migrations leave at ``revision`` (None: base), its version
+    table aside: found by running them on a throwaway in-memory SQLite database, so
+    what a downgrade drops comes from the migrations themselves, whichever they are."""
+    if revision is None:
+        return frozenset()
+    from sqlalchemy import create_engine
+    from sqlalchemy import inspect as reflect
+
+    engine = create_engine("sqlite://")
+    try:
+        with engine.connect() as connection:
+            upgrade_connection(connection, revision)
+            names = reflect(connection).get_table_names()
+    finally:
+        engine.dispose()
+    return frozenset(names) - {VERSION_TABLE}
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -13,7 +13,7 @@
 # lower bounds by tests/min_versions.py), for `make test-min`.
 #
 # Environment:
-#   LG_SQLA_BOOTSTRAP_SERVERS=0   skip the database packages (venv only; `make demo`)
+#   LG_SQLA_BOOTSTRAP_SERVERS=0   skip the database packages (venv only)
 #   LG_SQLA_TEST_POSTGRES_URL / LG_SQLA_TEST_MYSQL_URL
 #                                 servers provided externally: that package is not needed
 #   LG_SQLA_TEST_DOCKER=0         do not treat a running Docker engine as a server source

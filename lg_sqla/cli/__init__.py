@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lg_sqla import migrate
-from lg_sqla.cli import importing, inspection, maintenance, schema
+from lg_sqla.cli import importing, inspection, maintenance, schema, store
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
@@ -23,6 +23,7 @@ from lg_sqla.cli.common import (
     explain,
     refuse_missing_database_file,
 )
+from lg_sqla.engines import saver_url
 
 __all__ = ["CommandError", "main"]
 
@@ -31,6 +32,7 @@ FAMILIES = (
     schema.register,
     inspection.register,
     maintenance.register,
+    store.register,
     importing.register,
     maintenance.register_vacuum,
 )
@@ -111,6 +113,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return schema.list_revisions(args, None)
     if not args.url:
         raise CommandError("no database URL: pass --url or set LG_SQLA_DATABASE_URL", 2)
+    # As the savers read it: postgres:// (Heroku-style), and lg_sqla's driver where none is named.
+    args.url = saver_url(args.url, is_async=False)
     if getattr(args, "sql", False):
         return schema.offline_sql(args)
     refuse_missing_database_file(args.url, creating=args.command == "upgrade")

@@ -7,9 +7,10 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import math
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from lg_sqla.errors import LgSqlaError
 
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
+    from lg_sqla.inspect import StorageReport
 
 # The extra that installs each driver module lg_sqla is tested with.
 DRIVER_EXTRAS = {
@@ -82,6 +84,9 @@ def explain(error: BaseException, url: str | None) -> CommandError:
         return _missing_driver(error)
     if isinstance(error, exc.DBAPIError):
         return _database_failure(error, url)
+    if isinstance(error, OSError):
+        # A driver that lets the socket's error through (asyncpg: ConnectionRefusedError).
+        return _unreachable(url, first_line(error))
     if isinstance(error, KeyboardInterrupt):
         return CommandError("interrupted", 130)
     return CommandError(
@@ -101,18 +106,27 @@ def _missing_driver(error: ImportError) -> CommandError:
     return CommandError(f"the database driver {module!r} is not installed: {fix}", 2)
 
 
+def _where(url: str | None) -> tuple[str, str]:
+    """`` (the URL, password hidden)`` and the fix to suggest for a connection failure."""
+    if url is None:
+        return "", CONNECT_FIX
+    parsed = make_url(url)
+    # The URL's scheme, not a dialect's answer: loading the dialect may be what failed.
+    fix = SQLITE_FIX if parsed.get_backend_name() == "sqlite" else CONNECT_FIX
+    return f" ({parsed.render_as_string(hide_password=True)})", fix
+
+
+def _unreachable(url: str | None, reason: str) -> CommandError:
+    where, fix = _where(url)
+    return CommandError(f"cannot use the database{where}: {reason}; {fix}")
+
+
 def _database_failure(error: exc.DBAPIError, url: str | None) -> CommandError:
-    where, fix = "", CONNECT_FIX
-    if url is not None:
-        parsed = make_url(url)
-        where = f" ({parsed.render_as_string(hide_password=True)})"
-        # The URL's scheme, not a dialect's answer: loading the dialect may be what failed.
-        if parsed.get_backend_name() == "sqlite":
-            fix = SQLITE_FIX
     if error.connection_invalidated or isinstance(
         error, (exc.OperationalError, exc.InterfaceError)
     ):
-        return CommandError(f"cannot use the database{where}: {first_line(error)}; {fix}")
+        return _unreachable(url, first_line(error))
+    where, _fix = _where(url)
     return CommandError(f"the database refused a statement{where}: {first_line(error)}")
 
 
@@ -146,6 +160,17 @@ def key_value(text: str) -> tuple[str, Any]:
         return key, json.loads(raw)
     except ValueError:
         return key, raw
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (``nan``, ``inf``, 0 and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
 
 
 def positive(text: str) -> int:
@@ -284,11 +309,9 @@ def with_connection(args: argparse.Namespace, work: Callable[[Connection], Any])
         engine.dispose()
 
 
-@contextmanager
-def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySaver]:
-    """The sync saver on ``--url`` (maintenance and import run on one)."""
-    from lg_sqla.checkpoint.saver import SQLAlchemySaver
-
+def sync_url(args: argparse.Namespace) -> str:
+    """``--url``, refused when it names an async driver: maintenance, import and the
+    store commands run on a sync engine."""
     url = make_url(args.url)
     if url.get_dialect().is_async:
         raise CommandError(
@@ -296,5 +319,27 @@ def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySa
             "mysql+pymysql://), not +" + str(url.get_driver_name()),
             2,
         )
-    with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema, **kwargs) as saver:
+    return str(args.url)
+
+
+@contextmanager
+def sync_saver(args: argparse.Namespace, **kwargs: Any) -> Iterator[SQLAlchemySaver]:
+    """The sync saver on ``--url`` (maintenance and import run on one)."""
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
+
+    with SQLAlchemySaver.from_conn_string(sync_url(args), schema=args.schema, **kwargs) as saver:
         yield saver
+
+
+def storage_of(connection: Connection, tables: Collection[str] | None = None) -> StorageReport:
+    """``lg_sqla.inspect.storage`` of these tables (default: all) on an open connection."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from lg_sqla import inspect as insp
+    from lg_sqla.checkpoint.base import Context
+    from lg_sqla.runtime.executor import drive
+
+    plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()), tables=tables)
+    report = drive(connection, plan, next(plan))
+    connection.rollback()
+    return report

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lg_sqla import migrate
-from lg_sqla.cli.common import CommandError, Commands, positive, sync_saver
+from lg_sqla.cli.common import CommandError, Commands, positive, positive_number, sync_saver
 from lg_sqla.cli.output import Progress, confirm, human_bytes, say
 from lg_sqla.shared import utc_now
 
@@ -67,7 +67,12 @@ def _sweep_command(commands: Commands) -> None:
         sweep,
         commands.destructive,
     )
-    sweep_.add_argument("--older-than-days", type=float, required=True, help="the retention period")
+    sweep_.add_argument(
+        "--older-than-days",
+        type=positive_number,
+        required=True,
+        help="the retention period, in days (> 0; fractions too: 0.5 = 12 hours)",
+    )
     sweep_.add_argument(
         "--strategy",
         choices=["delete", "keep_latest"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc
@@ -16,11 +17,11 @@ from lg_sqla.cli.common import (
     Commands,
     first_line,
     positive,
+    storage_of,
     sync_saver,
     with_connection,
 )
 from lg_sqla.cli.output import confirm, emit_json, human_bytes, say, table
-from lg_sqla.dialects import ops_for
 
 if TYPE_CHECKING:
     from lg_sqla.inspect import StorageReport
@@ -179,62 +180,76 @@ def stamp(args: argparse.Namespace) -> int:
 
 
 def downgrade(args: argparse.Namespace) -> int:
-    current_, undone, report = with_connection(args, lambda c: _survey(c, args.revision))
-    summary: dict[str, Any] = {"current": current_, "target": args.revision, "undo": undone}
-    if report is not None:
-        summary["drops"] = {name: dataclasses.asdict(t) for name, t in report.tables.items()}
-    if current_ is None:
-        raise CommandError("lg_sqla tables are not set up in this database: nothing to downgrade")
-    what = f"undo {len(undone)} migration(s) ({', '.join(undone) or 'none'})"
-    if report is not None:
-        rows = report.tables["checkpoints"].rows
-        what += (
-            f" and DROP lg_sqla's tables with {rows} checkpoint(s), {human_bytes(_total(report))}"
+    if not args.dry_run and not args.yes and not sys.stdin.isatty():
+        # No one to ask: a script that meant --dry-run must not drop the tables.
+        raise CommandError(
+            "downgrade undoes migrations and may drop tables with their data: pass --yes "
+            "to run it without a terminal (--dry-run shows what it would drop)",
+            2,
         )
+    survey = with_connection(args, lambda c: _survey(c, args.revision))
+    if survey.current is None:
+        raise CommandError("lg_sqla tables are not set up in this database: nothing to downgrade")
+    what = f"undo {len(survey.undone)} migration(s) ({', '.join(survey.undone) or 'none'})"
+    if survey.drops.tables:
+        what += " and DROP " + _drops_text(survey.drops)
+    summary: dict[str, Any] = {
+        "current": survey.current,
+        "target": args.revision,
+        "undo": survey.undone,
+        "drops": {name: dataclasses.asdict(t) for name, t in survey.drops.tables.items()},
+        "drops_bytes": survey.drops.bytes,
+    }
     if args.dry_run:
-        say(args, summary, f"dry run: downgrade to {args.revision} would {what}")
+        say(
+            args,
+            {"dry_run": True, **summary},
+            f"dry run: downgrade to {args.revision} would {what}",
+        )
         return 0
     if not confirm(args, f"Downgrade to {args.revision}: {what}?"):
         raise CommandError("cancelled: nothing was changed")
     with_connection(args, lambda c: migrate.downgrade_connection(c, args.revision))
-    say(args, summary, f"lg_sqla schema downgraded to {args.revision}")
+    say(args, {"dry_run": False, **summary}, f"lg_sqla schema downgraded to {args.revision}")
     return 0
 
 
-def _survey(
-    connection: Connection, revision: str
-) -> tuple[str | None, list[str], StorageReport | None]:
-    """What a downgrade to ``revision`` would do: the current revision, the migrations
-    undone, and (to "base") the storage its dropped tables hold."""
+def _drops_text(drops: StorageReport) -> str:
+    """The dropped tables as the report says them: ``3 table(s): store_items (25 rows),
+    store_vectors (0 rows), cache_entries (0 rows); 12.0 KB``."""
+    tables = ", ".join(f"{name} ({t.rows} rows)" for name, t in drops.tables.items())
+    return f"{len(drops.tables)} table(s): {tables}; {human_bytes(drops.bytes)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Survey:
+    """What a downgrade would do: from which revision (None: no lg_sqla tables), the
+    migrations it undoes, newest first, and the rows of the tables it drops."""
+
+    current: str | None
+    undone: list[str]
+    drops: StorageReport
+
+
+def _survey(connection: Connection, revision: str) -> _Survey:
     from alembic.script import ScriptDirectory
+
+    from lg_sqla.inspect import StorageReport
 
     current_ = migrate.current_revision(connection)
     if current_ is None:
-        return None, [], None
+        return _Survey(None, [], StorageReport())
     script = ScriptDirectory.from_config(migrate.alembic_config())
     target = None if revision == "base" else revision
-    undone = [
-        r.revision for r in script.iterate_revisions(current_, target) if r.revision != target
-    ]
-    report = _storage(connection) if revision == "base" else None
-    return current_, undone, report
-
-
-def _storage(connection: Connection) -> StorageReport:
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-    from lg_sqla import inspect as insp
-    from lg_sqla.checkpoint.base import Context
-    from lg_sqla.runtime.executor import drive
-
-    plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()))
-    report = drive(connection, plan, next(plan))
-    connection.rollback()
-    return report
-
-
-def _total(report: StorageReport) -> int:
-    return sum(t.bytes for t in report.tables.values())
+    undone = [r for r in script.iterate_revisions(current_, target) if r.revision != target]
+    if not undone:
+        return _Survey(current_, [], StorageReport())
+    # The tables the migrations leave at the target, whatever the migrations are.
+    landing = undone[-1].down_revision
+    assert landing is None or isinstance(landing, str), "lg_sqla's history has no merges"
+    dropped = migrate.tables_at(current_) - migrate.tables_at(landing)
+    drops = storage_of(connection, dropped) if dropped else StorageReport()
+    return _Survey(current_, [r.revision for r in undone], drops)
 
 
 def partition(args: argparse.Namespace) -> int:

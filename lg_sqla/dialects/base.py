@@ -512,6 +512,10 @@ class StoreSQL:
         """The stored vector has ``dims`` dimensions."""
         return sa.func.length(embedding) == 4 * dims
 
+    def vector_byte_length(self, embedding: ColumnElement[Any]) -> ColumnElement[int]:
+        """Bytes of a stored vector (4 a dimension), for the storage report."""
+        return sa.func.length(embedding, type_=sa.BigInteger)
+
 
 def as_text(value: str | ColumnElement[str]) -> ColumnElement[str]:
     return sa.literal(value, sa.String) if isinstance(value, str) else value

@@ -428,6 +428,10 @@ class PostgresStoreSQL(StoreSQL):
     def vector_has_dims(self, embedding: ColumnElement[Any], dims: int) -> ColumnElement[bool]:
         return sa.func.coalesce(sa.func.cardinality(embedding) == dims, sa.false())
 
+    def vector_byte_length(self, embedding: ColumnElement[Any]) -> ColumnElement[int]:
+        # real[]: 4 bytes a dimension, as the float32 bytes of the other dialects.
+        return 4 * sa.func.cardinality(embedding, type_=sa.BigInteger)
+
     # Approximate indexes: an expression index over the real[] column cast to pgvector's
     # type of index dims (vector or halfvec), partial on vectors of that length (a cast
     # of another length fails). Searches order by the same expression, with pgvector's

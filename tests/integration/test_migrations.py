@@ -424,7 +424,9 @@ def test_alembic_cli_and_module_cli(fresh_database: Backend) -> None:
     lg_sqla = [sys.executable, "-m", "lg_sqla"]
     check = subprocess.run([*lg_sqla, "check"], env=env, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
-    subprocess.run([*lg_sqla, "downgrade", "base"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [*lg_sqla, "downgrade", "base", "--yes"], env=env, check=True, capture_output=True
+    )
     check = subprocess.run([*lg_sqla, "check"], env=env, capture_output=True, text=True)
     assert check.returncode == 1 and "not set up" in check.stderr
     async_url = {**env, "LG_SQLA_DATABASE_URL": fresh_database.async_url}

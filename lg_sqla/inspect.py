@@ -753,11 +753,11 @@ def diff(
             continue
         old = view(old_id, channel) if before is not None else None
         new = view(new_id, channel) if after is not None else None
-        old_list = [] if old is None else old.value
-        new_list = [] if new is None else new.value
-        items = (
-            list_change(old_list, new_list)
-            if isinstance(old_list, list) and isinstance(new_list, list)
+        values = [None if v is None else v.value for v in (old, new)]
+        lists = [v for v in values if isinstance(v, list)]
+        items = (  # a list channel (absent on one side: an empty list there)
+            list_change(values[0] or [], values[1] or [])
+            if lists and all(v is None or isinstance(v, list) for v in values)
             else None
         )
         changes.append(

@@ -23,6 +23,7 @@ storage`` print the same results as tables or JSON.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,7 +165,7 @@ class ListChange:
     """How a list value changed: items appended (or inserted), removed, replaced.
 
     LangChain messages are matched by ``id`` (``add_messages`` replaces a message
-    by id); other items by position, after the longest common head and tail.
+    by id); other items by position, aligned as difflib aligns sequences.
     """
 
     appended: list[Any]
@@ -268,7 +269,7 @@ def _message_id(item: Any) -> str | None:
 
 def list_change(old: Sequence[Any], new: Sequence[Any]) -> ListChange:
     """What turned list ``old`` into list ``new``: by message id when every item of
-    both is an identified message, else by position around a common head and tail."""
+    both is an identified message, else by position (a ``difflib`` alignment)."""
     old_ids = [_message_id(m) for m in old]
     new_ids = [_message_id(m) for m in new]
     if None not in old_ids and None not in new_ids:
@@ -279,20 +280,20 @@ def list_change(old: Sequence[Any], new: Sequence[Any]) -> ListChange:
             [m for i, m in before.items() if i not in after],
             [(before[i], m) for i, m in after.items() if i in before and before[i] != m],
         )
-    head = 0
-    while head < min(len(old), len(new)) and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while (
-        tail < min(len(old), len(new)) - head
-        and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]
-    ):
-        tail += 1
-    removed, added = list(old[head : len(old) - tail]), list(new[head : len(new) - tail])
-    paired = min(len(removed), len(added))
-    return ListChange(
-        added[paired:], removed[paired:], list(zip(removed[:paired], added[:paired], strict=True))
-    )
+    appended: list[Any] = []
+    removed: list[Any] = []
+    replaced: list[tuple[Any, Any]] = []
+    # Items compared by repr: list items need not be hashable (dicts, lists).
+    matcher = difflib.SequenceMatcher(None, list(map(repr, old)), list(map(repr, new)), False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        gone, came = list(old[i1:i2]), list(new[j1:j2])
+        paired = min(len(gone), len(came))
+        replaced.extend(zip(gone[:paired], came[:paired], strict=True))
+        removed.extend(gone[paired:])
+        appended.extend(came[paired:])
+    return ListChange(appended, removed, replaced)
 
 
 def _version_key(version: Any) -> tuple[float, str]:

@@ -251,6 +251,7 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     # The same commands as tables for humans (plain text: stdout is not a terminal).
     done = run_cli(["threads", "--filter", f"suite={tag}"], url)
     assert done.returncode == 0 and a in done.stdout and "CHECKPOINTS" in done.stdout
+    assert [line.split()[1] for line in done.stdout.splitlines()[2:]] == ["idle", "idle"]
     done = run_cli(["history", b, "--limit", "2"], url)
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.splitlines()[2:4]]
@@ -272,6 +273,65 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     done = run_cli(["show", b, "no-such-checkpoint"], url)
     assert done.returncode == 1
     assert_one_error_line(done, "has no checkpoint 'no-such-checkpoint'")
+
+
+def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
+    """An operator finds the thread waiting on a human, reads a chat with its tool
+    call and result (whole with --full, cut with --width), and what a turn appended."""
+    from graph_helpers import build_tool_chat_graph
+    from langchain_core.messages import HumanMessage, messages_from_dict
+    from langgraph.types import Command
+
+    tag = uuid.uuid4().hex[:12]
+    waiting, done_id = f"chat-{tag}-waiting", f"chat-{tag}-done"
+    question = "Paris, " + "please " * 30  # longer than any --width below
+    with fresh_saver(backend) as saver:
+        graph = build_tool_chat_graph().compile(checkpointer=saver)
+        for thread_id in (waiting, done_id):
+            config: Any = {"configurable": {"thread_id": thread_id}, "metadata": {"suite": tag}}
+            graph.invoke({"messages": [HumanMessage(question)]}, config)
+        graph.invoke(Command(resume=True), {"configurable": {"thread_id": done_id}})
+        messages = graph.get_state({"configurable": {"thread_id": done_id}}).values["messages"]
+        history = list(saver.list({"configurable": {"thread_id": done_id}}))
+    url = backend.sync_url
+
+    found = read_json(
+        ["threads", "--filter", f"suite={tag}", "--status", "interrupted", "--count"], url
+    )
+    assert [(t["thread_id"], t["status"]) for t in found["threads"]] == [(waiting, "interrupted")]
+    assert (found["total"], found["next_offset"]) == (1, None)
+
+    # --json: the messages in LangChain's own dict form; the checkpoint by a prefix.
+    newest, oldest = history[0].checkpoint["id"], history[-1].checkpoint["id"]
+    shown = read_json(["show", done_id, newest[:-6]], url)
+    assert shown["checkpoint_id"] == newest
+    assert messages_from_dict(shown["values"]["messages"]) == messages
+
+    chat = run_cli(["show", done_id, "--full"], url)
+    assert chat.returncode == 0, chat.stderr
+    lines = [line.strip() for line in chat.stdout.splitlines()]
+    at = lines.index(next(line for line in lines if line.startswith("messages (")))
+    assert lines[at + 1 : at + 5] == [
+        f"human  {question}".strip(),
+        f'ai     -> get_weather({{"city": "{question}"}}) [call_1]',
+        "tool   get_weather [call_1]: 18°C and sunny",
+        "ai     It is 18°C and sunny in Paris.",
+    ]
+
+    changed = run_cli(["diff", done_id, oldest[:-6], newest, "--width", "30"], url)
+    assert changed.returncode == 0, changed.stderr
+    lines = [line.strip() for line in changed.stdout.splitlines()]
+    at = lines.index("messages (v- -> v5; + 4)")  # the input checkpoint had none
+    assert lines[at + 1 : at + 5] == [
+        "+ human  Paris, please please please p…",  # 30 characters
+        '+ ai     -> get_weather({"city": "Paris, please pleas…) [call_1]',
+        "+ tool   get_weather [call_1]: 18°C and sunny",
+        "+ ai     It is 18°C and sunny in Paris.",
+    ]
+
+    unknown = run_cli(["history", f"chat-{tag}-unknown"], url)
+    assert unknown.returncode == 1
+    assert_one_error_line(unknown, f"chat-{tag}-unknown", "has no checkpoint")
 
 
 def test_version_and_help_for_every_option() -> None:

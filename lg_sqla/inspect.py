@@ -366,8 +366,8 @@ def _latest_root_checkpoint(thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
     )
 
 
-def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
-    """The status of ``thread`` (one of ``THREAD_STATUSES``) from its latest root
+def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bool]]:
+    """What makes ``thread``'s status, first match wins, from its latest root
     checkpoint, by key lookups only (no value decoded):
 
     * ``error``: a task's ``__error__`` write on it (the step failed);
@@ -422,12 +422,31 @@ def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
         )
         .correlate_except(parent)
     )
+    return {
+        "error": written(ERROR, head_id),
+        "interrupted": written(INTERRUPT, head_id),
+        "pending": sa.or_(triggered, sends),
+    }
+
+
+def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
+    """The status of ``thread``, one of ``THREAD_STATUSES`` (``_status_conditions``)."""
+    conditions = _status_conditions(thread)
     return sa.case(
-        (written(ERROR, head_id), sa.literal("error")),
-        (written(INTERRUPT, head_id), sa.literal("interrupted")),
-        (sa.or_(triggered, sends), sa.literal("pending")),
+        *((conditions[s], sa.literal(s)) for s in ("error", "interrupted", "pending")),
         else_=sa.literal("idle"),
     )
+
+
+def _status_is(thread: ColumnElement[Any], status: str) -> ColumnElement[bool]:
+    """Whether ``thread`` is in ``status``: the CASE of ``thread_status`` as conditions,
+    so a filter on ``error`` or ``interrupted`` costs one or two key lookups."""
+    conditions = _status_conditions(thread)
+    earlier = ("error", "interrupted", "pending")
+    if status == "idle":
+        return sa.and_(*(~conditions[s] for s in earlier))
+    before = earlier[: earlier.index(status)]
+    return sa.and_(*(~conditions[s] for s in before), conditions[status])
 
 
 def _thread_filters(
@@ -440,33 +459,29 @@ def _thread_filters(
     out: list[ColumnElement[bool]] = []
     if filter:
         codec.check_json("filter", dict(filter))
+        # One pass over the metadata (a semi-join), not a lookup per thread.
         matching = C.alias("matching")
         out.append(
-            sa.exists()
-            .where(
-                matching.c.thread_id == thread,
-                *(
-                    ctx.dialect_ops.metadata_equals(matching.c.metadata, key, value)
-                    for key, value in filter.items()
-                ),
+            thread.in_(
+                sa.select(matching.c.thread_id).where(
+                    *(
+                        ctx.dialect_ops.metadata_equals(matching.c.metadata, key, value)
+                        for key, value in filter.items()
+                    )
+                )
             )
-            .correlate_except(matching)
         )
     if status is not None:
-        out.append(thread_status(thread) == status)
+        out.append(_status_is(thread, status))
     return out
 
 
 def _newest_rows(
-    ctx: Context,
-    filter: Mapping[str, Any] | None,
-    status: str | None,
-    written_after: dt.datetime | None,
-    written_before: dt.datetime | None,
+    written_after: dt.datetime | None, written_before: dt.datetime | None
 ) -> tuple[sa.Select[Any], ColumnElement[Any]]:
-    """Each thread's newest checkpoint row (by ``updated_at``, ties broken by key),
-    filtered: walked newest first along the ``updated_at`` index, a page of threads
-    reads only the rows written since its oldest thread's last write."""
+    """Each thread's newest checkpoint row (by ``updated_at``, ties broken by key):
+    walked newest first along the ``updated_at`` index, a page of threads reads only
+    the rows written since its oldest thread's last write."""
     row, newer = C.alias("row"), C.alias("newer")
     is_newest = ~sa.exists().where(
         newer.c.thread_id == row.c.thread_id,
@@ -480,9 +495,7 @@ def _newest_rows(
         ),
     )
     stmt = sa.select(row.c.thread_id, row.c.updated_at.label("last_write")).where(
-        *_window(row.c.updated_at, written_after, written_before),
-        is_newest,
-        *_thread_filters(ctx, row.c.thread_id, filter, status),
+        *_window(row.c.updated_at, written_after, written_before), is_newest
     )
     return stmt, row.c.updated_at
 
@@ -501,10 +514,11 @@ def threads(
 ) -> Plan[ThreadPage]:
     """A page of threads with their status and sizes; one statement.
 
-    ``last_write`` (newest first) walks the ``updated_at`` index and ``thread_id``
-    the primary key, so their pages cost the rows of the threads they pass over,
-    not the table; ``first_write`` and ``checkpoints`` order every thread. ``count``
-    adds the number of threads matching the filters (that part reads every thread).
+    Unfiltered, ``last_write`` (newest first) walks the ``updated_at`` index and
+    ``thread_id`` the primary key: a page costs the rows of the threads it passes
+    over, not the table. ``filter`` and ``status`` (and the other orders) take one
+    pass over the threads, the status by key lookups on each thread's latest
+    checkpoint. ``count`` adds the number of threads matching the filters (one pass).
     """
     _check_page(limit, offset)
     if order not in THREAD_ORDERS:
@@ -513,46 +527,60 @@ def threads(
         raise InvalidInputError(
             f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
         )
-    last = sa.func.max(C.c.updated_at)
-    grouped = (
-        sa.select(C.c.thread_id, last.label("last_write"))
-        .group_by(C.c.thread_id)
-        .having(
-            *_window(last, written_after, written_before),
-            *_thread_filters(ctx, C.c.thread_id, filter, status),
+
+    def of_thread(thread: ColumnElement[Any], *columns: Any) -> sa.ScalarSelect[Any]:
+        own = C.alias("own")
+        return (
+            sa.select(*(c(own) for c in columns))
+            .where(own.c.thread_id == thread)
+            .correlate_except(own)
+            .scalar_subquery()
         )
+
+    def last_write(t: sa.FromClause) -> Any:
+        return sa.func.max(t.c.updated_at)
+
+    # Every thread id once: the primary key's leading column (an index-only pass);
+    # conditions per thread, not per checkpoint.
+    keys = sa.select(C.c.thread_id).group_by(C.c.thread_id)
+    keys = keys.having(
+        *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+        *_thread_filters(ctx, C.c.thread_id, filter, status),
     )
-    if order == "last_write":
-        newest, updated_at = _newest_rows(ctx, filter, status, written_after, written_before)
+    if order == "last_write" and not filter and status is None:
+        newest, updated_at = _newest_rows(written_after, written_before)
         # Newest first, ties by key descending: the updated_at index's own order
         # (InnoDB's secondary indexes end with the primary key).
         candidates = newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
     else:
         sort = {
+            # Looked up for the matching threads only (the filters come first).
+            "last_write": (of_thread(C.c.thread_id, last_write).desc(), C.c.thread_id.desc()),
             "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
             "checkpoints": (sa.func.count().desc(), C.c.thread_id),
             "thread_id": (C.c.thread_id,),
         }[order]
-        candidates = grouped.order_by(*sort)
+        candidates = keys.order_by(*sort)
     page = candidates.limit(limit + 1).offset(offset).subquery("page")
 
-    def of_thread(*columns: Any, table: sa.Table = C) -> sa.ScalarSelect[Any]:
+    def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
         return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
 
-    first = of_thread(sa.func.min(C.c.created_at)).label("first_write")
-    checkpoints = of_thread(sa.func.count()).label("checkpoints")
+    last = of_thread(page.c.thread_id, last_write).label("last_write")
+    first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
+    checkpoints = size_of(C, sa.func.count()).label("checkpoints")
     columns: list[Any] = [
         page.c.thread_id,
-        page.c.last_write,
+        last,
         first,
         checkpoints,
-        of_thread(sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
+        size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
         thread_status(page.c.thread_id).label("status"),
         _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
         _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
     ]
     outer_sort = {
-        "last_write": (page.c.last_write.desc(), page.c.thread_id.desc()),
+        "last_write": (last.desc(), page.c.thread_id.desc()),
         "first_write": (first.desc(), page.c.thread_id),
         "checkpoints": (checkpoints.desc(), page.c.thread_id),
         "thread_id": (page.c.thread_id,),
@@ -560,7 +588,7 @@ def threads(
     source: Any = page
     if count:
         # One row even when the page is empty: the page joined to a one-row anchor.
-        matching = grouped.subquery("matching")
+        matching = keys.subquery("matching")
         matching_count = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
         columns.append(matching_count.label("total"))
         anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")

@@ -497,6 +497,9 @@ def _print_diff(args: argparse.Namespace, result: Any) -> None:
                 lines += _item_lines("~-", [before], width) + _item_lines("~+", [after], width)
             _print_block(f"  {d.channel} ({versions}; {counts or 'same items'})", lines)
             continue
+        if d.old is None and d.new is None:  # a trigger consumed, or set and consumed
+            print(f"  {d.channel} ({versions}; no value either side)")
+            continue
         lines = []
         if d.old_version is not None:
             lines += [f"- {line}" for line in _view_lines(d.old, width)]

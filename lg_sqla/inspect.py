@@ -542,10 +542,14 @@ def threads(
 
     # Every thread id once: the primary key's leading column (an index-only pass);
     # conditions per thread, not per checkpoint.
-    keys = sa.select(C.c.thread_id).group_by(C.c.thread_id)
-    keys = keys.having(
-        *_window(sa.func.max(C.c.updated_at), written_after, written_before),
-        *_thread_filters(ctx, C.c.thread_id, filter, status),
+    keys = (
+        sa.select(C.c.thread_id)
+        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
+        .group_by(C.c.thread_id)
+        .having(
+            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+            *_thread_filters(ctx, C.c.thread_id, None, status),
+        )
     )
     if order == "last_write" and not filter and status is None:
         newest, updated_at = _newest_rows(written_after, written_before)

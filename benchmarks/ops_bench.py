@@ -65,6 +65,9 @@ def database(dialect: str, tmp: Path) -> Iterator[str]:
             drop_database(admin, name)
 
 
+INTERRUPTED_EVERY = 25  # 4% of the threads wait at an interrupt (80 of 2,000 in issue 19)
+
+
 def fill(engine: sa.Engine, threads: int) -> None:
     """``threads`` threads of 3 checkpoints each, with values and writes, in bulk."""
     now = dt.datetime.now(dt.timezone.utc)
@@ -132,6 +135,21 @@ def fill(engine: sa.Engine, threads: int) -> None:
                             }
                         )
                 parent = checkpoint_id
+            if t % INTERRUPTED_EVERY == 0:  # waits on a human: interrupt() on its latest
+                writes.append(
+                    {
+                        "thread_id": thread_id,
+                        "checkpoint_ns_hash": root,
+                        "checkpoint_id": parent,
+                        "task_id": f"task-{t}-2",
+                        "idx": -3,
+                        "task_path": f"~__pregel_pull, {NODES[1]}",
+                        "channel": "__interrupt__",
+                        "type": "msgpack",
+                        "blob": b"z" * 80,
+                        "created_at": when,
+                    }
+                )
         with engine.begin() as conn:
             conn.execute(sa.insert(checkpoints), cps)
             conn.execute(sa.insert(checkpoint_blobs), blobs)
@@ -156,6 +174,8 @@ def run(dialect: str, threads: int, tmp: Path) -> dict[str, float]:
         filled = time.perf_counter() - started
         inspector = Inspector(saver)
         assert len(inspector.threads(limit=50).threads) == 50
+        waiting = inspector.threads(status="interrupted", limit=50, count=True)
+        assert waiting.total == len(range(0, threads, INTERRUPTED_EVERY))
         day = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
         return {
             "fill_s": filled,
@@ -164,6 +184,11 @@ def run(dialect: str, threads: int, tmp: Path) -> dict[str, float]:
             * timed(lambda: inspector.threads(limit=50, order="thread_id")),
             "threads_filter_ms": 1000
             * timed(lambda: inspector.threads(filter={"user": "u7"}, limit=50)),
+            "threads_interrupted_ms": 1000
+            * timed(lambda: inspector.threads(status="interrupted", limit=50)),
+            "threads_count_ms": 1000 * timed(lambda: inspector.threads(limit=50, count=True)),
+            "threads_interrupted_count_ms": 1000
+            * timed(lambda: inspector.threads(status="interrupted", limit=50, count=True)),
             "stats_all_ms": 1000 * timed(lambda: inspector.write_stats()),
             "stats_last_day_ms": 1000 * timed(lambda: inspector.write_stats(since=day)),
             "storage_ms": 1000 * timed(lambda: inspector.storage()),

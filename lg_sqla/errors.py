@@ -33,3 +33,8 @@ class ReadOnlyError(LgSqlaError, RuntimeError):
 class NoOfficialSaverError(LgSqlaError, LookupError):
     """LangGraph ships no saver of its own for this database, so there is nothing to
     open its checkpoints with (``DialectOps.official_saver``)."""
+
+
+class NotFoundError(InvalidInputError, LookupError):
+    """An inspection names a thread or checkpoint that does not exist (the CLI
+    exits 1 on it, as on every error that is not a usage error)."""

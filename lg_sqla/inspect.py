@@ -23,6 +23,7 @@ storage`` print the same results as tables or JSON.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import reprlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from langgraph.checkpoint.base import writes_sort_key
-from langgraph.checkpoint.serde.types import TASKS
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla import limits, models
@@ -38,7 +39,7 @@ from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.dialects import DialectOps, store_sql_for
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import InvalidInputError, NotFoundError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 
 MAX_PAGE = 1000
 THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
+# A thread's status, from its latest checkpoint in the root namespace (``thread_status``).
+THREAD_STATUSES = ("interrupted", "pending", "idle", "error")
+ROOT_NS_HASH = key_hash("")
 STAT_GROUPS = ("node", "channel", "thread")
 EMPTY_TYPE = "empty"
 PUSH_PREFIX = "~__pregel_push"
@@ -99,9 +103,10 @@ def _int(value: Any) -> int:
 
 @dataclass(frozen=True)
 class ThreadInfo:
-    """One thread: how many checkpoints, namespaces, when written, how large."""
+    """One thread: its status, how many checkpoints, namespaces, when written, how large."""
 
     thread_id: str
+    status: str  # one of THREAD_STATUSES
     checkpoints: int
     namespaces: int
     first_write: dt.datetime
@@ -118,6 +123,7 @@ class ThreadInfo:
 class ThreadPage:
     threads: list[ThreadInfo]
     next_offset: int | None  # pass as ``offset`` for the next page; None on the last one
+    total: int | None = None  # threads matching the filters, when asked for (``count=True``)
 
 
 @dataclass(frozen=True)
@@ -136,11 +142,12 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class ValueView:
-    """A channel value shown for humans: its type and a bounded preview."""
+    """A channel value: the value itself, and for humans its type and a bounded preview."""
 
     type: str
     preview: str
     size: int | None = None  # len() of strings, bytes and collections
+    value: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -156,12 +163,26 @@ class CheckpointView:
 
 
 @dataclass(frozen=True)
+class ListChange:
+    """How a list value changed: items appended (or inserted), removed, replaced.
+
+    LangChain messages are matched by ``id`` (``add_messages`` replaces a message
+    by id); other items by position, aligned as difflib aligns sequences.
+    """
+
+    appended: list[Any]
+    removed: list[Any]
+    replaced: list[tuple[Any, Any]]  # (old, new)
+
+
+@dataclass(frozen=True)
 class ChannelChange:
     channel: str
     old_version: str | None
     new_version: str | None
     old: ValueView | None
     new: ValueView | None
+    items: ListChange | None = None  # when both values are lists
 
 
 @dataclass(frozen=True)
@@ -226,20 +247,62 @@ class StorageReport:
 
 # --- summaries -------------------------------------------------------------------
 
-_repr = reprlib.Repr()
-_repr.maxstring = 120
-_repr.maxother = 120
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 6
-_repr.maxlevel = 3
+
+def _repr_of(width: int) -> reprlib.Repr:
+    """A ``reprlib.Repr`` whose nested strings and objects get ``width`` characters too."""
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = max(width, 12)
+    shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = 6
+    shortener.maxlevel = 3
+    return shortener
 
 
 def summarize(value: Any, width: int = 120) -> ValueView:
-    """A bounded view of a value: its type, length and a preview of at most ``width`` chars."""
+    """A view of a value: its type, length and a preview of at most ``width`` chars
+    (nested strings are cut at ``width`` too); the value itself in ``value``."""
+    if not isinstance(width, int) or width < 1:
+        raise InvalidInputError(f"width must be an int >= 1, got {width!r}")
     size = len(value) if isinstance(value, (str, bytes, list, tuple, dict, set)) else None
-    text = _repr.repr(value)
+    text = _repr_of(width).repr(value)
     if len(text) > width:
         text = text[: width - 1] + "…"
-    return ValueView(type(value).__name__, text, size)
+    return ValueView(type(value).__name__, text, size, value)
+
+
+def _message_id(item: Any) -> str | None:
+    """The id of a LangChain message (``add_messages`` keys messages by it), else None."""
+    from langchain_core.messages import BaseMessage
+
+    return item.id if isinstance(item, BaseMessage) and item.id else None
+
+
+def list_change(old: Sequence[Any], new: Sequence[Any]) -> ListChange:
+    """What turned list ``old`` into list ``new``: by message id when every item of
+    both is an identified message, else by position (a ``difflib`` alignment)."""
+    old_ids = [_message_id(m) for m in old]
+    new_ids = [_message_id(m) for m in new]
+    if None not in old_ids and None not in new_ids:
+        before = dict(zip(old_ids, old, strict=True))
+        after = dict(zip(new_ids, new, strict=True))
+        return ListChange(
+            [m for i, m in after.items() if i not in before],
+            [m for i, m in before.items() if i not in after],
+            [(before[i], m) for i, m in after.items() if i in before and before[i] != m],
+        )
+    appended: list[Any] = []
+    removed: list[Any] = []
+    replaced: list[tuple[Any, Any]] = []
+    # Items compared by repr: list items need not be hashable (dicts, lists).
+    matcher = difflib.SequenceMatcher(None, list(map(repr, old)), list(map(repr, new)), False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        gone, came = list(old[i1:i2]), list(new[j1:j2])
+        paired = min(len(gone), len(came))
+        replaced.extend(zip(gone[:paired], came[:paired], strict=True))
+        removed.extend(gone[paired:])
+        appended.extend(came[paired:])
+    return ListChange(appended, removed, replaced)
 
 
 def _version_key(version: Any) -> tuple[float, str]:
@@ -299,60 +362,258 @@ def _bytes_of(table: sa.Table, ctx: Context, thread: ColumnElement[Any]) -> sa.S
     )
 
 
+def _latest_root_checkpoint(thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """The id of ``thread``'s latest checkpoint in the root namespace: one index probe."""
+    latest = C.alias("latest")
+    return (
+        sa.select(latest.c.checkpoint_id)
+        .where(latest.c.thread_id == thread, latest.c.checkpoint_ns_hash == ROOT_NS_HASH)
+        .order_by(latest.c.checkpoint_id.desc())
+        .limit(1)
+        .correlate_except(latest)  # to ``thread``'s table, however deep it is nested
+        .scalar_subquery()
+    )
+
+
+def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bool]]:
+    """What makes ``thread``'s status, first match wins, from its latest root
+    checkpoint, by key lookups only (no value decoded):
+
+    * ``error``: a task's ``__error__`` write on it (the step failed);
+    * ``interrupted``: an ``__interrupt__`` write on it (``interrupt()`` waits for a
+      human; ``Command(resume=...)`` continues it);
+    * ``pending``: tasks to run next: the step that made it wrote a trigger channel
+      (``branch:to:<node>``, ``__start__``: its ``updated_channels``) or queued
+      ``Send`` packets (``__pregel_tasks`` writes on its parent); a run in progress,
+      one that crashed, or a static ``interrupt_before``/``interrupt_after`` stop;
+    * ``idle``: none of these (the run finished; also threads without a root checkpoint).
+    """
+    head_id = _latest_root_checkpoint(thread)
+    head = C.alias("head")
+
+    def written(channel: str, checkpoint_id: ColumnElement[Any]) -> ColumnElement[bool]:
+        write = W.alias(f"{channel.strip('_')}_write")
+        return (
+            sa.exists()
+            .where(
+                write.c.thread_id == thread,
+                write.c.checkpoint_ns_hash == ROOT_NS_HASH,
+                write.c.checkpoint_id == checkpoint_id,
+                write.c.channel == channel,
+            )
+            .correlate_except(write)
+        )
+
+    # The document's updated_channels as JSON text: a trigger is an element
+    # beginning "branch:to:" or the element "__start__".
+    updated = head.c.checkpoint["updated_channels"].as_string()
+    triggered = (
+        sa.exists()
+        .where(
+            head.c.thread_id == thread,
+            head.c.checkpoint_ns_hash == ROOT_NS_HASH,
+            head.c.checkpoint_id == head_id,
+            sa.or_(
+                updated.contains('"branch:to:', autoescape=True),
+                updated.contains('"__start__"', autoescape=True),
+            ),
+        )
+        .correlate_except(head)
+    )
+    parent = C.alias("parent_of_head")
+    sends = (
+        sa.exists()
+        .where(
+            parent.c.thread_id == thread,
+            parent.c.checkpoint_ns_hash == ROOT_NS_HASH,
+            parent.c.checkpoint_id == head_id,
+            written(TASKS, parent.c.parent_checkpoint_id),
+        )
+        .correlate_except(parent)
+    )
+    return {
+        "error": written(ERROR, head_id),
+        "interrupted": written(INTERRUPT, head_id),
+        "pending": sa.or_(triggered, sends),
+    }
+
+
+def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
+    """The status of ``thread``, one of ``THREAD_STATUSES`` (``_status_conditions``)."""
+    conditions = _status_conditions(thread)
+    return sa.case(
+        *((conditions[s], sa.literal(s)) for s in ("error", "interrupted", "pending")),
+        else_=sa.literal("idle"),
+    )
+
+
+def _status_is(thread: ColumnElement[Any], status: str) -> ColumnElement[bool]:
+    """Whether ``thread`` is in ``status``: the CASE of ``thread_status`` as conditions,
+    so a filter on ``error`` or ``interrupted`` costs one or two key lookups."""
+    conditions = _status_conditions(thread)
+    earlier = ("error", "interrupted", "pending")
+    if status == "idle":
+        return sa.and_(*(~conditions[s] for s in earlier))
+    before = earlier[: earlier.index(status)]
+    return sa.and_(*(~conditions[s] for s in before), conditions[status])
+
+
+def _thread_filters(
+    ctx: Context,
+    thread: ColumnElement[Any],
+    filter: Mapping[str, Any] | None,
+    status: str | None,
+) -> list[ColumnElement[bool]]:
+    """Conditions on a thread id column: metadata of one of its checkpoints, its status."""
+    out: list[ColumnElement[bool]] = []
+    if filter:
+        codec.check_json("filter", dict(filter))
+        # One pass over the metadata (a semi-join), not a lookup per thread.
+        matching = C.alias("matching")
+        out.append(
+            thread.in_(
+                sa.select(matching.c.thread_id).where(
+                    *(
+                        ctx.dialect_ops.metadata_equals(matching.c.metadata, key, value)
+                        for key, value in filter.items()
+                    )
+                )
+            )
+        )
+    if status is not None:
+        out.append(_status_is(thread, status))
+    return out
+
+
+def _newest_rows(
+    written_after: dt.datetime | None, written_before: dt.datetime | None
+) -> tuple[sa.Select[Any], ColumnElement[Any]]:
+    """Each thread's newest checkpoint row (by ``updated_at``, ties broken by key):
+    walked newest first along the ``updated_at`` index, a page of threads reads only
+    the rows written since its oldest thread's last write."""
+    row, newer = C.alias("row"), C.alias("newer")
+    is_newest = ~sa.exists().where(
+        newer.c.thread_id == row.c.thread_id,
+        sa.or_(
+            newer.c.updated_at > row.c.updated_at,
+            sa.and_(
+                newer.c.updated_at == row.c.updated_at,
+                sa.tuple_(newer.c.checkpoint_ns_hash, newer.c.checkpoint_id)
+                > sa.tuple_(row.c.checkpoint_ns_hash, row.c.checkpoint_id),
+            ),
+        ),
+    )
+    stmt = sa.select(row.c.thread_id, row.c.updated_at.label("last_write")).where(
+        *_window(row.c.updated_at, written_after, written_before), is_newest
+    )
+    return stmt, row.c.updated_at
+
+
 def threads(
     ctx: Context,
     *,
     filter: Mapping[str, Any] | None = None,
+    status: str | None = None,
     written_after: dt.datetime | None = None,
     written_before: dt.datetime | None = None,
     order: str = "last_write",
     limit: int = 50,
     offset: int = 0,
+    count: bool = False,
 ) -> Plan[ThreadPage]:
-    """A page of threads; one statement (the sizes are computed for the page only)."""
+    """A page of threads with their status and sizes; one statement.
+
+    Unfiltered, ``last_write`` (newest first) walks the ``updated_at`` index and
+    ``thread_id`` the primary key: a page costs the rows of the threads it passes
+    over, not the table. ``filter`` and ``status`` (and the other orders) take one
+    pass over the threads, the status by key lookups on each thread's latest
+    checkpoint. ``count`` adds the number of threads matching the filters (one pass).
+    """
     _check_page(limit, offset)
     if order not in THREAD_ORDERS:
         raise InvalidInputError(f"order must be one of {', '.join(THREAD_ORDERS)}, got {order!r}")
-    last = sa.func.max(C.c.updated_at)
-    first = sa.func.min(C.c.created_at)
-    count = sa.func.count()
-    grouped = sa.select(
-        C.c.thread_id,
-        count.label("checkpoints"),
-        sa.func.count(sa.distinct(C.c.checkpoint_ns_hash)).label("namespaces"),
-        first.label("first_write"),
-        last.label("last_write"),
-    ).group_by(C.c.thread_id)
-    if filter:
-        codec.check_json("filter", dict(filter))
-        matching = sa.select(C.c.thread_id)
-        for key, value in filter.items():
-            matching = matching.where(ctx.dialect_ops.metadata_equals(C.c.metadata, key, value))
-        grouped = grouped.where(C.c.thread_id.in_(matching))
-    for condition in _window(last, written_after, written_before):
-        grouped = grouped.having(condition)
-    sort = {
-        "last_write": (last.desc(), C.c.thread_id),
-        "first_write": (first.desc(), C.c.thread_id),
-        "checkpoints": (count.desc(), C.c.thread_id),
-        "thread_id": (C.c.thread_id,),
-    }[order]
-    page = grouped.order_by(*sort).limit(limit + 1).offset(offset).subquery("page")
-    outer_sort = {
-        "last_write": (page.c.last_write.desc(), page.c.thread_id),
-        "first_write": (page.c.first_write.desc(), page.c.thread_id),
-        "checkpoints": (page.c.checkpoints.desc(), page.c.thread_id),
-        "thread_id": (page.c.thread_id,),
-    }[order]
-    stmt = sa.select(
-        page,
+    if status is not None and status not in THREAD_STATUSES:
+        raise InvalidInputError(
+            f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
+        )
+
+    def of_thread(thread: ColumnElement[Any], *columns: Any) -> sa.ScalarSelect[Any]:
+        own = C.alias("own")
+        return (
+            sa.select(*(c(own) for c in columns))
+            .where(own.c.thread_id == thread)
+            .correlate_except(own)
+            .scalar_subquery()
+        )
+
+    def last_write(t: sa.FromClause) -> Any:
+        return sa.func.max(t.c.updated_at)
+
+    # Every thread id once: the primary key's leading column (an index-only pass);
+    # conditions per thread, not per checkpoint.
+    keys = (
+        sa.select(C.c.thread_id)
+        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
+        .group_by(C.c.thread_id)
+        .having(
+            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+            *_thread_filters(ctx, C.c.thread_id, None, status),
+        )
+    )
+    if order == "last_write" and not filter and status is None:
+        newest, updated_at = _newest_rows(written_after, written_before)
+        # Newest first, ties by key descending: the updated_at index's own order
+        # (InnoDB's secondary indexes end with the primary key).
+        candidates = newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
+    else:
+        sort = {
+            # Looked up for the matching threads only (the filters come first).
+            "last_write": (of_thread(C.c.thread_id, last_write).desc(), C.c.thread_id.desc()),
+            "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
+            "checkpoints": (sa.func.count().desc(), C.c.thread_id),
+            "thread_id": (C.c.thread_id,),
+        }[order]
+        candidates = keys.order_by(*sort)
+    page = candidates.limit(limit + 1).offset(offset).subquery("page")
+
+    def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
+        return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
+
+    last = of_thread(page.c.thread_id, last_write).label("last_write")
+    first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
+    checkpoints = size_of(C, sa.func.count()).label("checkpoints")
+    columns: list[Any] = [
+        page.c.thread_id,
+        last,
+        first,
+        checkpoints,
+        size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
+        thread_status(page.c.thread_id).label("status"),
         _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
         _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
-    ).order_by(*outer_sort)
+    ]
+    outer_sort = {
+        "last_write": (last.desc(), page.c.thread_id.desc()),
+        "first_write": (first.desc(), page.c.thread_id),
+        "checkpoints": (checkpoints.desc(), page.c.thread_id),
+        "thread_id": (page.c.thread_id,),
+    }[order]
+    source: Any = page
+    if count:
+        # One row even when the page is empty: the page joined to a one-row anchor.
+        matching = keys.subquery("matching")
+        matching_count = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
+        columns.append(matching_count.label("total"))
+        anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")
+        source = anchor.outerjoin(page, sa.true())
+    stmt = sa.select(*columns).select_from(source).order_by(*outer_sort)
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    total = _int(rows[0].total) if count and rows else None
+    found = [r for r in rows if r.thread_id is not None]
     items = [
         ThreadInfo(
             r.thread_id,
+            r.status,
             r.checkpoints,
             r.namespaces,
             r.first_write,
@@ -360,9 +621,9 @@ def threads(
             _int(r.value_bytes),
             _int(r.write_bytes),
         )
-        for r in rows[:limit]
+        for r in found[:limit]
     ]
-    return ThreadPage(items, offset + limit if len(rows) > limit else None)
+    return ThreadPage(items, offset + limit if len(found) > limit else None, total)
 
 
 def _pending_count(checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
@@ -461,6 +722,37 @@ def _checkpoint_values(
     ).select_from(page.outerjoin(values, values.c.checkpoint_id == page.c.checkpoint_id))
 
 
+def resolve_checkpoint(
+    ctx: Context, thread_id: str, prefix: str, *, checkpoint_ns: str = ""
+) -> Plan[str]:
+    """The checkpoint of a thread whose id is ``prefix`` or, uniquely, begins with it
+    (as ``git`` takes abbreviated hashes); one statement, an index range of two rows.
+    Raises InvalidInputError naming the prefix when none or several match."""
+    thread_id = _thread(thread_id)
+    prefix = _checkpoint_id(prefix)
+    stmt = (
+        sa.select(C.c.checkpoint_id)
+        .where(
+            C.c.thread_id == thread_id,
+            C.c.checkpoint_ns_hash == key_hash(checkpoint_ns),
+            C.c.checkpoint_id >= prefix,
+            sa.func.substr(C.c.checkpoint_id, 1, len(prefix)) == prefix,
+        )
+        .order_by(C.c.checkpoint_id)
+        .limit(2)
+    )
+    found = [r.checkpoint_id for r in (yield Step(stmt, fetch=True, whole_plan=True)).rows]
+    if found and (found[0] == prefix or len(found) == 1):
+        return str(found[0])
+    where = f"thread {thread_id!r} (namespace {checkpoint_ns!r})"
+    if not found:
+        raise NotFoundError(f"{where} has no checkpoint {prefix!r}")
+    raise InvalidInputError(
+        f"checkpoint id prefix {prefix!r} is ambiguous in {where}: "
+        f"{found[0]!r}, {found[1]!r}, ...; give more characters"
+    )
+
+
 def diff(
     ctx: Context,
     thread_id: str,
@@ -486,7 +778,7 @@ def diff(
             blobs[(r.checkpoint_id, r.channel)] = (r.type, r.blob)
     for name, cid in (("old checkpoint_id", old_id), ("new checkpoint_id", new_id)):
         if cid not in documents:
-            raise InvalidInputError(f"{name} {cid!r} is not a checkpoint of thread {thread_id!r}")
+            raise NotFoundError(f"{name} {cid!r} is not a checkpoint of thread {thread_id!r}")
     old_versions = documents[old_id].get("channel_versions") or {}
     new_versions = documents[new_id].get("channel_versions") or {}
 
@@ -501,13 +793,23 @@ def diff(
         before, after = old_versions.get(channel), new_versions.get(channel)
         if before == after:
             continue
+        old = view(old_id, channel) if before is not None else None
+        new = view(new_id, channel) if after is not None else None
+        values = [None if v is None else v.value for v in (old, new)]
+        lists = [v for v in values if isinstance(v, list)]
+        items = (  # a list channel (absent on one side: an empty list there)
+            list_change(values[0] or [], values[1] or [])
+            if lists and all(v is None or isinstance(v, list) for v in values)
+            else None
+        )
         changes.append(
             ChannelChange(
                 channel,
                 None if before is None else str(before),
                 None if after is None else str(after),
-                view(old_id, channel) if before is not None else None,
-                view(new_id, channel) if after is not None else None,
+                old,
+                new,
+                items,
             )
         )
     return changes
@@ -785,24 +1087,37 @@ class Inspector:
         self,
         *,
         filter: Mapping[str, Any] | None = None,
+        status: str | None = None,
         written_after: dt.datetime | None = None,
         written_before: dt.datetime | None = None,
         order: str = "last_write",
         limit: int = 50,
         offset: int = 0,
+        count: bool = False,
     ) -> ThreadPage:
         """A page of threads: ``order`` is one of ``THREAD_ORDERS``; ``filter`` keeps threads
-        with a checkpoint whose metadata matches; the times bound the last write."""
+        with a checkpoint whose metadata matches, ``status`` (one of ``THREAD_STATUSES``)
+        threads in that status; the times bound the last write; ``count`` also counts
+        all matching threads (``ThreadPage.total``)."""
         return self.saver.run(
             threads(
                 self.saver.context,
                 filter=filter,
+                status=status,
                 written_after=written_after,
                 written_before=written_before,
                 order=order,
                 limit=limit,
                 offset=offset,
+                count=count,
             )
+        )
+
+    def resolve_checkpoint(self, thread_id: str, prefix: str, *, checkpoint_ns: str = "") -> str:
+        """The full id of the thread's checkpoint whose id is or uniquely begins with
+        ``prefix`` (NotFoundError if none, InvalidInputError if several)."""
+        return self.saver.run(
+            resolve_checkpoint(self.saver.context, thread_id, prefix, checkpoint_ns=checkpoint_ns)
         )
 
     def history(
@@ -930,22 +1245,33 @@ class AsyncInspector:
         self,
         *,
         filter: Mapping[str, Any] | None = None,
+        status: str | None = None,
         written_after: dt.datetime | None = None,
         written_before: dt.datetime | None = None,
         order: str = "last_write",
         limit: int = 50,
         offset: int = 0,
+        count: bool = False,
     ) -> ThreadPage:
         return await self.saver.arun(
             threads(
                 self.saver.context,
                 filter=filter,
+                status=status,
                 written_after=written_after,
                 written_before=written_before,
                 order=order,
                 limit=limit,
                 offset=offset,
+                count=count,
             )
+        )
+
+    async def resolve_checkpoint(
+        self, thread_id: str, prefix: str, *, checkpoint_ns: str = ""
+    ) -> str:
+        return await self.saver.arun(
+            resolve_checkpoint(self.saver.context, thread_id, prefix, checkpoint_ns=checkpoint_ns)
         )
 
     async def history(

@@ -180,6 +180,13 @@ def positive(text: str) -> int:
     return value
 
 
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 # --- the options commands share ----------------------------------------------------------
 
 
@@ -227,7 +234,13 @@ def commands(parser: argparse.ArgumentParser) -> Commands:
     )
     width = argparse.ArgumentParser(add_help=False)
     width.add_argument(
-        "--width", type=positive, default=120, help="characters shown of each value (default 120)"
+        "--width",
+        type=positive,
+        default=120,
+        help="characters shown of each value, message and nested string (default 120)",
+    )
+    width.add_argument(
+        "--full", action="store_true", help="show every value whole (no cut at --width)"
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     return Commands(subparsers, common, reading, namespace, width, _destructive(common))

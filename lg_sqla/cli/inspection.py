@@ -9,21 +9,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from lg_sqla.cli.common import CommandError, Commands, key_value, positive, when
-from lg_sqla.cli.output import emit_json, human_bytes, jsonable, table, utc_time
+from lg_sqla.cli.common import Commands, key_value, non_negative, positive, when
+from lg_sqla.cli.output import emit_json, human_bytes, table, utc_time
+from lg_sqla.cli.values import (
+    cut,
+    jsonable_value,
+    short_ids,
+    short_version,
+    value_lines,
+)
+from lg_sqla.errors import NotFoundError
 
 if TYPE_CHECKING:
     from lg_sqla.inspect import ValueView
 
-# An inspector call (the same on Inspector and AsyncInspector).
-Call = Callable[[Any], Any]
+# An inspection: awaits the calls of an Inspector or AsyncInspector (``_ask``).
+Call = Callable[[Any], Coroutine[Any, Any, Any]]
 
 
 def register(commands: Commands) -> None:
@@ -48,7 +57,17 @@ def register(commands: Commands) -> None:
 
 
 def _threads_command(commands: Commands) -> None:
-    threads = commands.add("threads", "list threads, newest write first", read, commands.reading)
+    from lg_sqla.inspect import THREAD_ORDERS, THREAD_STATUSES
+
+    threads = commands.add(
+        "threads", "list threads with their status, newest write first", read, commands.reading
+    )
+    threads.add_argument(
+        "--status",
+        choices=THREAD_STATUSES,
+        help="only threads in this status: interrupted (waiting on a human: an interrupt() "
+        "on the latest checkpoint), pending (tasks left to run), idle, error (a task failed)",
+    )
     threads.add_argument(
         "--filter",
         action="append",
@@ -72,12 +91,19 @@ def _threads_command(commands: Commands) -> None:
     )
     threads.add_argument(
         "--order",
-        choices=["last_write", "first_write", "thread_id", "checkpoints"],
+        choices=THREAD_ORDERS,
         default="last_write",
         help="sort order (default: last_write, newest first)",
     )
     threads.add_argument("--limit", type=positive, default=50, help="threads per page (default 50)")
-    threads.add_argument("--offset", type=int, default=0, help="skip this many threads (paging)")
+    threads.add_argument(
+        "--offset", type=non_negative, default=0, help="skip this many threads (paging)"
+    )
+    threads.add_argument(
+        "--count",
+        action="store_true",
+        help="also count every thread matching the filters (reads them all)",
+    )
 
 
 def _history_command(commands: Commands) -> None:
@@ -153,16 +179,30 @@ def _stats_command(commands: Commands) -> None:
 
 
 def read(args: argparse.Namespace) -> int:
-    """Run one inspection and print its result."""
+    """Run one inspection and print its result. Exit codes: 0 with a result (an
+    empty list included), 1 when a thread or checkpoint named does not exist."""
     reading = _READINGS[args.command]
     result = _inspect(args, reading.call(args))
-    if result is None and reading.absent is not None:
-        raise reading.absent(args)
     if args.json:
-        emit_json(reading.as_json(result))
+        emit_json(reading.as_json(args, result))
     else:
         reading.print_table(args, result)
     return 0
+
+
+async def _ask(answer: Any) -> Any:
+    """An inspector's answer: awaited from an AsyncInspector, as is from an Inspector."""
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+def _drive(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run a call on a sync Inspector: its awaits never suspend, so one step ends it."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("an inspection on a sync saver suspended")  # pragma: no cover
 
 
 def _inspect(args: argparse.Namespace, call: Call) -> Any:
@@ -184,44 +224,83 @@ def _inspect(args: argparse.Namespace, call: Call) -> Any:
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
     with SQLAlchemySaver.from_conn_string(args.url, schema=args.schema, read_only=True) as saver:
-        return call(insp.Inspector(saver))
+        return _drive(call(insp.Inspector(saver)))
 
 
-def _view(value: ValueView | None) -> str:
-    if value is None:
+async def _checkpoint(inspector: Any, args: argparse.Namespace, given: str) -> str:
+    """The full id of the checkpoint ``given`` (an id or a unique prefix of one)."""
+    return str(
+        await _ask(inspector.resolve_checkpoint(args.thread_id, given, checkpoint_ns=args.ns))
+    )
+
+
+def _width(args: argparse.Namespace) -> int | None:
+    """Characters per value, message and nested string; None with --full (whole)."""
+    return None if args.full else int(args.width)
+
+
+def _view_lines(view: ValueView | None, width: int | None) -> list[str]:
+    if view is None:
+        return ["(no value)"]
+    return value_lines(view.value, _view_text(view), width)
+
+
+def _view_text(view: ValueView | None) -> str:
+    if view is None:
         return "-"
-    size = f"[{value.size}]" if value.size is not None else ""
-    return " ".join(part for part in (value.type, size, value.preview) if part)
+    size = f"[{view.size}]" if view.size is not None else ""
+    return " ".join(part for part in (view.type, size, view.preview) if part)
+
+
+def _value_json(view: ValueView | None) -> Any:
+    return None if view is None else jsonable_value(view.value)
+
+
+def _print_block(title: str, lines: list[str], indent: str = "    ") -> None:
+    print(title)
+    for line in lines:
+        print(indent + line)
 
 
 # --- threads --------------------------------------------------------------------------------
 
 
 def _threads_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.threads(
-        filter=dict(args.filter) or None,
-        written_after=args.written_after,
-        written_before=args.written_before,
-        order=args.order,
-        limit=args.limit,
-        offset=args.offset,
-    )
+    async def call(i: Any) -> Any:
+        return await _ask(
+            i.threads(
+                filter=dict(args.filter) or None,
+                status=args.status,
+                written_after=args.written_after,
+                written_before=args.written_before,
+                order=args.order,
+                limit=args.limit,
+                offset=args.offset,
+                count=args.count,
+            )
+        )
+
+    return call
 
 
-def _threads_json(result: Any) -> Any:
+def _threads_json(args: argparse.Namespace, result: Any) -> Any:
     return {
         "threads": [{**dataclasses.asdict(t), "bytes": t.bytes} for t in result.threads],
         "next_offset": result.next_offset,
+        "total": result.total,
     }
 
 
 def _print_threads(args: argparse.Namespace, result: Any) -> None:
+    shown = f"{len(result.threads)}" + ("" if result.total is None else f" of {result.total}")
+    which = f" {args.status}" if args.status else ""
     table(
-        f"{len(result.threads)} thread(s)",
-        ["THREAD", "CHECKPOINTS", "NS", "FIRST WRITE", "LAST WRITE", "SIZE"],
+        f"{shown}{which} thread(s)",
+        ["THREAD", "STATUS", "CHECKPOINTS", "NS", "FIRST WRITE", "LAST WRITE", "SIZE"],
         [
             [
                 t.thread_id,
+                t.status,
                 t.checkpoints,
                 t.namespaces,
                 utc_time(t.first_write),
@@ -239,19 +318,42 @@ def _print_threads(args: argparse.Namespace, result: Any) -> None:
 
 
 def _history_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.history(
-        args.thread_id, checkpoint_ns=args.ns, before=args.before, limit=args.limit
-    )
+    async def call(i: Any) -> Any:
+        before = None if args.before is None else await _checkpoint(i, args, args.before)
+        entries = await _ask(
+            i.history(args.thread_id, checkpoint_ns=args.ns, before=before, limit=args.limit)
+        )
+        if not entries and before is None:
+            raise NotFoundError(
+                f"thread {args.thread_id!r} (namespace {args.ns!r}) has no checkpoint"
+            )
+        return entries
+
+    return call
+
+
+def _next_before(args: argparse.Namespace, result: Any) -> str | None:
+    return result[-1].checkpoint_id if len(result) == args.limit else None
+
+
+def _history_json(args: argparse.Namespace, result: Any) -> Any:
+    return {
+        "thread_id": args.thread_id,
+        "checkpoint_ns": args.ns,
+        "checkpoints": [dataclasses.asdict(e) for e in result],
+        "next_before": _next_before(args, result),
+    }
 
 
 def _print_history(args: argparse.Namespace, result: Any) -> None:
+    ids = short_ids([e.checkpoint_id for e in result] + [e.parent_id for e in result])
     table(
         f"thread {args.thread_id}: {len(result)} checkpoint(s), newest first",
         ["CHECKPOINT", "PARENT", "STEP", "SOURCE", "CREATED", "NEXT", "WRITES"],
         [
             [
-                e.checkpoint_id,
-                e.parent_id or "-",
+                ids[e.checkpoint_id],
+                ids.get(e.parent_id or "", "-"),
                 "" if e.step is None else e.step,
                 e.source or "",
                 utc_time(e.created_at),
@@ -261,105 +363,228 @@ def _print_history(args: argparse.Namespace, result: Any) -> None:
             for e in result
         ],
     )
-    if len(result) == args.limit:
-        print(f"more: --before {result[-1].checkpoint_id}")
+    more = _next_before(args, result)
+    if more is not None:
+        print(f"more: --before {ids[more]}")
 
 
 # --- show ---------------------------------------------------------------------------------
 
 
 def _show_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.show(
-        args.thread_id, args.checkpoint_id, checkpoint_ns=args.ns, width=args.width
-    )
+    async def call(i: Any) -> Any:
+        given = args.checkpoint_id
+        checkpoint_id = None if given is None else await _checkpoint(i, args, given)
+        found = await _ask(
+            i.show(args.thread_id, checkpoint_id, checkpoint_ns=args.ns, width=args.width)
+        )
+        if found is None:
+            raise NotFoundError(
+                f"thread {args.thread_id!r} (namespace {args.ns!r}) has no checkpoint"
+            )
+        return found
+
+    return call
 
 
-def _no_checkpoint(args: argparse.Namespace) -> CommandError:
-    which = args.checkpoint_id or "any checkpoint"
-    return CommandError(f"thread {args.thread_id!r} (namespace {args.ns!r}) has no {which}")
+def _show_json(args: argparse.Namespace, result: Any) -> Any:
+    return {
+        "thread_id": result.thread_id,
+        "checkpoint_ns": result.checkpoint_ns,
+        "checkpoint_id": result.checkpoint_id,
+        "parent_id": result.parent_id,
+        "metadata": jsonable_value(result.metadata),
+        "channel_versions": result.channel_versions,
+        "values": {ch: _value_json(v) for ch, v in result.values.items()},
+        "pending_writes": [
+            {"task_id": t, "channel": ch, "value": _value_json(v)}
+            for t, ch, v in result.pending_writes
+        ],
+    }
 
 
 def _print_show(args: argparse.Namespace, result: Any) -> None:
+    width = _width(args)
     print(f"thread      {result.thread_id}")
     print(f"namespace   {result.checkpoint_ns!r}")
     print(f"checkpoint  {result.checkpoint_id}")
     print(f"parent      {result.parent_id or '-'}")
-    print(f"metadata    {json.dumps(result.metadata, default=jsonable, ensure_ascii=False)}")
-    table(
-        "values",
-        ["CHANNEL", "VERSION", "VALUE"],
-        [[ch, result.channel_versions.get(ch, ""), _view(v)] for ch, v in result.values.items()],
-    )
-    table(
-        f"{len(result.pending_writes)} pending write(s)",
-        ["TASK", "CHANNEL", "VALUE"],
-        [[t, ch, _view(v)] for t, ch, v in result.pending_writes],
-    )
+    metadata = json.dumps(jsonable_value(result.metadata), ensure_ascii=False)
+    print(f"metadata    {cut(metadata, None if width is None else max(width, 60))}")
+    print()
+    print(f"{len(result.values)} value(s)")
+    for channel, view in result.values.items():
+        version = short_version(result.channel_versions.get(channel))
+        _print_block(f"  {channel} (v{version})", _view_lines(view, width))
+    print()
+    print(f"{len(result.pending_writes)} pending write(s)")
+    tasks = short_ids(t for t, _, _ in result.pending_writes)
+    for task, channel, view in result.pending_writes:
+        _print_block(f"  {channel} by task {tasks.get(task, task)}", _view_lines(view, width))
 
 
 # --- diff ---------------------------------------------------------------------------------
 
 
 def _diff_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.diff(
-        args.thread_id, args.old, args.new, checkpoint_ns=args.ns, width=args.width
-    )
+    async def call(i: Any) -> Any:
+        old = await _checkpoint(i, args, args.old)
+        new = await _checkpoint(i, args, args.new)
+        changes = await _ask(
+            i.diff(args.thread_id, old, new, checkpoint_ns=args.ns, width=args.width)
+        )
+        return old, new, changes
+
+    return call
+
+
+def _diff_json(args: argparse.Namespace, result: Any) -> Any:
+    old, new, changes = result
+    out = []
+    for d in changes:
+        change: dict[str, Any] = {
+            "channel": d.channel,
+            "old_version": d.old_version,
+            "new_version": d.new_version,
+            "old": _value_json(d.old),
+            "new": _value_json(d.new),
+        }
+        if d.items is not None:
+            change["appended"] = jsonable_value(d.items.appended)
+            change["removed"] = jsonable_value(d.items.removed)
+            change["replaced"] = [
+                {"old": jsonable_value(a), "new": jsonable_value(b)} for a, b in d.items.replaced
+            ]
+        out.append(change)
+    return {
+        "thread_id": args.thread_id,
+        "checkpoint_ns": args.ns,
+        "old": old,
+        "new": new,
+        "changes": out,
+    }
+
+
+def _item_lines(mark: str, items: list[Any], width: int | None) -> list[str]:
+    lines: list[str] = []
+    for item in items:
+        shown = value_lines(item, cut(repr(item), width), width)
+        lines.extend(f"{mark} {line}" for line in shown)
+    return lines
 
 
 def _print_diff(args: argparse.Namespace, result: Any) -> None:
-    table(
-        f"{len(result)} channel(s) changed",
-        ["CHANNEL", "OLD VERSION", "NEW VERSION", "OLD", "NEW"],
-        [
-            [d.channel, d.old_version or "-", d.new_version or "-", _view(d.old), _view(d.new)]
-            for d in result
-        ],
-    )
+    old, new, changes = result
+    width = _width(args)
+    print(f"thread {args.thread_id}: {len(changes)} channel(s) changed")
+    print(f"  from {old}")
+    print(f"  to   {new}")
+    for d in changes:
+        versions = f"v{short_version(d.old_version)} -> v{short_version(d.new_version)}"
+        if d.items is not None and (d.old is not None or d.new is not None):
+            items = d.items
+            counts = ", ".join(
+                f"{label} {n}"
+                for label, n in (
+                    ("+", len(items.appended)),
+                    ("-", len(items.removed)),
+                    ("~", len(items.replaced)),
+                )
+                if n
+            )
+            lines = _item_lines("+", items.appended, width) + _item_lines("-", items.removed, width)
+            for before, after in items.replaced:
+                lines += _item_lines("~-", [before], width) + _item_lines("~+", [after], width)
+            _print_block(f"  {d.channel} ({versions}; {counts or 'same items'})", lines)
+            continue
+        if d.old is None and d.new is None:  # a trigger consumed, or set and consumed
+            print(f"  {d.channel} ({versions}; no value either side)")
+            continue
+        lines = []
+        if d.old_version is not None:
+            lines += [f"- {line}" for line in _view_lines(d.old, width)]
+        if d.new_version is not None:
+            lines += [f"+ {line}" for line in _view_lines(d.new, width)]
+        _print_block(f"  {d.channel} ({versions})", lines)
 
 
 # --- writes -------------------------------------------------------------------------------
 
 
 def _writes_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.writes(
-        args.thread_id,
-        args.checkpoint_id,
-        checkpoint_ns=args.ns,
-        values=args.values,
-        width=args.width,
-    )
+    async def call(i: Any) -> Any:
+        checkpoint_id = await _checkpoint(i, args, args.checkpoint_id)
+        listed = await _ask(
+            i.writes(
+                args.thread_id,
+                checkpoint_id,
+                checkpoint_ns=args.ns,
+                values=args.values,
+                width=args.width,
+            )
+        )
+        return checkpoint_id, listed
+
+    return call
+
+
+def _writes_json(args: argparse.Namespace, result: Any) -> Any:
+    checkpoint_id, listed = result
+    writes = []
+    for w in listed:
+        item = {k: v for k, v in dataclasses.asdict(w).items() if k != "value"}
+        if args.values:
+            item["value"] = _value_json(w.value)
+        writes.append(item)
+    return {
+        "thread_id": args.thread_id,
+        "checkpoint_ns": args.ns,
+        "checkpoint_id": checkpoint_id,
+        "writes": writes,
+    }
 
 
 def _print_writes(args: argparse.Namespace, result: Any) -> None:
-    columns = ["#", "TASK ID", "TASK PATH", "IDX", "CHANNEL", "BYTES", "WRITTEN"]
-    rows = [
-        [n, w.task_id, w.task_path, w.idx, w.channel, w.bytes, utc_time(w.created_at)]
-        + ([_view(w.value)] if args.values else [])
-        for n, w in enumerate(result, start=1)
-    ]
+    checkpoint_id, listed = result
+    width = _width(args)
+    tasks = short_ids(w.task_id for w in listed)
     table(
-        f"{len(result)} write(s) in execution order",
-        columns + (["VALUE"] if args.values else []),
-        rows,
+        f"{len(listed)} write(s) of checkpoint {checkpoint_id} in execution order",
+        ["#", "TASK", "TASK PATH", "IDX", "CHANNEL", "BYTES", "WRITTEN"],
+        [
+            [n, tasks[w.task_id], w.task_path, w.idx, w.channel, w.bytes, utc_time(w.created_at)]
+            for n, w in enumerate(listed, start=1)
+        ],
     )
+    if args.values:
+        for n, w in enumerate(listed, start=1):
+            _print_block(f"  #{n} {w.channel}", _view_lines(w.value, width))
 
 
 # --- stats ---------------------------------------------------------------------------------
 
 
 def _stats_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.write_stats(
-        by=args.by,
-        since=args.since,
-        until=args.until,
-        thread_id=args.thread,
-        checkpoint_ns=args.ns,
-        limit=args.limit,
-    )
+    async def call(i: Any) -> Any:
+        return await _ask(
+            i.write_stats(
+                by=args.by,
+                since=args.since,
+                until=args.until,
+                thread_id=args.thread,
+                checkpoint_ns=args.ns,
+                limit=args.limit,
+            )
+        )
+
+    return call
 
 
-def _stats_json(result: Any) -> Any:
-    return [{**dataclasses.asdict(s), "avg_bytes": s.avg_bytes} for s in result]
+def _stats_json(args: argparse.Namespace, result: Any) -> Any:
+    return {
+        "by": args.by,
+        "groups": [{**dataclasses.asdict(s), "avg_bytes": s.avg_bytes} for s in result],
+    }
 
 
 def _print_stats(args: argparse.Namespace, result: Any) -> None:
@@ -385,22 +610,37 @@ def _print_stats(args: argparse.Namespace, result: Any) -> None:
 
 
 def _latest_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.latest(args.channel, args.thread_ids, checkpoint_ns=args.ns)
+    async def call(i: Any) -> Any:
+        return await _ask(i.latest(args.channel, args.thread_ids, checkpoint_ns=args.ns))
+
+    return call
 
 
-def _latest_json(result: Any) -> Any:
-    return {k: dataclasses.asdict(v) for k, v in result.items()}
+def _latest_json(args: argparse.Namespace, result: Any) -> Any:
+    return {
+        "channel": args.channel,
+        "checkpoint_ns": args.ns,
+        "values": {
+            t: {
+                "checkpoint_id": v.checkpoint_id,
+                "version": v.version,
+                "value": jsonable_value(v.value),
+            }
+            for t, v in result.items()
+        },
+        "missing": [t for t in dict.fromkeys(args.thread_ids) if t not in result],
+    }
 
 
 def _print_latest(args: argparse.Namespace, result: Any) -> None:
     from lg_sqla.inspect import summarize
 
-    missing = [t for t in args.thread_ids if t not in result]
-    table(
-        f"latest {args.channel!r}",
-        ["THREAD", "CHECKPOINT", "VALUE"],
-        [[t, v.checkpoint_id, _view(summarize(v.value, args.width))] for t, v in result.items()],
-    )
+    width = _width(args)
+    missing = [t for t in dict.fromkeys(args.thread_ids) if t not in result]
+    print(f"latest {args.channel!r} of {len(result)} thread(s)")
+    for t, v in result.items():
+        view = summarize(v.value, args.width)
+        _print_block(f"  {t} (checkpoint {v.checkpoint_id})", _view_lines(view, width))
     if missing:
         print(f"no value: {', '.join(missing)}")
 
@@ -409,10 +649,13 @@ def _print_latest(args: argparse.Namespace, result: Any) -> None:
 
 
 def _storage_call(args: argparse.Namespace) -> Call:
-    return lambda i: i.storage(thread_id=args.thread)
+    async def call(i: Any) -> Any:
+        return await _ask(i.storage(thread_id=args.thread))
+
+    return call
 
 
-def _storage_json(result: Any) -> Any:
+def _storage_json(args: argparse.Namespace, result: Any) -> Any:
     return {
         "tables": {k: dataclasses.asdict(v) for k, v in result.tables.items()},
         "writes_to_values": result.writes_to_values,
@@ -432,26 +675,22 @@ def _print_storage(args: argparse.Namespace, result: Any) -> None:
 # --- the readings, by command ----------------------------------------------------------------
 
 
-def _as_is(result: Any) -> Any:
-    return result
-
-
 @dataclass(frozen=True)
 class _Reading:
-    """What a read command asks the inspector, and how it prints the answer."""
+    """What a read command asks the inspector, and how it prints the answer: a table
+    (or text), or with --json one JSON object (json.dumps does the rest)."""
 
     call: Callable[[argparse.Namespace], Call]
     print_table: Callable[[argparse.Namespace, Any], None]
-    as_json: Callable[[Any], Any] = _as_is  # the --json document (json.dumps does the rest)
-    absent: Callable[[argparse.Namespace], CommandError] | None = None  # when the call gave None
+    as_json: Callable[[argparse.Namespace, Any], Any]
 
 
 _READINGS = {
     "threads": _Reading(_threads_call, _print_threads, _threads_json),
-    "history": _Reading(_history_call, _print_history),
-    "show": _Reading(_show_call, _print_show, absent=_no_checkpoint),
-    "diff": _Reading(_diff_call, _print_diff),
-    "writes": _Reading(_writes_call, _print_writes),
+    "history": _Reading(_history_call, _print_history, _history_json),
+    "show": _Reading(_show_call, _print_show, _show_json),
+    "diff": _Reading(_diff_call, _print_diff, _diff_json),
+    "writes": _Reading(_writes_call, _print_writes, _writes_json),
     "stats": _Reading(_stats_call, _print_stats, _stats_json),
     "latest": _Reading(_latest_call, _print_latest, _latest_json),
     "storage": _Reading(_storage_call, _print_storage, _storage_json),

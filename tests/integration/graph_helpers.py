@@ -299,3 +299,49 @@ def build_fan_graph() -> StateGraph[Any]:
     builder.add_conditional_edges("plan", fan, ["work"])
     builder.add_edge("work", END)
     return builder
+
+
+# --- operators reading a conversation: tool calls, an interrupt, a failure ------------
+
+WEATHER = "18°C and sunny"
+
+
+def build_tool_chat_graph() -> StateGraph[Any]:
+    """START -> agent -> tools -> agent -> END over ``MessagesState``.
+
+    The "model" asks for the ``get_weather`` tool on a human turn and answers from
+    the tool's result after it; ``tools`` waits for a human's approval
+    (``interrupt``, resumed with ``Command(resume=True)``); a human turn containing
+    "fail" makes the model raise (an ``__error__`` write).
+    """
+    from langchain_core.messages import ToolMessage
+
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        last = state["messages"][-1]
+        if isinstance(last, HumanMessage):
+            if "fail" in str(last.content):
+                raise RuntimeError("the model is down")
+            call = {"name": "get_weather", "args": {"city": str(last.content)}, "id": "call_1"}
+            return {"messages": [AIMessage(content="", tool_calls=[call])]}
+        return {"messages": [AIMessage(content=f"It is {last.content} in Paris.")]}
+
+    def tools(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        call = last.tool_calls[0]
+        interrupt({"question": "run get_weather?", "args": call["args"]})
+        return {
+            "messages": [ToolMessage(content=WEATHER, tool_call_id=call["id"], name=call["name"])]
+        }
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder

@@ -23,9 +23,9 @@ import sqlalchemy as sa
 from backends import Backend, EngineFactory, checked_engine, fresh_saver
 from graph_helpers import build_fan_graph
 from helpers import table_counts
+from langgraph.types import Send
 from sqlalchemy.engine import make_url
 
-from lg_sqla.inspect import summarize
 from lg_sqla.models import checkpoint_writes, checkpoints
 
 MODULE = [sys.executable, "-m", "lg_sqla"]
@@ -203,9 +203,10 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     assert read_json(["threads", "--filter", f"suite={tag}", "--written-before", "1h"], url) == {
         "threads": [],
         "next_offset": None,
+        "total": None,
     }
 
-    history = read_json(["history", b], url)
+    history = read_json(["history", b], url)["checkpoints"]
     assert [h["checkpoint_id"] for h in history] == [t.checkpoint["id"] for t in tuples[b]]
     assert [h["pending_writes"] for h in history] == [len(t.pending_writes) for t in tuples[b]]
     assert {h["step"] for h in history} == {t.metadata["step"] for t in tuples[b]}
@@ -214,31 +215,34 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     shown = read_json(["show", b], url)
     assert shown["checkpoint_id"] == newest.checkpoint["id"]
     assert shown["metadata"] == json.loads(json.dumps(newest.metadata))
-    assert shown["values"]["note"]["size"] == 5000
-    assert len(shown["values"]["note"]["preview"]) <= 120
+    assert shown["values"]["note"] == "x" * 5000  # the value itself, not a preview
+    assert shown["values"]["items"] == newest.checkpoint["channel_values"]["items"]
 
-    changed = read_json(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)
+    changed = read_json(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)[
+        "changes"
+    ]
     old_v, new_v = oldest.checkpoint["channel_versions"], newest.checkpoint["channel_versions"]
     assert {c["channel"] for c in changed} == {
         ch for ch in {*old_v, *new_v} if old_v.get(ch) != new_v.get(ch)
     }
 
     with_writes = next(t for t in tuples[b] if len(t.pending_writes) > 1)
-    writes = read_json(["writes", b, with_writes.checkpoint["id"], "--values"], url)
-    assert [(w["task_id"], w["channel"]) for w in writes] == [
-        (t, c) for t, c, _ in with_writes.pending_writes
+    writes = read_json(["writes", b, with_writes.checkpoint["id"], "--values"], url)["writes"]
+    assert [(w["task_id"], w["channel"], w["value"]) for w in writes] == [
+        (t, c, {"node": v.node, "arg": v.arg} if isinstance(v, Send) else v)
+        for t, c, v in with_writes.pending_writes
     ]
-    assert all(w["bytes"] > 0 and w["value"]["preview"] for w in writes)
+    assert all(w["bytes"] > 0 for w in writes)
 
-    stats = read_json(["stats", "--thread", b], url)
+    stats = read_json(["stats", "--thread", b], url)["groups"]
     assert {"plan", "<send>", "__start__"} <= {s["key"] for s in stats}
     assert sum(s["writes"] for s in stats) == sum(
         h["pending_writes"] for h in history
     )  # every write of the thread belongs to one of its checkpoints
 
     latest = read_json(["latest", "items", a, b, "nope"], url)
-    assert set(latest) == {a, b}
-    assert latest[b]["value"] == tuples[b][0].checkpoint["channel_values"]["items"]
+    assert set(latest["values"]) == {a, b} and latest["missing"] == ["nope"]
+    assert latest["values"][b]["value"] == tuples[b][0].checkpoint["channel_values"]["items"]
 
     storage = read_json(["storage", "--thread", a], url)
     assert storage["tables"]["checkpoints"]["rows"] == len(tuples[a])
@@ -247,22 +251,87 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     # The same commands as tables for humans (plain text: stdout is not a terminal).
     done = run_cli(["threads", "--filter", f"suite={tag}"], url)
     assert done.returncode == 0 and a in done.stdout and "CHECKPOINTS" in done.stdout
+    assert [line.split()[1] for line in done.stdout.splitlines()[2:]] == ["idle", "idle"]
     done = run_cli(["history", b, "--limit", "2"], url)
     assert done.returncode == 0, done.stderr
-    listed = [line.split()[0] for line in done.stdout.splitlines()[2:] if line.strip()]
-    assert listed[:2] == [t.checkpoint["id"] for t in tuples[b][:2]]
-    assert f"more: --before {tuples[b][1].checkpoint['id']}" in done.stdout
+    listed = [line.split()[0] for line in done.stdout.splitlines()[2:4]]
+    for short, tup in zip(listed, tuples[b][:2], strict=True):  # ids cut to a unique prefix
+        assert len(short) < len(tup.checkpoint["id"]) and tup.checkpoint["id"].startswith(short)
+    assert f"more: --before {listed[1]}" in done.stdout
     assert "2 send(s)" in run_cli(["history", b], url).stdout  # the Send fan-out step
     done = run_cli(["stats", "--thread", b], url)
     assert "plan" in done.stdout and "AVG BYTES" in done.stdout
     done = run_cli(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)
     assert done.returncode == 0, done.stderr
     assert f"{len(changed)} channel(s) changed" in done.stdout
-    items_line = next(line for line in done.stdout.splitlines() if line.startswith("items "))
-    items = newest.checkpoint["channel_values"]["items"]
-    assert items_line.endswith(f"list [{len(items)}] {summarize(items).preview}")  # new value
+    # The list channel: the items the second run appended, one per line.
+    lines = done.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.strip().startswith("items ("))
+    first_run = len(oldest.checkpoint["channel_values"].get("items", []))
+    appended = newest.checkpoint["channel_values"]["items"][first_run:]
+    assert lines[at + 1 : at + 1 + len(appended)] == [f"    + {item!r}" for item in appended]
     done = run_cli(["show", b, "no-such-checkpoint"], url)
-    assert_one_error_line(done, "has no no-such-checkpoint")
+    assert done.returncode == 1
+    assert_one_error_line(done, "has no checkpoint 'no-such-checkpoint'")
+
+
+def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
+    """An operator finds the thread waiting on a human, reads a chat with its tool
+    call and result (whole with --full, cut with --width), and what a turn appended."""
+    from graph_helpers import build_tool_chat_graph
+    from langchain_core.messages import HumanMessage, messages_from_dict
+    from langgraph.types import Command
+
+    tag = uuid.uuid4().hex[:12]
+    waiting, done_id = f"chat-{tag}-waiting", f"chat-{tag}-done"
+    question = "Paris, " + "please " * 30  # longer than any --width below
+    with fresh_saver(backend) as saver:
+        graph = build_tool_chat_graph().compile(checkpointer=saver)
+        for thread_id in (waiting, done_id):
+            config: Any = {"configurable": {"thread_id": thread_id}, "metadata": {"suite": tag}}
+            graph.invoke({"messages": [HumanMessage(question)]}, config)
+        graph.invoke(Command(resume=True), {"configurable": {"thread_id": done_id}})
+        messages = graph.get_state({"configurable": {"thread_id": done_id}}).values["messages"]
+        history = list(saver.list({"configurable": {"thread_id": done_id}}))
+    url = backend.sync_url
+
+    found = read_json(
+        ["threads", "--filter", f"suite={tag}", "--status", "interrupted", "--count"], url
+    )
+    assert [(t["thread_id"], t["status"]) for t in found["threads"]] == [(waiting, "interrupted")]
+    assert (found["total"], found["next_offset"]) == (1, None)
+
+    # --json: the messages in LangChain's own dict form; the checkpoint by a prefix.
+    newest, oldest = history[0].checkpoint["id"], history[-1].checkpoint["id"]
+    shown = read_json(["show", done_id, newest[:-6]], url)
+    assert shown["checkpoint_id"] == newest
+    assert messages_from_dict(shown["values"]["messages"]) == messages
+
+    chat = run_cli(["show", done_id, "--full"], url)
+    assert chat.returncode == 0, chat.stderr
+    lines = [line.strip() for line in chat.stdout.splitlines()]
+    at = lines.index(next(line for line in lines if line.startswith("messages (")))
+    assert lines[at + 1 : at + 5] == [
+        f"human  {question}".strip(),
+        f'ai     -> get_weather({{"city": "{question}"}}) [call_1]',
+        "tool   get_weather [call_1]: 18°C and sunny",
+        "ai     It is 18°C and sunny in Paris.",
+    ]
+
+    changed = run_cli(["diff", done_id, oldest[:-6], newest, "--width", "30"], url)
+    assert changed.returncode == 0, changed.stderr
+    lines = [line.strip() for line in changed.stdout.splitlines()]
+    at = lines.index("messages (v- -> v5; + 4)")  # the input checkpoint had none
+    assert lines[at + 1 : at + 5] == [
+        "+ human  Paris, please please please p…",  # 30 characters
+        '+ ai     -> get_weather({"city": "Paris, please pleas…) [call_1]',
+        "+ tool   get_weather [call_1]: 18°C and sunny",
+        "+ ai     It is 18°C and sunny in Paris.",
+    ]
+
+    unknown = run_cli(["history", f"chat-{tag}-unknown"], url)
+    assert unknown.returncode == 1
+    assert_one_error_line(unknown, f"chat-{tag}-unknown", "has no checkpoint")
 
 
 def test_version_and_help_for_every_option() -> None:

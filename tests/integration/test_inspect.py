@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
-from graph_helpers import build_fan_graph
+from graph_helpers import WEATHER, build_fan_graph, build_tool_chat_graph
 from helpers import StatementCounter
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.types import Command
 from modes import either, sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
+from lg_sqla.errors import NotFoundError
 from lg_sqla.inspect import AsyncInspector, Inspector, node_of, summarize
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
@@ -36,6 +39,13 @@ class Harness:
         self.saver = either(saver, mode)
         self.inspector = either(Inspector(saver) if mode == "sync" else AsyncInspector(saver), mode)
         self.graph = either(build_fan_graph().compile(checkpointer=saver), mode)
+        self.chat = either(build_tool_chat_graph().compile(checkpointer=saver), mode)
+        stop_before_tools = build_tool_chat_graph().compile(
+            checkpointer=saver, interrupt_before=["tools"]
+        )
+        self.chat_stopping = either(stop_before_tools, mode)
+        fan_stopping = build_fan_graph().compile(checkpointer=saver, interrupt_after=["plan"])
+        self.fan_stopping = either(fan_stopping, mode)
 
     async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one inspection and assert it cost exactly one statement."""
@@ -278,3 +288,104 @@ async def test_inspection_input_errors_name_the_field(
         for name, args, kwargs, field in cases:
             with pytest.raises(InvalidInputError, match=field):
                 await getattr(h.inspector, name)(*args, **kwargs)
+
+
+async def test_thread_status_counts_and_conversations(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """Each thread's status agrees with LangGraph's own view of it (get_state's
+    interrupts, tasks and errors); pages, totals and filters in one statement each;
+    a conversation's values are the messages themselves; a diff lists appended ones."""
+    async with harness(make_engine, backend, mode) as h:
+        tag = uuid.uuid4().hex
+        ids = {s: f"status-{tag}-{s}" for s in ("interrupted", "idle", "error", "stopped", "sends")}
+
+        def cfg(name: str) -> dict[str, Any]:
+            return {"configurable": {"thread_id": ids[name]}, "metadata": {"suite": tag}}
+
+        paris = {"messages": [HumanMessage("Paris")]}
+        await h.chat.invoke(paris, cfg("interrupted"))  # waits in tools' interrupt()
+        await h.chat.invoke(paris, cfg("idle"))
+        await h.chat.invoke(Command(resume=True), cfg("idle"))  # runs to the end
+        with pytest.raises(RuntimeError, match="model is down"):
+            await h.chat.invoke({"messages": [HumanMessage("fail")]}, cfg("error"))
+        await h.chat_stopping.invoke(paris, cfg("stopped"))  # interrupt_before: pending
+        await h.fan_stopping.invoke({"items": [], "note": ""}, cfg("sends"))  # Sends queued
+
+        expected = {
+            ids["interrupted"]: "interrupted",
+            ids["idle"]: "idle",
+            ids["error"]: "error",
+            ids["stopped"]: "pending",
+            ids["sends"]: "pending",
+        }
+        # LangGraph's own account of each thread says the same.
+        for thread_id, status in expected.items():
+            graph = h.fan_stopping if thread_id == ids["sends"] else h.chat
+            state = await graph.get_state({"configurable": {"thread_id": thread_id}})
+            errors = [t for t in state.tasks if t.error is not None]
+            langgraph_says = (
+                "error"
+                if errors
+                else "interrupted"
+                if state.interrupts
+                else "pending"
+                if state.next
+                else "idle"
+            )
+            assert langgraph_says == status, thread_id
+
+        page = await h.call("threads", filter={"suite": tag}, count=True)
+        assert {t.thread_id: t.status for t in page.threads} == expected
+        assert page.total == 5 and page.next_offset is None
+        # Newest last write first: the reverse of the order the threads were run in.
+        assert [t.thread_id for t in page.threads] == list(ids.values())[::-1]
+        first = await h.call("threads", filter={"suite": tag}, limit=2, count=True)
+        rest = await h.call("threads", filter={"suite": tag}, limit=2, offset=2)
+        assert (first.total, first.next_offset, rest.next_offset) == (5, 2, 4)
+        assert [t.thread_id for t in first.threads + rest.threads] == list(ids.values())[::-1][:4]
+        for status in ("interrupted", "pending", "idle", "error"):
+            wanted = sorted(t for t, s in expected.items() if s == status)
+            for order in ("last_write", "thread_id", "checkpoints"):
+                found = await h.call(
+                    "threads", filter={"suite": tag}, status=status, order=order, count=True
+                )
+                assert sorted(t.thread_id for t in found.threads) == wanted, (status, order)
+                assert found.total == len(wanted)
+        empty = await h.call("threads", filter={"suite": "no-such-tag"}, count=True)
+        assert (empty.threads, empty.total) == ([], 0)
+        with pytest.raises(InvalidInputError, match="status"):
+            await h.inspector.threads(status="waiting")
+
+        # show: the conversation's messages themselves, tool call and result included.
+        view = await h.call("show", ids["idle"])
+        messages = view.values["messages"].value
+        assert [type(m) for m in messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+        state = await h.chat.get_state({"configurable": {"thread_id": ids["idle"]}})
+        assert messages == state.values["messages"]
+        assert messages[1].tool_calls[0]["name"] == "get_weather"
+        assert messages[2].content == WEATHER
+        waiting = await h.call("show", ids["interrupted"])
+        assert [c for _, c, _ in waiting.pending_writes] == ["__interrupt__"]
+        assert waiting.pending_writes[0][2].value[0].value["question"] == "run get_weather?"
+
+        # diff of the messages channel: the messages appended, by id.
+        history = await h.call("history", ids["idle"])
+        oldest, newest = history[-1].checkpoint_id, history[0].checkpoint_id
+        changes = {c.channel: c for c in await h.call("diff", ids["idle"], oldest, newest)}
+        items = changes["messages"].items
+        assert items is not None and items.removed == [] and items.replaced == []
+        assert items.appended == messages  # the input checkpoint has no messages yet
+        middle = history[2].checkpoint_id
+        later = {c.channel: c for c in await h.call("diff", ids["idle"], middle, newest)}
+        before = (await h.call("show", ids["idle"], middle)).values["messages"].value
+        assert later["messages"].items is not None
+        assert later["messages"].items.appended == messages[len(before) :]
+
+        # Checkpoint ids by unique prefix, as git takes abbreviated hashes.
+        assert await h.call("resolve_checkpoint", ids["idle"], newest[:-4]) == newest
+        assert await h.call("resolve_checkpoint", ids["idle"], newest) == newest
+        with pytest.raises(InvalidInputError, match="ambiguous"):
+            await h.inspector.resolve_checkpoint(ids["idle"], newest[:4])
+        with pytest.raises(NotFoundError, match="has no checkpoint"):
+            await h.inspector.resolve_checkpoint(ids["idle"], "zzz")

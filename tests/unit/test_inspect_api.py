@@ -53,3 +53,54 @@ def test_summaries_are_bounded() -> None:
     assert view.type == "str" and view.size == 10_000 and len(view.preview) <= 50
     view = summarize(list(range(1000)))
     assert view.size == 1000 and len(view.preview) <= 120
+
+
+def test_width_reaches_nested_strings() -> None:
+    nested = {"messages": ["y" * 500], "note": "x" * 500}
+    assert "x" * 300 in summarize(nested, width=2000).preview  # not cut at 120
+    assert len(summarize(nested, width=80).preview) <= 80
+    assert summarize(nested).value is nested  # the value itself travels with its preview
+
+
+def test_list_changes_by_message_id_and_by_position() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from lg_sqla.inspect import list_change
+
+    hi, reply = HumanMessage("hi", id="1"), AIMessage("hello", id="2")
+    edited = HumanMessage("hi!", id="1")
+    change = list_change([hi], [edited, reply])
+    assert (change.appended, change.removed, change.replaced) == ([reply], [], [(hi, edited)])
+    assert list_change([hi, reply], [reply]).removed == [hi]  # RemoveMessage(id="1")
+    plain = list_change([1, 2, 3], [1, 9, 3, 4])
+    assert (plain.appended, plain.removed, plain.replaced) == ([4], [], [(2, 9)])
+    assert list_change([], ["a"]).appended == ["a"]
+
+
+def test_conversations_render_as_chats_and_json_as_langchain_dicts() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_from_dict
+
+    from lg_sqla.cli.values import jsonable_value, short_ids, value_lines
+
+    long_question = "What is the weather like in Paris today? " * 10
+    chat = [
+        HumanMessage(long_question, id="h1"),
+        AIMessage(
+            "", id="a1", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}]
+        ),
+        ToolMessage("18°C", tool_call_id="c1", name="weather", id="t1"),
+        AIMessage([{"type": "text", "text": "Sunny."}, {"type": "image_url"}], id="a2"),
+    ]
+    cut = value_lines(chat, "unused preview", 60)
+    assert cut[0].startswith("human  What is the weather") and len(cut[0]) <= 7 + 60
+    assert cut[1:] == [
+        'ai     -> weather({"city": "Paris"}) [c1]',
+        "tool   weather [c1]: 18°C",
+        "ai     Sunny. [image_url]",
+    ]
+    whole = value_lines(chat, "unused preview", None)  # --full: every character
+    assert whole[0] == "human  " + long_question
+    assert messages_from_dict(jsonable_value(chat)) == chat  # LangChain's own format
+    assert value_lines({"a": 1}, "dict [1] {'a': 1}", 120) == ["dict [1] {'a': 1}"]
+    ids = ["1f1e9a42-1255-60f9", "1f1e9a42-1251-6d0c", "1f1e9b00-0000-6000"]
+    assert short_ids(ids) == {i: i[:13] for i in ids}  # unique, not ending on "-"

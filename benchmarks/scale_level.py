@@ -39,7 +39,7 @@ from lg_sqla import SQLAlchemySaver
 from lg_sqla.inspect import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
-from .databases import LABELS, Database, servers
+from .databases import LABELS, Database, Servers, servers
 
 CHECKPOINTS = 10  # per thread
 WRITES = 2  # per checkpoint
@@ -378,11 +378,87 @@ def table(dialect: str, results: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+# --- what an index costs the writes ----------------------------------------------------
+
+LIST_ORDER_INDEX = "ix_checkpoints_checkpoint_id_thread_id_checkpoint_ns_hash"
+COST_ROUNDS = 10  # interleaved rounds, each writing COST_THREADS threads on both databases
+COST_THREADS = 20
+
+
+def index_cost(srv: Servers, dialect: str, threads: int, log: Callable[[str], None]) -> Any:
+    """Put cost and storage of the list-order index (revision 0005): two databases of
+    ``threads`` built threads, one without the index; rounds of threads written through
+    the saver, alternating which database goes first; per put: median wall time, client
+    CPU (all of SQLite's work), statements sent; storage per checkpoint."""
+    with contextlib.ExitStack() as stack:
+        savers: dict[str, SQLAlchemySaver] = {}
+        dbs: dict[str, Database] = {}
+        for variant in ("with index", "without"):
+            db = dbs[variant] = stack.enter_context(srv.fresh(dialect))
+            engine = sa.create_engine(db.sync_url)
+            stack.callback(engine.dispose)
+            saver = savers[variant] = SQLAlchemySaver(engine)
+            saver.setup()
+            builder = Builder(engine)
+            write_thread(saver, TOKEN)
+            builder.keep_template()
+            builder.build(0, threads, log)
+            builder.drop_scratch()
+            if variant == "without":
+                with engine.begin() as conn:
+                    on = "" if dialect == "sqlite" else f" ON {checkpoints.name}"
+                    conn.exec_driver_sql(
+                        f"DROP INDEX {LIST_ORDER_INDEX}" + ("" if dialect == "postgres" else on)
+                    )
+            builder.analyze()
+        timings: dict[str, list[float]] = {v: [] for v in savers}
+        cpus: dict[str, list[float]] = {v: [] for v in savers}
+        statements: dict[str, int] = dict.fromkeys(savers, 0)
+        next_thread = threads
+        for r in range(COST_ROUNDS):
+            order = list(savers) if r % 2 == 0 else list(savers)[::-1]
+            for variant in order:
+                saver = savers[variant]
+                sent: list[str] = []
+
+                def count(*args: Any, sent: list[str] = sent) -> None:
+                    sent.append("")
+
+                sa.event.listen(saver.engine, "before_cursor_execute", count)
+                for n in range(next_thread, next_thread + COST_THREADS):
+                    wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+                    write_thread(saver, number(n))
+                    timings[variant].append((time.perf_counter_ns() - wall) / 1e6 / CHECKPOINTS)
+                    cpus[variant].append((time.thread_time_ns() - cpu) / 1e6 / CHECKPOINTS)
+                sa.event.remove(saver.engine, "before_cursor_execute", count)
+                statements[variant] += len(sent)
+            next_thread += COST_THREADS
+        written = COST_ROUNDS * COST_THREADS
+        out = {}
+        for variant, db in dbs.items():
+            rows = (threads + written) * CHECKPOINTS
+            out[variant] = {
+                # a write_thread is CHECKPOINTS puts and as many put_writes
+                "put+put_writes ms": statistics.median(timings[variant]),
+                "client cpu ms": statistics.median(cpus[variant]),
+                "statements per put+put_writes": statements[variant] / written / CHECKPOINTS,
+                "bytes per checkpoint": srv.storage_bytes(db) / rows,
+            }
+            log(f"{dialect} {variant}: {out[variant]}")
+        return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks scale", description=__doc__)
     parser.add_argument("--dialects", default="sqlite,postgres,mysql")
     parser.add_argument("--sizes", default="1000,10000,100000", help="threads, ascending")
     parser.add_argument("--json", type=Path, help="also save the raw results here")
+    parser.add_argument(
+        "--index-cost",
+        type=int,
+        metavar="THREADS",
+        help="instead: what the list-order index costs puts and storage, on THREADS threads",
+    )
     args = parser.parse_args(argv)
     sizes = sorted({int(s) for s in args.sizes.split(",") if s})
     if not sizes or sizes[0] < 1:
@@ -391,6 +467,12 @@ def main(argv: list[str]) -> int:
     if unknown := set(dialects) - {"sqlite", "postgres", "mysql"}:
         parser.error(f"--dialects: unknown {sorted(unknown)}; choose sqlite, postgres, mysql")
     out: dict[str, Any] = {"sizes": sizes, "results": {}}
+    if args.index_cost:
+        with servers(dialects) as srv:
+            out = {d: index_cost(srv, d, args.index_cost, _log) for d in dialects}
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+        return 0
     with servers(dialects) as srv:
         for dialect in dialects:
             with srv.fresh(dialect) as db:

@@ -391,7 +391,8 @@ def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backen
     dry = run_cli(["downgrade", "base", "--dry-run"], url)
     assert dry.returncode == 0, dry.stderr
     assert (
-        "would undo 4 migration(s) (0004_store_prefix_head, 0003_vectors_real_array, "
+        "would undo 5 migration(s) (0005_scale_indexes, 0004_store_prefix_head, "
+        "0003_vectors_real_array, "
         "0002_store_cache, 0001_initial) and DROP lg_sqla's tables "
         "with 4 checkpoint(s)" in dry.stdout
     )

@@ -55,8 +55,8 @@ def _param(name: str) -> sa.BindParameter[Any]:
 
 # get_tuple's page of one is written `LIMIT 1` in the SQL, not as a bound value: with
 # a bound LIMIT, PostgreSQL's generic plan (psycopg prepares a statement from its
-# fifth run) cannot count on one row, and at 1M checkpoints it re-planned get_tuple
-# per call (0.31 -> 0.51 ms; 0.12 ms with the constant).
+# fifth run) cannot count on one row: at 1M checkpoints it cost 3x the custom plan,
+# so the server planned every call again (0.6 ms of planning each; docs/scaling.md).
 _LITERAL_LIMIT = 1
 
 

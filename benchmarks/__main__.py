@@ -5,6 +5,8 @@ report    graph + api + store levels on every database, sync and async; writes
 graph     the graph level only, tables printed
 api       the saver-API level only, tables printed
 store     the store level only (lg_sqla's store against the official stores)
+scale     cross-thread calls at 1k / 10k / 100k threads (benchmarks/scale_level.py;
+          ``python -m benchmarks scale --help``)
 ops | concurrent | async | prune | storage   the older single-purpose modes
 """
 
@@ -28,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
 
         legacy.main(argv)
         return 0
+    if argv and argv[0] == "scale":
+        from . import scale_level
+
+        return scale_level.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description=__doc__,

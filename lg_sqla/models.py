@@ -1,6 +1,7 @@
 """ORM models of lg_sqla's tables, importable by host applications.
 
-Checkpoints since revision 0001; the store and the node cache since 0002.
+Checkpoints since revision 0001; the store and the node cache since 0002; the index
+in ``list``'s cross-thread order since 0005.
 
 Host apps that run their own Alembic env can include ``lg_sqla.models.metadata``
 in ``target_metadata`` (or exclude these tables with ``include_object``); the
@@ -77,6 +78,8 @@ class CheckpointRow(Base):
     __table_args__ = (
         Index(None, "run_id"),
         Index(None, "updated_at"),
+        # `list`'s order across threads (revision 0005): a page reads its rows, not the table.
+        Index(None, "checkpoint_id", "thread_id", "checkpoint_ns_hash"),
         {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
     )
 

@@ -145,6 +145,26 @@ def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
     return out
 
 
+def _writes_of(checkpoints: Sequence[Any]) -> sa.ColumnElement[bool]:
+    """Writes of these (thread_id, checkpoint_ns_hash, checkpoint_id) checkpoints, as
+    ``thread = t AND ns = h AND checkpoint_id IN (...)`` per namespace: a primary-key
+    range each on every dialect. (SQLite reads every write of the table for the
+    equivalent ``(thread, ns, checkpoint_id) IN (VALUES ...)``.)"""
+    ids: dict[tuple[str, str], list[str]] = {}
+    for thread_id, nsh, checkpoint_id in checkpoints:
+        ids.setdefault((thread_id, nsh), []).append(checkpoint_id)
+    return sa.or_(
+        *(
+            sa.and_(
+                W.c.thread_id == thread_id,
+                W.c.checkpoint_ns_hash == nsh,
+                W.c.checkpoint_id.in_(checkpoint_ids),
+            )
+            for (thread_id, nsh), checkpoint_ids in ids.items()
+        )
+    )
+
+
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
     """Checkpoints whose metadata run_id is listed, their writes, then orphaned blobs."""
     out = RowCounts()
@@ -163,15 +183,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
             continue
         affected.update(r.thread_id for r in doomed)
         for part in _chunks(doomed):
-            out.writes += (
-                yield Step(
-                    sa.delete(W).where(
-                        sa.tuple_(W.c.thread_id, W.c.checkpoint_ns_hash, W.c.checkpoint_id).in_(
-                            [tuple(r) for r in part]
-                        )
-                    )
-                )
-            ).rowcount
+            out.writes += (yield Step(sa.delete(W).where(_writes_of(part)))).rowcount
         out.checkpoints += (yield Step(sa.delete(C).where(C.c.run_id.in_(chunk)))).rowcount
     if affected:
         out.blobs = yield from collect_garbage_blobs(ctx, sorted(affected))

@@ -22,7 +22,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.selectable import FromClause, Join
+from sqlalchemy.sql.selectable import CTE, FromClause, Join
 
 from lg_sqla.errors import NoOfficialSaverError
 from lg_sqla.plans import Plan, Step
@@ -160,6 +160,12 @@ class DialectOps:
         FROM item to join and its join condition. Here the table and ``on`` themselves,
         whose order ``ordered_join`` keeps."""
         return table, on
+
+    def page_cte(self, page: sa.Select[Any]) -> CTE:
+        """The ``page`` CTE that every branch of a load statement reads (statements.py).
+        Here as the database plans a CTE named more than once (PostgreSQL computes it
+        once; MySQL/MariaDB once per reference, each an index range of the page)."""
+        return page.cte("page")
 
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""

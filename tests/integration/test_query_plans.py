@@ -1,6 +1,7 @@
 # mypy: disable-error-code="arg-type,return-value"
 # Relaxed for this test module only (pyproject.toml [tool.mypy]: tests are strict otherwise).
-"""A read costs the database the same work on a long thread as on a short one.
+"""A read costs the database the same work on a long thread as on a short one, and a
+call across threads the same work on a big table as on a small one.
 
 A checkpoint's blobs are found through its ``channel_versions``, its writes by
 its key. A planner that joins the other way round reads every blob (or write) of
@@ -15,13 +16,19 @@ compared between a thread of SHORT and a thread of LONG checkpoints:
 * PostgreSQL: rows through the plan's nodes (``EXPLAIN ANALYZE``, after ``ANALYZE``:
   with the statistics that misled it);
 * MySQL/MariaDB: rows read by the storage engine (the ``Handler_read_*`` counters).
+
+Across threads, the same database is measured at SMALL_TABLE and at BIG_TABLE threads
+(10 checkpoints, 20 writes, 30 values each), made in SQL by the scale benchmark's
+builder (benchmarks/scale_level.py: the rows the saver writes, copied set-based).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,10 +38,14 @@ from helpers import checkpoint, config, new_thread
 
 from lg_sqla import SQLAlchemySaver
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks import scale_level as scale
+
 # Also on a MariaDB database at the server's default charset (conftest.py).
 pytestmark = pytest.mark.any_charset
 
 SHORT, LONG = 10, 150
+SMALL_TABLE, BIG_TABLE = 50, 500  # threads
 CHANNELS = 4
 PAGE = 10
 
@@ -78,7 +89,9 @@ def _sqlite_work(conn: sa.Connection, statement: str, parameters: Any) -> int:
 
     raw.set_progress_handler(count, 1)
     try:
-        conn.exec_driver_sql(statement, parameters).fetchall()
+        result = conn.exec_driver_sql(statement, parameters)
+        if result.returns_rows:  # (not a DELETE)
+            result.fetchall()
     finally:
         raw.set_progress_handler(None, 1)
     return steps
@@ -196,3 +209,83 @@ def test_the_work_counter_sees_a_read_that_grows(
             return WORK[backend.name](conn, compiled.string, parameters)
 
     assert work(long) > 1.5 * work(short) + 50
+
+
+def test_calls_across_threads_do_not_grow_with_the_tables(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """``list`` without a thread pages through the list-order index (revision 0005),
+    a ``run_id`` filter reads the run's checkpoints through the ``run_id`` column, and
+    ``delete_for_runs`` deletes the run's writes by key: none reads the whole table
+    (SQLite's ``(a, b, c) IN (VALUES ...)`` did, for the writes)."""
+    backend = fresh_database  # (its own: list(None) would see other tests' threads)
+    engine = make_engine(backend)
+    saver = SQLAlchemySaver(engine, list_page_size=PAGE)
+    saver.setup()
+    builder = scale.Builder(engine)
+    scale.write_thread(saver, scale.TOKEN)
+    builder.keep_template()
+
+    def thread(n: int) -> str:
+        return scale.number(n)
+
+    # Each takes the number of a thread of the small table (that a call deletes is its own).
+    calls: dict[str, Callable[[int], Callable[[], object]]] = {
+        "list(None), first page": lambda n: lambda: list(saver.list(None, limit=PAGE)),
+        "list(None), two pages": lambda n: lambda: list(saver.list(None, limit=2 * PAGE)),
+        "list(None, before=)": lambda n: (
+            lambda: list(
+                saver.list(
+                    None,
+                    before={"configurable": {"checkpoint_id": scale.checkpoint_id(thread(n), 5)}},
+                    limit=PAGE,
+                )
+            )
+        ),
+        "list(run_id filter)": lambda n: (
+            lambda: list(
+                saver.list(None, filter={"run_id": scale.run_of(thread(n), 1)}, limit=PAGE)
+            )
+        ),
+        "delete_for_runs": lambda n: (
+            lambda: saver.delete_for_runs([scale.run_of(thread(n + 1), 0)])
+        ),
+    }
+    # A statement no index serves (the order of a column without one): a scan, whose
+    # work must grow with the table for this comparison to mean anything.
+    scan = sa.text("SELECT checkpoint_id FROM checkpoints ORDER BY created_at, metadata LIMIT 1")
+
+    def scan_work() -> int:
+        with engine.connect() as conn:
+            return WORK[backend.name](conn, str(scan.compile(dialect=engine.dialect)), {})
+
+    work: dict[int, dict[str, int]] = {}
+    for size, thread_number in ((SMALL_TABLE, 10), (BIG_TABLE, 30)):
+        builder.build(SMALL_TABLE if size == BIG_TABLE else 0, size, lambda line: None)
+        builder.analyze()
+        work[size] = {
+            name: _work_of(backend, engine, call(thread_number)) for name, call in calls.items()
+        }
+        work[size]["a scan"] = scan_work()
+    builder.drop_scratch()
+    small, big = work[SMALL_TABLE], work[BIG_TABLE]
+    assert big["a scan"] > 5 * small["a scan"], (small, big)
+    for name in calls:
+        assert small[name] > 0, name
+        assert big[name] <= 1.5 * small[name] + 50, (name, small[name], big[name])
+
+
+def test_get_tuple_limits_its_page_with_a_constant(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """``LIMIT 1`` in the SQL text, not a bound value: PostgreSQL's generic plan of a
+    prepared statement (psycopg prepares from the fifth run) then counts on one row."""
+    engine = make_engine(backend)
+    saver = SQLAlchemySaver(engine)
+    thread = new_thread()
+    _fill(saver, thread, 2)
+    with _captured(engine) as sent:
+        assert saver.get_tuple(config(thread)) is not None
+    statements = [statement for statement, _ in sent if "checkpoints" in statement]
+    assert statements
+    assert all("LIMIT 1" in " ".join(statement.split()) for statement in statements)

@@ -108,7 +108,11 @@ class CheckpointWriteRow(Base):
     blob: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
-    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+    __table_args__ = (
+        # stats --since: a time window is a range of this index (revision 0005).
+        Index(None, "created_at"),
+        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+    )
 
 
 class CheckpointBlobRow(Base):

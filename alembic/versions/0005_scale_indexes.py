@@ -13,6 +13,11 @@ order; a page, and the next page from its keyset cursor, is an index range of it
 rows. On InnoDB the secondary index already carries the primary key's columns, so
 naming them costs nothing more there.
 
+``ix_checkpoint_writes_created_at`` serves ``lg-sqla stats --since`` (and
+``Inspector.write_stats``): a time window is a range of that index instead of a
+scan of every write (MariaDB sorted 2M writes on ``task_path`` in 31 s at 100k
+threads).
+
 Self-contained on purpose (no lg_sqla imports): a revision is a frozen record
 of the schema, it must not change when the package's models do.
 """
@@ -29,6 +34,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 LIST_ORDER = "ix_checkpoints_checkpoint_id_thread_id_checkpoint_ns_hash"
+WRITES_BY_TIME = "ix_checkpoint_writes_created_at"
 
 
 def _schema() -> str | None:
@@ -45,7 +51,9 @@ def upgrade() -> None:
         ["checkpoint_id", "thread_id", "checkpoint_ns_hash"],
         schema=_schema(),
     )
+    op.create_index(WRITES_BY_TIME, "checkpoint_writes", ["created_at"], schema=_schema())
 
 
 def downgrade() -> None:
+    op.drop_index(WRITES_BY_TIME, table_name="checkpoint_writes", schema=_schema())
     op.drop_index(LIST_ORDER, table_name="checkpoints", schema=_schema())

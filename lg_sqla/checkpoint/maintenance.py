@@ -344,10 +344,8 @@ def sweep(
     after: PagePosition | None = None
     seen: set[str] = set()  # a thread with old checkpoints on several pages is visited once
     while True:
-        page, after = yield from stale_threads(report.cutoff, strategy, after, batch_size)
+        batch, after = yield from stale_threads(report.cutoff, strategy, after, batch_size, seen)
         yield COMMIT
-        batch = [t for t in page if t not in seen]
-        seen.update(batch)
         if batch:
             report.batches += 1
             for thread_id in batch:
@@ -371,31 +369,41 @@ def check_sweep(older_than: Any, strategy: str, keep_last: int, batch_size: Any)
 
 
 def old_threads_page(
-    cutoff: dt.datetime, after: PagePosition | None, page_size: int
+    cutoff: dt.datetime, after: PagePosition | None, batch_size: int, seen: set[str]
 ) -> Plan[tuple[list[str], PagePosition | None]]:
-    """The threads of the next ``page_size`` checkpoints last written before the
-    cut-off, oldest first, read from the ``updated_at`` index; and where the next
-    page starts (None: this was the last).
+    """The next ``batch_size`` threads not in ``seen`` (which it extends) that hold a
+    checkpoint last written before the cut-off, oldest first, read from the
+    ``updated_at`` index ``batch_size`` rows at a time; and where the next batch starts
+    (None: this was the last).
 
-    The walk is keyed on (updated_at, thread_id), so a page never re-reads the rows
-    of the last one, and a page's cost is its size, not the table's (issue 21: the
-    old selection grouped the whole primary key). A thread may appear in several
-    pages (it has several old checkpoints): callers skip those they have seen.
+    The walk is keyed on (updated_at, thread_id), so no row is read twice and a batch
+    costs its size, not the table's (issue 21: the old selection grouped the whole
+    primary key). A thread with old checkpoints on several pages is returned once.
     """
-    stmt = sa.select(C.c.updated_at, C.c.thread_id).where(C.c.updated_at < cutoff)
-    if after is not None:
-        at, thread_id = after
-        # The first condition alone bounds the index range; the second drops the rows
-        # of the position's own (updated_at, thread_id).
-        stmt = stmt.where(
-            C.c.updated_at >= at,
-            sa.or_(C.c.updated_at > at, C.c.thread_id > thread_id),
-        )
-    stmt = stmt.order_by(C.c.updated_at, C.c.thread_id).limit(page_size)
-    rows = (yield Step(stmt, fetch=True)).rows
-    threads = list(dict.fromkeys(row.thread_id for row in rows))
-    last = (rows[-1].updated_at, rows[-1].thread_id) if len(rows) == page_size else None
-    return threads, last
+    threads: list[str] = []
+    while True:
+        stmt = sa.select(C.c.updated_at, C.c.thread_id).where(C.c.updated_at < cutoff)
+        if after is not None:
+            at, thread_id = after
+            # The first condition alone bounds the index range; the second drops the
+            # rows of the position's own (updated_at, thread_id).
+            stmt = stmt.where(
+                C.c.updated_at >= at,
+                sa.or_(C.c.updated_at > at, C.c.thread_id > thread_id),
+            )
+        stmt = stmt.order_by(C.c.updated_at, C.c.thread_id).limit(batch_size)
+        rows = (yield Step(stmt, fetch=True)).rows
+        for row in rows:
+            if row.thread_id not in seen:
+                if len(threads) == batch_size:
+                    return threads, after  # the batch is full: resume at this row
+                seen.add(row.thread_id)
+                threads.append(row.thread_id)
+            after = (row.updated_at, row.thread_id)
+        if len(rows) < batch_size:
+            return threads, None
+        if len(threads) == batch_size:
+            return threads, after
 
 
 def _newer_than(cutoff: dt.datetime, thread_id: Any) -> Any:
@@ -409,7 +417,11 @@ def _newer_than(cutoff: dt.datetime, thread_id: Any) -> Any:
 
 
 def stale_threads(
-    cutoff: dt.datetime, strategy: str, after: PagePosition | None, batch_size: int
+    cutoff: dt.datetime,
+    strategy: str,
+    after: PagePosition | None,
+    batch_size: int,
+    seen: set[str],
 ) -> Plan[tuple[list[str], PagePosition | None]]:
     """The next page of threads a sweep should visit, and where the next page starts.
 
@@ -418,7 +430,7 @@ def stale_threads(
     Both walk the ``updated_at`` index (``old_threads_page``); ``delete`` then keeps
     the threads with no newer checkpoint, one statement on their primary key ranges.
     """
-    threads, after = yield from old_threads_page(cutoff, after, batch_size)
+    threads, after = yield from old_threads_page(cutoff, after, batch_size, seen)
     if strategy == "delete" and threads:
         alive = (
             yield Step(

@@ -359,9 +359,9 @@ def sweep(
     seen: set[str] = set()
     after: maintenance.PagePosition | None = None
     while True:
-        page, after = yield from maintenance.old_threads_page(report.cutoff, after, batch_size)
-        fresh = [t for t in page if t not in seen]
-        seen.update(fresh)
+        fresh, after = yield from maintenance.old_threads_page(
+            report.cutoff, after, batch_size, seen
+        )
         if fresh:
             yield from _sweep_page(report, fresh, default, max_run, now, measure_instead)
             if progress is not None:

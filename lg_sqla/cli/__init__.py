@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lg_sqla import migrate
-from lg_sqla.cli import importing, inspection, maintenance, schema
+from lg_sqla.cli import importing, inspection, maintenance, schema, ttl
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
@@ -31,6 +31,7 @@ FAMILIES = (
     schema.register,
     inspection.register,
     maintenance.register,
+    ttl.register,
     importing.register,
     maintenance.register_vacuum,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,12 @@ def _sweep_command(commands: Commands) -> None:
         sweep,
         commands.destructive,
     )
-    sweep_.add_argument("--older-than-days", type=float, required=True, help="the retention period")
+    sweep_.add_argument(
+        "--older-than-days",
+        type=non_negative_days,
+        required=True,
+        help="the retention period, in days (0 or more)",
+    )
     sweep_.add_argument(
         "--strategy",
         choices=["delete", "keep_latest"],
@@ -95,6 +101,17 @@ def _reencrypt_command(commands: Commands) -> None:
     rotate.add_argument(
         "--compress", action="store_true", help="also compress large values (zstd/zlib)"
     )
+
+
+def non_negative_days(text: str) -> float:
+    """``--older-than-days``: a finite number >= 0 (argparse names the option on error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of days >= 0, got {text}")
+    return value
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -231,13 +248,68 @@ def sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    """What ``sweep`` would remove, page by page of its own selection (the updated_at
+    index): ``delete`` removes whole threads, so each page's threads are counted once;
+    ``keep_latest`` prunes a page's threads and counts them before and after. Only those
+    threads are counted, never whole tables; the transaction is rolled back."""
+    from lg_sqla import inspect as insp
     from lg_sqla.checkpoint import maintenance
+    from lg_sqla.runtime.executor import drive
 
     older_than = dt.timedelta(days=args.older_than_days)
-    plan = maintenance.sweep(
-        saver.context, older_than, args.strategy, args.keep_last, args.batch_size, None
-    )
-    report = _dry_run(saver, plan, None)
+    maintenance.check_sweep(older_than, args.strategy, args.keep_last, args.batch_size)
+    cutoff = utc_now() - older_than
+    counts = maintenance.RowCounts()
+    freed: dict[str, int] = {}
+
+    def page_usage(threads: list[str]) -> Any:
+        return (yield from insp.storage(saver.context, thread_ids=threads)).tables
+
+    def measured() -> Any:
+        after: maintenance.PagePosition | None = None
+        seen: set[str] = set()
+        while True:
+            batch, after = yield from maintenance.stale_threads(
+                cutoff, args.strategy, after, args.batch_size, seen
+            )
+            for start in range(0, len(batch), insp.MAX_PAGE):
+                part = batch[start : start + insp.MAX_PAGE]
+                before = yield from page_usage(part)
+                if args.strategy == "delete":
+                    counts.threads += len(part)
+                    counts.checkpoints += before["checkpoints"].rows
+                    counts.writes += before["checkpoint_writes"].rows
+                    counts.blobs += before["checkpoint_blobs"].rows
+                    gone = {name: usage.bytes for name, usage in before.items()}
+                else:
+                    for thread_id in part:
+                        counts.add(
+                            (
+                                yield from maintenance.sweep_thread(
+                                    saver.context, thread_id, cutoff, args.strategy, args.keep_last
+                                )
+                            )
+                        )
+                    left = yield from page_usage(part)
+                    gone = {name: before[name].bytes - left[name].bytes for name in before}
+                for name, n in gone.items():
+                    freed[name] = freed.get(name, 0) + n
+            if after is None:
+                return None
+
+    with saver.engine.connect() as connection:
+        migrate.check_schema(connection)
+        plan = measured()
+        drive(connection, plan, next(plan))
+        connection.rollback()
+    report = {
+        "threads": counts.threads,
+        "checkpoints": counts.checkpoints,
+        "writes": counts.writes,
+        "values": counts.blobs,
+        "bytes": sum(freed.values()),
+        "bytes_per_table": freed,
+    }
     say(args, {"dry_run": True, **report}, _would(report, args.strategy))
 
 

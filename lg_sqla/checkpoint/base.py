@@ -70,7 +70,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.
         self._expiry: Policy | None = self.retention
-        if self.retention is not None and set(ttl or ()) <= {"keep_last"}:
+        if self.retention is not None and set(ttl or ()) == {"keep_last"}:
             self._expiry = None
         # refresh_on_read is a write: never on a read-only saver.
         self._refresh = bool(self.retention and self.retention.refresh_on_read and not read_only)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import operator
 import threading
 import time
@@ -37,8 +38,6 @@ from test_cli import read_json
 from lg_sqla import InvalidInputError, ReadOnlyError, SQLAlchemySaver
 from lg_sqla.cli import main
 from lg_sqla.models import checkpoint_retention, checkpoints
-
-pytestmark = pytest.mark.any_charset
 
 HOUR = 60.0  # minutes
 
@@ -366,7 +365,11 @@ async def test_keep_last_prunes_on_write_and_keeps_delta_state_exact(
         await either(full, mode).delete_thread(thread_id)
 
 
-def test_ttl_commands_through_the_entry_point(make_engine: EngineFactory, backend: Backend) -> None:
+def test_ttl_commands_through_the_entry_point(
+    make_engine: EngineFactory, backend: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lg-sqla ttl``: set, pin and the dry run through ``main`` in this process (the
+    console script's function), the sweep as a real ``python -m lg_sqla`` process."""
     engine = make_engine(backend)
     saver = SQLAlchemySaver(engine)
     prefix = new_thread()
@@ -377,22 +380,29 @@ def test_ttl_commands_through_the_entry_point(make_engine: EngineFactory, backen
         age(engine, thread_id, 2 * HOUR)
     url = backend.sync_url
 
-    shown = read_json(["ttl", "set", doomed, "--minutes", "60"], url)
+    def lg_sqla(*args: str) -> Any:
+        assert main(["--url", url, *args, "--json"]) == 0
+        out = capsys.readouterr()
+        assert out.err == ""
+        return json.loads(out.out)
+
+    shown = lg_sqla("ttl", "set", doomed, "--minutes", "60")
     assert shown["thread_id"] == doomed and shown["ttl_minutes"] == 60.0
     assert shown["expired"] is True and shown["exists"] is True
     saver.set_thread_ttl(pinned, 60)
-    assert read_json(["ttl", "pin", pinned], url)["pinned"] is True
-    would = read_json(["ttl", "sweep", "--dry-run"], url)
+    assert lg_sqla("ttl", "pin", pinned)["pinned"] is True
+    would = lg_sqla("ttl", "sweep", "--dry-run")
     assert would["dry_run"] is True and would["threads"] >= 1 and would["checkpoints"] >= 1
     assert table_counts(engine, doomed)["checkpoints"] == 1  # a dry run deletes nothing
     done = read_json(["ttl", "sweep", "--yes"], url)
-    assert done["threads"] >= 1
+    assert done["dry_run"] is False and done["threads"] >= 1
     assert table_counts(engine, doomed)["checkpoints"] == 0
     assert table_counts(engine, pinned) == {
         "checkpoints": 1,
         "checkpoint_writes": 1,
         "checkpoint_blobs": 1,
     }
+    assert lg_sqla("ttl", "unpin", pinned)["expired"] is True
     saver.delete_thread(pinned)
 
 

@@ -135,55 +135,87 @@ def _is_trigger(channel: str) -> bool:
     return channel in _TRIGGER_NAMES or channel.startswith(_TRIGGER_PREFIXES)
 
 
-def run_in_progress(thread_id: str) -> Plan[bool]:
-    """Whether the thread's newest root checkpoint has tasks still to run, with no
-    interrupt or error written against it: a graph is between its supersteps."""
+def runs_in_progress(thread_ids: Sequence[str]) -> Plan[set[str]]:
+    """The threads (of these) whose newest root checkpoint has tasks still to run, with
+    no interrupt or error written against it: a graph is between its supersteps.
+    Two statements, whatever the number of threads."""
+    if not thread_ids:
+        return set()
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=C.c.thread_id, order_by=C.c.checkpoint_id.desc())
+        .label("rank")
+    )
+    ranked = (
+        sa.select(C.c.thread_id, C.c.checkpoint_id, C.c.checkpoint, rank)
+        .where(C.c.thread_id.in_(list(thread_ids)), C.c.checkpoint_ns_hash == ROOT_NS_HASH)
+        .subquery()
+    )
     newest = (
         yield Step(
-            sa.select(C.c.checkpoint_id, C.c.checkpoint)
-            .where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == ROOT_NS_HASH)
-            .order_by(C.c.checkpoint_id.desc())
-            .limit(1),
+            sa.select(ranked.c.thread_id, ranked.c.checkpoint_id, ranked.c.checkpoint).where(
+                ranked.c.rank == 1
+            ),
             fetch=True,
         )
     ).rows
-    if not newest:
-        return False
-    document = codec.json_object(newest[0].checkpoint)
-    updated = document.get("updated_channels") or ()
-    if not any(isinstance(ch, str) and _is_trigger(ch) for ch in updated):
-        return False
+    pending = {
+        (row.thread_id, row.checkpoint_id)
+        for row in newest
+        if any(
+            isinstance(channel, str) and _is_trigger(channel)
+            for channel in codec.json_object(row.checkpoint).get("updated_channels") or ()
+        )
+    }
+    if not pending:
+        return set()
     ended = (
         yield Step(
-            sa.select(W.c.channel)
+            sa.select(W.c.thread_id, W.c.checkpoint_id)
             .where(
-                W.c.thread_id == thread_id,
-                W.c.checkpoint_ns_hash == ROOT_NS_HASH,
-                W.c.checkpoint_id == newest[0].checkpoint_id,
+                sa.tuple_(W.c.thread_id, W.c.checkpoint_ns_hash, W.c.checkpoint_id).in_(
+                    [(thread, ROOT_NS_HASH, cid) for thread, cid in sorted(pending)]
+                ),
                 W.c.channel.in_(_RUN_ENDED),
             )
-            .limit(1),
+            .distinct(),
             fetch=True,
         )
     ).rows
-    return not ended
+    return {thread for thread, _ in pending - {(r.thread_id, r.checkpoint_id) for r in ended}}
+
+
+def run_in_progress(thread_id: str) -> Plan[bool]:
+    """Whether a graph is between the supersteps of a run on this thread."""
+    return thread_id in (yield from runs_in_progress([thread_id]))
+
+
+def due(
+    facts: Sequence[ThreadRetention], default: dt.timedelta | None, now: dt.datetime
+) -> list[ThreadRetention]:
+    """The threads whose TTL ran out (a run in progress not yet ruled out)."""
+    return [f for f in facts if (at := f.expires_at(default)) is not None and at <= now]
+
+
+def expired_of(
+    facts: Sequence[ThreadRetention],
+    default: dt.timedelta | None,
+    max_run: dt.timedelta,
+    now: dt.datetime,
+) -> Plan[list[str]]:
+    """The threads that have expired: TTL run out, and no run in progress (a run whose
+    last write is older than ``max_run`` is taken for one whose process is gone)."""
+    ran_out = due(facts, default, now)
+    recent = [f.thread_id for f in ran_out if f.last_write and f.last_write + max_run > now]
+    running = yield from runs_in_progress(recent)
+    return [f.thread_id for f in ran_out if f.thread_id not in running]
 
 
 def expired(
     facts: ThreadRetention, default: dt.timedelta | None, max_run: dt.timedelta, now: dt.datetime
 ) -> Plan[bool]:
-    """Whether the thread has expired: its TTL ran out and no run is in progress (or
-    the run's last write is older than ``max_run``: its process is gone)."""
-    expires_at = facts.expires_at(default)
-    if expires_at is None or expires_at > now:
-        return False
-    assert facts.last_write is not None  # (expires_at is None without a checkpoint)
-    if facts.last_write + max_run <= now:
-        return True
-    return not (yield from run_in_progress(facts.thread_id))
-
-
-# --- reads and writes of a saver with a policy ------------------------------------------
+    """Whether this thread has expired (see ``expired_of``)."""
+    return bool((yield from expired_of([facts], default, max_run, now)))
 
 
 def visible(
@@ -378,36 +410,35 @@ def _sweep_page(
     now: dt.datetime,
     measure_instead: Callable[[list[str]], Plan[None]] | None,
 ) -> Plan[None]:
+    """One batch of candidates: their facts (one statement), then, in one transaction,
+    the due ones read again, checked for a run in progress and deleted whole."""
     report.batches += 1
-    facts = yield from threads_retention(page)
+    candidates = due((yield from threads_retention(page)), default, now)
     yield COMMIT
-    doomed: list[str] = []
-    for thread in facts:
-        expires_at = thread.expires_at(default)
-        if expires_at is None or expires_at > now:
-            continue
-        report.threads_visited += 1
-        # Again in the thread's own transaction, where it is deleted: a write since
-        # the page was read keeps it.
-        again = yield from thread_retention(thread.thread_id)
-        if (yield from expired(again, default, max_run, now)):
-            if measure_instead is not None:
-                doomed.append(thread.thread_id)
-            else:
-                report.removed.add((yield from delete_thread(thread.thread_id)))
-        yield COMMIT
-    if measure_instead is not None and doomed:
+    if not candidates:
+        return
+    report.threads_visited += len(candidates)
+    # Again in the transaction that deletes them: a write since the page was read keeps
+    # a thread (its TTL restarts), and so does a run that started meanwhile.
+    again = yield from threads_retention([f.thread_id for f in candidates])
+    doomed = yield from expired_of(again, default, max_run, now)
+    if doomed and measure_instead is not None:
         yield from measure_instead(doomed)
+    elif doomed:
+        report.removed.add((yield from delete_threads(doomed)))
+    yield COMMIT
 
 
-def delete_thread(thread_id: str) -> Plan[RowCounts]:
-    """Every row of an expired thread, its settings included, in the caller's transaction."""
+def delete_threads(thread_ids: Sequence[str]) -> Plan[RowCounts]:
+    """Every row of these expired threads, settings included, in the caller's transaction
+    (so each thread goes whole: a reader sees all of it or none)."""
     out = RowCounts()
-    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id == thread_id))).rowcount
-    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
-    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
-    yield Step(sa.delete(R).where(R.c.thread_id == thread_id))
-    out.threads = int(bool(out.checkpoints))
+    ids = list(thread_ids)
+    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id.in_(ids)))).rowcount
+    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id.in_(ids)))).rowcount
+    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id.in_(ids)))).rowcount
+    yield Step(sa.delete(R).where(R.c.thread_id.in_(ids)))
+    out.threads = len(ids)
     return out
 
 

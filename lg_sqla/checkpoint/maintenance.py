@@ -15,6 +15,8 @@ prune equals reconstruction before it.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +40,8 @@ PRUNE_STRATEGIES = ("keep_latest", "delete")
 _CHUNK = 500
 
 CheckpointKey = tuple[str, str]  # (checkpoint_ns_hash, checkpoint_id) within one thread
-# Where a walk of the updated_at index stopped: (updated_at, thread_id) of its last row.
-PagePosition = tuple[dt.datetime, str]
+# Where a walk of the updated_at index stopped: the last instant it read whole.
+PagePosition = dt.datetime
 
 
 @dataclass
@@ -369,51 +371,46 @@ def check_sweep(older_than: Any, strategy: str, keep_last: int, batch_size: Any)
 
 
 def old_threads_page(
-    cutoff: dt.datetime, after: PagePosition | None, batch_size: int, seen: set[str]
-) -> Plan[tuple[list[str], PagePosition | None]]:
+    cutoff: dt.datetime, after: dt.datetime | None, batch_size: int, seen: set[str]
+) -> Plan[tuple[list[str], dt.datetime | None]]:
     """The next ``batch_size`` threads not in ``seen`` (which it extends) that hold a
-    checkpoint last written before the cut-off, oldest first, read from the
-    ``updated_at`` index ``batch_size`` rows at a time; and where the next batch starts
-    (None: this was the last).
+    checkpoint last written before the cut-off, oldest first, and where the next batch
+    starts (None: this was the last).
 
-    The walk is keyed on (updated_at, thread_id), so no row is read twice and a batch
-    costs its size, not the table's (issue 21: the old selection grouped the whole
-    primary key). A thread with old checkpoints on several pages is returned once.
+    It reads the ``updated_at`` index in its own order, ``batch_size`` rows a statement,
+    from just after ``after``: a page's cost is its size, not the table's (issue 21: the
+    old selection grouped the whole primary key). A page cut in the middle of one
+    instant's rows reads the rest of that instant by equality, so the next page can
+    start strictly after it (ordering by a tie-breaker as well made SQLite sort the
+    whole range). A thread with old checkpoints on several pages is returned once.
     """
     threads: list[str] = []
     while True:
         stmt = sa.select(C.c.updated_at, C.c.thread_id).where(C.c.updated_at < cutoff)
         if after is not None:
-            at, thread_id = after
-            # The first condition alone bounds the index range; the second drops the
-            # rows of the position's own (updated_at, thread_id).
-            stmt = stmt.where(
-                C.c.updated_at >= at,
-                sa.or_(C.c.updated_at > at, C.c.thread_id > thread_id),
-            )
-        stmt = stmt.order_by(C.c.updated_at, C.c.thread_id).limit(batch_size)
-        rows = (yield Step(stmt, fetch=True)).rows
-        for row in rows:
-            if row.thread_id not in seen:
-                if len(threads) == batch_size:
-                    return threads, after  # the batch is full: resume at this row
-                seen.add(row.thread_id)
-                threads.append(row.thread_id)
-            after = (row.updated_at, row.thread_id)
-        if len(rows) < batch_size:
+            stmt = stmt.where(C.c.updated_at > after)
+        rows = [
+            (r.updated_at, r.thread_id)
+            for r in (yield Step(stmt.order_by(C.c.updated_at).limit(batch_size), fetch=True)).rows
+        ]
+        complete = len(rows) < batch_size
+        if not complete:
+            last = rows[-1][0]
+            rest = (
+                yield Step(sa.select(C.c.thread_id).where(C.c.updated_at == last), fetch=True)
+            ).rows
+            rows = [r for r in rows if r[0] != last] + [(last, r.thread_id) for r in rest]
+        for instant, group in itertools.groupby(rows, key=operator.itemgetter(0)):
+            new = [t for t in dict.fromkeys(thread for _, thread in group) if t not in seen]
+            if threads and len(threads) + len(new) > batch_size:
+                return threads, after  # full: the next batch starts at this instant
+            threads.extend(new)
+            seen.update(new)
+            after = instant
+        if complete:
             return threads, None
-        if len(threads) == batch_size:
+        if len(threads) >= batch_size:
             return threads, after
-
-
-def _newer_than(cutoff: dt.datetime, thread_id: Any) -> Any:
-    """The thread has a checkpoint written at or after the cut-off (its primary key range)."""
-    newer = sa.alias(C, "newer")
-    return (
-        sa.select(sa.literal(1))
-        .where(newer.c.thread_id == thread_id, newer.c.updated_at >= cutoff)
-        .exists()
-    )
 
 
 def stale_threads(
@@ -445,18 +442,21 @@ def stale_threads(
     return threads, after
 
 
-def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
+def count_stale_threads(cutoff: dt.datetime, strategy: str, page_size: int = 1000) -> Plan[int]:
     """How many threads a sweep with this cut-off would visit (for progress totals).
 
-    The distinct threads of the ``updated_at`` index range before the cut-off; for
-    ``delete``, those with no newer checkpoint (a probe of each one's primary key range).
+    The same walk of the ``updated_at`` index as the sweep's, ``page_size`` rows per
+    statement, so it reads the old part of the index only: a single ``COUNT(DISTINCT)``
+    let SQLite's planner prefer a scan of the whole primary key (for the DISTINCT).
     """
     check_strategy(strategy, 1)
-    old = sa.select(C.c.thread_id).where(C.c.updated_at < cutoff).distinct().subquery("old")
-    stmt = sa.select(sa.func.count()).select_from(old)
-    if strategy == "delete":
-        stmt = stmt.where(~_newer_than(cutoff, old.c.thread_id))
-    return int((yield Step(stmt, fetch=True)).rows[0][0])
+    total, after = 0, None
+    seen: set[str] = set()
+    while True:
+        batch, after = yield from stale_threads(cutoff, strategy, after, page_size, seen)
+        total += len(batch)
+        if after is None:
+            return total
 
 
 def sweep_thread(

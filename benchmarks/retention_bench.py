@@ -1,7 +1,7 @@
 """Timings of retention on a database of many threads: the TTL sweep, its dry run, and
 ``sweep``'s selection (the updated_at index walk) next to the selection it replaced.
 
-    .venv/bin/python benchmarks/retention_bench.py [--threads 10000] [--dialects sqlite,postgres,mysql]
+    .venv/bin/python benchmarks/retention_bench.py [--threads 10000] [--dialects sqlite,mysql]
 
 Fills a fresh database per dialect with ``--threads`` finished threads of 3
 checkpoints, 6 values and 4 writes each (ops_bench.py's bulk fill: thread ``t`` was
@@ -62,8 +62,10 @@ def median_ms(call: Callable[[], Any], repeats: int = 5) -> float:
 
 def old_selection(cutoff: dt.datetime) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """What ``stale_threads`` / ``count_stale_threads`` ran before (delete strategy)."""
-    stale = sa.select(C.c.thread_id).group_by(C.c.thread_id).having(
-        sa.func.max(C.c.updated_at) < cutoff
+    stale = (
+        sa.select(C.c.thread_id)
+        .group_by(C.c.thread_id)
+        .having(sa.func.max(C.c.updated_at) < cutoff)
     )
     return (
         stale.order_by(C.c.thread_id).limit(100),

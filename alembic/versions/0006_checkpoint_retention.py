@@ -55,9 +55,7 @@ def upgrade() -> None:
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
     )
-    op.create_index(
-        "ix_checkpoint_retention_ttl_minutes", "checkpoint_retention", ["ttl_minutes"]
-    )
+    op.create_index("ix_checkpoint_retention_ttl_minutes", "checkpoint_retention", ["ttl_minutes"])
 
 
 def downgrade() -> None:

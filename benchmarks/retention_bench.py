@@ -46,6 +46,7 @@ from lg_sqla import SQLAlchemySaver  # noqa: E402
 from lg_sqla.checkpoint import maintenance  # noqa: E402
 from lg_sqla.cli import main as cli  # noqa: E402
 from lg_sqla.models import checkpoints as C  # noqa: E402
+from lg_sqla.plans import Plan, Step  # noqa: E402
 
 TTL_MINUTES = 3.5 * 24 * 60
 
@@ -91,10 +92,14 @@ def run(dialect: str, threads: int, tmp: Path) -> dict[str, Any]:
             results["fill_s"] = round(time.perf_counter() - started, 1)
             cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=TTL_MINUTES)
             page, count = old_selection(cutoff)
-            with saver.engine.connect() as conn:
-                old_page = [r[0] for r in conn.execute(page)]
-                results["select_old_ms"] = median_ms(lambda: conn.execute(page).all())
-                results["count_old_ms"] = median_ms(lambda: conn.execute(count).scalar_one())
+
+            def one(statement: Any) -> Plan[Any]:
+                return (yield Step(statement, fetch=True)).rows
+
+            # Both selections through saver.run: the same transaction and round trips.
+            old_page = [r[0] for r in saver.run(lambda: one(page))]
+            results["select_old_ms"] = median_ms(lambda: saver.run(lambda: one(page)))
+            results["count_old_ms"] = median_ms(lambda: saver.run(lambda: one(count)))
             new_page, _ = saver.run(
                 lambda: maintenance.stale_threads(cutoff, "delete", None, 100, set())
             )

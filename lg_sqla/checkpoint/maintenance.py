@@ -445,9 +445,9 @@ def stale_threads(
 def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
     """How many threads a sweep with this cut-off would visit, in one statement.
 
-    It groups the whole table (fast to 10k threads: 60-180 ms measured; it grows with
-    the table), so the CLI runs it only to ask its question on a terminal; the sweep
-    itself never does (its selection walks the ``updated_at`` index).
+    It groups the whole table (60-180 ms on 10k threads; it grows with the table): the
+    CLI's progress total and question. The sweep itself never runs it (its selection
+    walks the ``updated_at`` index).
     """
     check_strategy(strategy, 1)
     if strategy == "delete":

@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import math
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -319,17 +318,16 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
 
     older_than = dt.timedelta(days=args.older_than_days)
     cutoff = utc_now() - older_than
-    stale: int | None = None
-    if not args.yes and sys.stdin.isatty():
-        # Counted only to ask (a statement over the whole table); cron jobs skip it.
-        stale = saver.run(maintenance.count_stale_threads(cutoff, args.strategy))
-        question = (
-            f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"
-            if args.strategy == "delete"
-            else f"Prune checkpoints older than {cutoff:%Y-%m-%d %H:%M} UTC in {stale} thread(s)?"
-        )
-        if stale and not confirm(args, question):
-            raise CommandError("cancelled: nothing was changed")
+    # The progress total and the question: one statement over the whole table (the
+    # sweep's own selection walks the updated_at index, batch by batch).
+    stale = saver.run(maintenance.count_stale_threads(cutoff, args.strategy))
+    question = (
+        f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"
+        if args.strategy == "delete"
+        else f"Prune checkpoints older than {cutoff:%Y-%m-%d %H:%M} UTC in {stale} thread(s)?"
+    )
+    if stale and not confirm(args, question):
+        raise CommandError("cancelled: nothing was changed")
     with Progress("sweep", stale, args) as progress:
         swept = saver.sweep(
             older_than,

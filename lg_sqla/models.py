@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, cast
 
-from sqlalchemy import Double, Index, Integer, MetaData, Table
+from sqlalchemy import Boolean, Double, Index, Integer, MetaData, Table, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lg_sqla import limits
@@ -135,6 +135,32 @@ class CheckpointBlobRow(Base):
     __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
 
 
+class CheckpointRetentionRow(Base):
+    """A thread's retention settings (revision 0006): a TTL of its own, a pin, and
+    when a read last refreshed its TTL.
+
+    Only threads given a setting (or read with ``refresh_on_read``) have a row;
+    the clock of every other thread is its newest checkpoint's ``updated_at``,
+    so a put costs nothing extra (docs/operations.md, "Retention by policy").
+    """
+
+    __tablename__ = "checkpoint_retention"
+
+    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
+    # NULL: the saver's policy default_ttl applies.
+    ttl_minutes: Mapped[float | None] = mapped_column(Double(), nullable=True)
+    pinned: Mapped[bool] = mapped_column(Boolean(), nullable=False, server_default=false())
+    # The last read that refreshed the TTL (refresh_on_read); NULL: never.
+    touched_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+
+    __table_args__ = (
+        # The sweep's shortest per-thread TTL is the first entry of this index.
+        Index(None, "ttl_minutes"),
+        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+    )
+
+
 class StoreItemRow(Base):
     """One item of the long-term memory store (``lg_sqla.store``).
 
@@ -205,6 +231,7 @@ class CacheEntryRow(Base):
 checkpoints = cast(Table, CheckpointRow.__table__)
 checkpoint_writes = cast(Table, CheckpointWriteRow.__table__)
 checkpoint_blobs = cast(Table, CheckpointBlobRow.__table__)
+checkpoint_retention = cast(Table, CheckpointRetentionRow.__table__)
 store_items = cast(Table, StoreItemRow.__table__)
 store_vectors = cast(Table, StoreVectorRow.__table__)
 cache_entries = cast(Table, CacheEntryRow.__table__)
@@ -226,12 +253,14 @@ __all__ = [
     "Base",
     "CacheEntryRow",
     "CheckpointBlobRow",
+    "CheckpointRetentionRow",
     "CheckpointRow",
     "CheckpointWriteRow",
     "StoreItemRow",
     "StoreVectorRow",
     "cache_entries",
     "checkpoint_blobs",
+    "checkpoint_retention",
     "checkpoint_writes",
     "checkpoints",
     "exclude_lg_sqla_tables",

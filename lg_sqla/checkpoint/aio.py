@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,9 +23,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, rotation
+from lg_sqla.checkpoint import maintenance, operations, retention, rotation
 from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
+from lg_sqla.checkpoint.policy import CheckpointTTL
+from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.engines import (
     configure_engine,
@@ -35,6 +38,8 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.plans import PlanSource, T
+
+logger = logging.getLogger(__name__)
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -56,6 +61,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         schema: Keep the tables in this PostgreSQL schema or MySQL/MariaDB database.
         direct_path: See ``SQLAlchemySaver``.
         read_only: See ``SQLAlchemySaver``: reads only, for a replica.
+        ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
+            the saver's loop (``start_ttl_sweeper``).
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -77,10 +84,13 @@ class AsyncSQLAlchemySaver(SaverBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only
+            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
         )
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweeper_stop: asyncio.Event | None = None
         self.schema = schema
         self.engine = in_schema(engine, schema)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
@@ -101,6 +111,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -122,6 +133,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 create_async_engine(url, **engine_options(url, engine_kwargs))
             )
         threaded = None
+        saver = None
         try:
             saver = cls(
                 engine,
@@ -130,6 +142,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
+                ttl=ttl,
             )
             sync_url = threaded_sqlite_url(url)
             if sync_url is not None:
@@ -139,6 +152,8 @@ class AsyncSQLAlchemySaver(SaverBase):
                 saver._threaded = in_schema(threaded, schema)
             yield saver
         finally:
+            if saver is not None:
+                await saver.stop_ttl_sweeper()
             if threaded is not None:
                 threaded.dispose()
             await engine.dispose()
@@ -171,6 +186,11 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple (one statement): ``checkpoint_id``'s, else the latest."""
+        if self._expiry is not None:  # a TTL policy: the expiry check, same transaction
+            policy, refresh = self._expiry, self._refresh
+            return await self.arun(
+                lambda: retention.get_tuple(self.context, config, policy, refresh)
+            )
         return await self.arun(lambda: operations.get_tuple(self.context, config), prebuilt=True)
 
     async def alist(
@@ -190,9 +210,18 @@ class AsyncSQLAlchemySaver(SaverBase):
             page_size=self.list_page_size,
             filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
         )
+        # A TTL policy: each listed thread's expiry, asked once (list(None) refreshes none).
+        refresh = self._refresh and config is not None
+        seen: dict[str, bool] = {}
         while (query := pages.next_query()) is not None:
             page = await self.arun(lambda: operations.load_page(self.context, query), prebuilt=True)
             for item in pages.advance(page):
+                if self._expiry is not None:
+                    thread_id = item.config["configurable"]["thread_id"]
+                    if thread_id not in seen:
+                        seen[thread_id] = await self._is_visible(thread_id, refresh)
+                    if not seen[thread_id]:
+                        continue
                 yield item
 
     async def aput(
@@ -204,6 +233,12 @@ class AsyncSQLAlchemySaver(SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
         self._writing("aput")
+        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
+            return await self.arun(
+                lambda: retention.put(
+                    self.context, config, checkpoint, metadata, new_versions, keep_last
+                )
+            )
         return await self.arun(
             lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
             prebuilt=True,
@@ -290,6 +325,93 @@ class AsyncSQLAlchemySaver(SaverBase):
                 self.context, batch_size=batch_size, source=source, progress=progress
             )
         )
+
+    # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
+
+    async def _is_visible(self, thread_id: str, refresh: bool) -> bool:
+        policy = self._expiry
+        assert policy is not None
+        return await self.arun(
+            lambda: retention.visible(self.context, thread_id, policy, refresh=refresh)
+        )
+
+    async def athread_ttl(self, thread_id: str) -> ThreadTTL:
+        """A thread's TTL report; see ``SQLAlchemySaver.thread_ttl``."""
+        policy = self._policy()
+        return await self.arun(lambda: retention.describe(thread_id, policy))
+
+    async def aset_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
+        """Give a thread a TTL of its own (None: the default); see the sync saver."""
+        self._writing("aset_thread_ttl")
+        retention.check_ttl_minutes(ttl_minutes)
+        await self.arun(
+            lambda: retention.set_thread(self.context, thread_id, ttl_minutes=ttl_minutes)
+        )
+        return await self.athread_ttl(thread_id)
+
+    async def apin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
+        """Pin a thread (it never expires), or unpin it with ``pinned=False``."""
+        self._writing("apin_thread")
+        await self.arun(lambda: retention.set_thread(self.context, thread_id, pinned=pinned))
+        return await self.athread_ttl(thread_id)
+
+    async def aunpin_thread(self, thread_id: str) -> ThreadTTL:
+        """Unpin a thread: its TTL applies again, from its last write."""
+        return await self.apin_thread(thread_id, False)
+
+    async def asweep_ttl(
+        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+    ) -> SweepReport:
+        """Delete the threads whose TTL ran out; see ``SQLAlchemySaver.sweep_ttl``."""
+        self._writing("asweep_ttl")
+        policy = self._policy()
+        return await self.arun(
+            lambda: retention.sweep(
+                self.context, policy.default_ttl, policy.max_run, batch_size, progress
+            )
+        )
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Run ``asweep_ttl`` every interval (default: the policy's, else 5 minutes) in a
+        task of the running loop until :meth:`stop_ttl_sweeper` (``from_conn_string``
+        stops it on exit)."""
+        self._writing("start_ttl_sweeper")
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        stop = self._sweeper_stop = asyncio.Event()
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), minutes * 60)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    swept = await self.asweep_ttl()
+                    logger.debug("TTL sweeper removed %d thread(s)", swept.removed.threads)
+                except Exception:  # a failed sweep must not end the sweeper
+                    logger.exception("TTL sweep failed; retrying at the next interval")
+
+        self._sweeper = asyncio.create_task(loop(), name="lg_sqla-checkpoint-ttl-sweeper")
+        return self._sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper task (a sweep under way finishes first); True when it ended,
+        or none was running."""
+        if self._sweeper is None:
+            return True
+        assert self._sweeper_stop is not None
+        self._sweeper_stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._sweeper), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._sweeper = None
+        return True
 
     # --- sync methods: run on the saver's loop from another thread ------------------
 
@@ -389,6 +511,30 @@ class AsyncSQLAlchemySaver(SaverBase):
                 batch_size=batch_size,
                 progress=progress,
             )
+        )
+        return report
+
+    def thread_ttl(self, thread_id: str) -> ThreadTTL:
+        result: ThreadTTL = self._on_loop(self.athread_ttl(thread_id))
+        return result
+
+    def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
+        result: ThreadTTL = self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
+        return result
+
+    def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
+        result: ThreadTTL = self._on_loop(self.apin_thread(thread_id, pinned))
+        return result
+
+    def unpin_thread(self, thread_id: str) -> ThreadTTL:
+        result: ThreadTTL = self._on_loop(self.aunpin_thread(thread_id))
+        return result
+
+    def sweep_ttl(
+        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+    ) -> SweepReport:
+        report: SweepReport = self._on_loop(
+            self.asweep_ttl(batch_size=batch_size, progress=progress)
         )
         return report
 

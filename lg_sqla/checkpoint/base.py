@@ -12,6 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from sqlalchemy.engine import Dialect
 
+from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.runtime import Runtime
@@ -61,7 +62,18 @@ class SaverBase(BaseCheckpointSaver[str]):
         check_schema: bool,
         direct_path: bool,
         read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
     ) -> None:
+        # First: a bad policy is refused before anything else is set up.
+        self.retention: Policy | None = policy_from(ttl)
+        self.ttl_config = ttl
+        # Reads check expiry unless the policy only prunes on write (keep_last alone):
+        # with no policy, and in that case, a read costs what it did.
+        self._expiry: Policy | None = self.retention
+        if self.retention is not None and set(ttl or ()) == {"keep_last"}:
+            self._expiry = None
+        # refresh_on_read is a write: never on a read-only saver.
+        self._refresh = bool(self.retention and self.retention.refresh_on_read and not read_only)
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
         self.dialect_ops = ops_for(dialect)
@@ -84,6 +96,18 @@ class SaverBase(BaseCheckpointSaver[str]):
                 f"{call}: this saver was opened read_only=True (for a replica: inspection, "
                 "dashboards, history); run graphs and maintenance on a saver of the primary"
             )
+
+    def _keep_last(self) -> int | None:
+        return None if self.retention is None else self.retention.keep_last
+
+    def _policy(self) -> Policy:
+        """The policy a TTL call works under; a saver without one has per-thread TTLs only."""
+        return self.retention or Policy()
+
+    def _sweep_minutes(self, minutes: float | None) -> float:
+        if minutes is None:
+            return self._policy().sweep_interval_minutes
+        return positive_minutes("sweep_interval_minutes", minutes)
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         return next_version(current)

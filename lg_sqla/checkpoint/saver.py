@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
+import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,12 +24,16 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, rotation
+from lg_sqla.checkpoint import maintenance, operations, retention, rotation
 from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
+from lg_sqla.checkpoint.policy import CheckpointTTL
+from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
+
+logger = logging.getLogger(__name__)
 
 
 class SQLAlchemySaver(SaverBase):
@@ -56,6 +63,12 @@ class SQLAlchemySaver(SaverBase):
             database, and ``setup()`` only checks the schema. For inspection,
             dashboards and history browsing, never for a running graph
             (docs/scaling.md).
+        ttl: A retention policy (``CheckpointTTL``: ``default_ttl`` minutes,
+            ``refresh_on_read``, ``sweep_interval_minutes``, ``keep_last``,
+            ``max_run_minutes``). Expired threads read as absent; ``sweep_ttl`` or
+            ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
+            (docs/operations.md, "Retention by policy"). None: no policy, and no
+            extra statement on any call.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -76,12 +89,15 @@ class SQLAlchemySaver(SaverBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only
+            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
 
     @classmethod
     @contextmanager
@@ -94,15 +110,18 @@ class SQLAlchemySaver(SaverBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
-        """Open a saver on a database URL; the engine is disposed on exit.
+        """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
+        stopped) on exit.
 
         Args:
             url: A SQLAlchemy URL, e.g. ``sqlite:///checkpoints.sqlite``,
                 ``postgresql+psycopg://user:pw@host/db``, ``mysql+pymysql://user:pw@host/db``.
             serde: See the class docstring.
             list_page_size: See the class docstring.
+            ttl: See the class docstring.
             **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
                 ``pool_pre_ping``, ``connect_args``, ...).
 
@@ -113,16 +132,21 @@ class SQLAlchemySaver(SaverBase):
         url = saver_url(url, is_async=False)
         with driver_hint(url):
             engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
+        saver = None
         try:
-            yield cls(
+            saver = cls(
                 engine,
                 serde=serde,
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
+                ttl=ttl,
             )
+            yield saver
         finally:
+            if saver is not None:
+                saver.stop_ttl_sweeper()
             engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
@@ -176,6 +200,9 @@ class SQLAlchemySaver(SaverBase):
         Example:
             >>> saver.get_tuple({"configurable": {"thread_id": "user-42", "checkpoint_ns": ""}})
         """
+        if self._expiry is not None:  # a TTL policy: the expiry check, same transaction
+            policy, refresh = self._expiry, self._refresh
+            return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
         return self.run(lambda: operations.get_tuple(self.context, config), prebuilt=True)
 
     def list(
@@ -204,9 +231,13 @@ class SQLAlchemySaver(SaverBase):
             page_size=self.list_page_size,
             filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
         )
+        visible = self._visibility(config)
         while (query := pages.next_query()) is not None:
             page = self.run(lambda: operations.load_page(self.context, query), prebuilt=True)
-            yield from pages.advance(page)
+            if visible is None:
+                yield from pages.advance(page)
+            else:
+                yield from (t for t in pages.advance(page) if visible(t))
 
     def put(
         self,
@@ -236,6 +267,12 @@ class SQLAlchemySaver(SaverBase):
                 JSON; nothing is written. A serializer error also writes nothing.
         """
         self._writing("put")
+        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
+            return self.run(
+                lambda: retention.put(
+                    self.context, config, checkpoint, metadata, new_versions, keep_last
+                )
+            )
         return self.run(
             lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
             prebuilt=True,
@@ -391,6 +428,140 @@ class SQLAlchemySaver(SaverBase):
             lambda: rotation.reencrypt(
                 self.context, batch_size=batch_size, source=source, progress=progress
             )
+        )
+
+    # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
+
+    def _visibility(
+        self, config: RunnableConfig | None
+    ) -> Callable[[CheckpointTuple], bool] | None:
+        """None without a TTL policy; else a check of each listed tuple's thread, asked
+        once per thread (listing every thread, ``config=None``, refreshes none)."""
+        if self._expiry is None:
+            return None
+        refresh = self._refresh and config is not None
+        seen: dict[str, bool] = {}
+
+        def visible(found: CheckpointTuple) -> bool:
+            thread_id = found.config["configurable"]["thread_id"]
+            if thread_id not in seen:
+                seen[thread_id] = self._is_visible(thread_id, refresh)
+            return seen[thread_id]
+
+        return visible
+
+    def _is_visible(self, thread_id: str, refresh: bool) -> bool:
+        policy = self._expiry
+        assert policy is not None
+        return self.run(lambda: retention.visible(self.context, thread_id, policy, refresh=refresh))
+
+    def thread_ttl(self, thread_id: str) -> ThreadTTL:
+        """A thread's TTL report: last write, its own TTL or the default, pin, expiry,
+        whether a run is in progress and whether it has expired. Reads only."""
+        policy = self._policy()
+        return self.run(lambda: retention.describe(thread_id, policy))
+
+    def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
+        """Give a thread a TTL of its own, in minutes (None: back to the policy's default).
+
+        Raises:
+            InvalidInputError: ``ttl_minutes`` is not a positive number.
+        """
+        self._writing("set_thread_ttl")
+        retention.check_ttl_minutes(ttl_minutes)
+        self.run(lambda: retention.set_thread(self.context, thread_id, ttl_minutes=ttl_minutes))
+        return self.thread_ttl(thread_id)
+
+    def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
+        """Pin a thread (it never expires) or, with ``pinned=False``, unpin it."""
+        self._writing("pin_thread")
+        self.run(lambda: retention.set_thread(self.context, thread_id, pinned=pinned))
+        return self.thread_ttl(thread_id)
+
+    def unpin_thread(self, thread_id: str) -> ThreadTTL:
+        """Unpin a thread: its TTL applies again, from its last write."""
+        return self.pin_thread(thread_id, False)
+
+    def sweep_ttl(
+        self,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        """Delete the threads whose TTL ran out, now; whole threads, one transaction each.
+
+        Candidates are read ``batch_size`` checkpoints at a time from the ``updated_at``
+        index; pinned threads, threads with a longer TTL of their own and threads with
+        a run in progress are kept (docs/operations.md).
+        """
+        self._writing("sweep_ttl")
+        policy = self._policy()
+        return self.run(
+            lambda: retention.sweep(
+                self.context, policy.default_ttl, policy.max_run, batch_size, progress
+            )
+        )
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Run ``sweep_ttl`` every ``sweep_interval_minutes`` (default: the policy's, else
+        5) in a daemon thread until :meth:`stop_ttl_sweeper` (``from_conn_string`` stops
+        it on exit). The future completes when the thread ends."""
+        self._writing("start_ttl_sweeper")
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        self._sweeper_stop.clear()
+
+        def loop() -> None:
+            try:
+                while not self._sweeper_stop.wait(minutes * 60):
+                    try:
+                        swept = self.sweep_ttl()
+                        logger.debug("TTL sweeper removed %d thread(s)", swept.removed.threads)
+                    except Exception:  # a failed sweep must not end the sweeper
+                        logger.exception("TTL sweep failed; retrying at the next interval")
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(
+            target=loop, name="lg_sqla-checkpoint-ttl-sweeper", daemon=True
+        )
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread (a sweep under way finishes its thread first); True
+        when it ended, or none was running."""
+        if self._sweeper is None:
+            return True
+        self._sweeper_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    async def athread_ttl(self, thread_id: str) -> ThreadTTL:
+        return await asyncio.to_thread(self.thread_ttl, thread_id)
+
+    async def aset_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
+        return await asyncio.to_thread(self.set_thread_ttl, thread_id, ttl_minutes)
+
+    async def apin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
+        return await asyncio.to_thread(self.pin_thread, thread_id, pinned)
+
+    async def aunpin_thread(self, thread_id: str) -> ThreadTTL:
+        return await asyncio.to_thread(self.unpin_thread, thread_id)
+
+    async def asweep_ttl(
+        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+    ) -> SweepReport:
+        return await asyncio.to_thread(
+            lambda: self.sweep_ttl(batch_size=batch_size, progress=progress)
         )
 
     # --- async methods: the sync work runs in a worker thread ---------------------

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lg_sqla import migrate
-from lg_sqla.cli import importing, inspection, maintenance, schema, store
+from lg_sqla.cli import importing, inspection, maintenance, schema, store, ttl
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
@@ -33,6 +33,7 @@ FAMILIES = (
     inspection.register,
     maintenance.register,
     store.register,
+    ttl.register,
     importing.register,
     maintenance.register_vacuum,
 )

@@ -236,13 +236,68 @@ def sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    """What ``sweep`` would remove, page by page of its own selection (the updated_at
+    index): ``delete`` removes whole threads, so each page's threads are counted once;
+    ``keep_latest`` prunes a page's threads and counts them before and after. Only those
+    threads are counted, never whole tables; the transaction is rolled back."""
+    from lg_sqla import inspect as insp
     from lg_sqla.checkpoint import maintenance
+    from lg_sqla.runtime.executor import drive
 
     older_than = dt.timedelta(days=args.older_than_days)
-    plan = maintenance.sweep(
-        saver.context, older_than, args.strategy, args.keep_last, args.batch_size, None
-    )
-    report = _dry_run(saver, plan, None)
+    maintenance.check_sweep(older_than, args.strategy, args.keep_last, args.batch_size)
+    cutoff = utc_now() - older_than
+    counts = maintenance.RowCounts()
+    freed: dict[str, int] = {}
+
+    def page_usage(threads: list[str]) -> Any:
+        return (yield from insp.storage(saver.context, thread_ids=threads)).tables
+
+    def measured() -> Any:
+        after: maintenance.PagePosition | None = None
+        seen: set[str] = set()
+        while True:
+            batch, after = yield from maintenance.stale_threads(
+                cutoff, args.strategy, after, args.batch_size, seen
+            )
+            for start in range(0, len(batch), insp.MAX_PAGE):
+                part = batch[start : start + insp.MAX_PAGE]
+                before = yield from page_usage(part)
+                if args.strategy == "delete":
+                    counts.threads += len(part)
+                    counts.checkpoints += before["checkpoints"].rows
+                    counts.writes += before["checkpoint_writes"].rows
+                    counts.blobs += before["checkpoint_blobs"].rows
+                    gone = {name: usage.bytes for name, usage in before.items()}
+                else:
+                    for thread_id in part:
+                        counts.add(
+                            (
+                                yield from maintenance.sweep_thread(
+                                    saver.context, thread_id, cutoff, args.strategy, args.keep_last
+                                )
+                            )
+                        )
+                    left = yield from page_usage(part)
+                    gone = {name: before[name].bytes - left[name].bytes for name in before}
+                for name, n in gone.items():
+                    freed[name] = freed.get(name, 0) + n
+            if after is None:
+                return None
+
+    with saver.engine.connect() as connection:
+        migrate.check_schema(connection)
+        plan = measured()
+        drive(connection, plan, next(plan))
+        connection.rollback()
+    report = {
+        "threads": counts.threads,
+        "checkpoints": counts.checkpoints,
+        "writes": counts.writes,
+        "values": counts.blobs,
+        "bytes": sum(freed.values()),
+        "bytes_per_table": freed,
+    }
     say(args, {"dry_run": True, **report}, _would(report, args.strategy))
 
 
@@ -251,6 +306,8 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
 
     older_than = dt.timedelta(days=args.older_than_days)
     cutoff = utc_now() - older_than
+    # The progress total and the question: one statement over the whole table (the
+    # sweep's own selection walks the updated_at index, batch by batch).
     stale = saver.run(maintenance.count_stale_threads(cutoff, args.strategy))
     question = (
         f"Delete {stale} thread(s) not written since {cutoff:%Y-%m-%d %H:%M} UTC?"

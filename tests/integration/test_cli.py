@@ -460,8 +460,9 @@ def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backen
     dry = run_cli(["downgrade", "base", "--dry-run"], url)
     assert dry.returncode == 0, dry.stderr
     assert (
-        "would undo 5 migration(s) (0005_scale_indexes, 0004_store_prefix_head, "
-        "0003_vectors_real_array, 0002_store_cache, 0001_initial) and DROP 6 table(s): "
+        "would undo 6 migration(s) (0006_checkpoint_retention, 0005_scale_indexes, "
+        "0004_store_prefix_head, 0003_vectors_real_array, 0002_store_cache, 0001_initial) "
+        "and DROP 7 table(s): "
         "checkpoints (4 rows)" in dry.stdout
     )
     assert run_cli(["check"], url).returncode == 0  # still there

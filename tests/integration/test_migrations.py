@@ -37,6 +37,7 @@ TABLES = {
     "store_items",
     "store_vectors",
     "cache_entries",
+    "checkpoint_retention",
     migrate.VERSION_TABLE,
 }
 STORE_TABLES = {"store_items", "store_vectors", "cache_entries"}

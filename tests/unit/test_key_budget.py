@@ -28,6 +28,8 @@ def _column_bytes(column: sa.Column) -> int:  # type: ignore[type-arg]
         return 4
     if isinstance(impl, sa.DateTime):
         return 8
+    if isinstance(impl, sa.Double):
+        return 8
     raise AssertionError(f"{column} of type {impl!r} has no known key width")
 
 
@@ -52,6 +54,7 @@ def test_every_key_fits_innodb() -> None:
     assert widths["store_items primary key"] == (32 + 32) * 4
     assert widths["store_vectors primary key"] == (32 + 32 + 255) * 4
     assert widths["cache_entries primary key"] == (32 + 32) * 4
+    assert widths["checkpoint_retention primary key"] == 255 * 4
     assert max(widths.values()) == widths["checkpoint_blobs primary key"]
 
 

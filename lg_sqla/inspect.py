@@ -1027,7 +1027,7 @@ def storage(
             sa.literal(table.name).label("name"),
             sa.func.count().label("rows"),
             sa.func.coalesce(sa.func.sum(size), 0).label("bytes"),
-        )
+        ).select_from(table)  # a size of 0 names no column: the FROM must be explicit
         if thread_id is not None:
             stmt = stmt.where(table.c.thread_id == _thread(thread_id))
         if ids is not None:

@@ -145,8 +145,10 @@ def test_downgrade_counts_the_store_and_asks_for_yes_off_a_terminal(
     dry = read_json(["downgrade", "0001_initial", "--dry-run"], url)
     assert dry["dry_run"] is True and dry["current"] == head
     assert dry["undo"][-1] == "0002_store_cache" and "0001_initial" not in dry["undo"]
-    # What revision 0002 created, counted: the store's items and vectors, the cache.
+    # What revisions 0002 and 0006 created, counted: the store's items and vectors, the
+    # cache, the checkpointer's retention settings.
     assert {name: t["rows"] for name, t in dry["drops"].items()} == {
+        "checkpoint_retention": 0,
         "store_items": NOTES + 4,
         "store_vectors": NOTES,
         "cache_entries": 2,
@@ -154,13 +156,14 @@ def test_downgrade_counts_the_store_and_asks_for_yes_off_a_terminal(
     assert dry["drops_bytes"] == sum(t["bytes"] for t in dry["drops"].values()) > 0
     text = lg_sqla(["downgrade", "0001_initial", "--dry-run"], url).stdout
     assert f"store_items ({NOTES + 4} rows), store_vectors ({NOTES} rows)" in text
-    assert "cache_entries (2 rows)" in text and "DROP 3 table(s)" in text
+    assert "cache_entries (2 rows)" in text and "DROP 4 table(s)" in text
 
     base = read_json(["downgrade", "base", "--dry-run"], url)
     assert set(base["drops"]) == {
         "checkpoints",
         "checkpoint_writes",
         "checkpoint_blobs",
+        "checkpoint_retention",
         "store_items",
         "store_vectors",
         "cache_entries",

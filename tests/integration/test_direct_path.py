@@ -197,6 +197,49 @@ async def test_a_driver_off_the_allowlist_runs_on_core(
     assert runs.count == 0
 
 
+class RawExecutes:
+    """Counts the statements psycopg's raw cursors (``$1`` placeholders) execute."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+        import psycopg
+
+        self.count = 0
+        cursor_class: Any = psycopg.AsyncRawCursor if mode == "async" else psycopg.RawCursor
+        real: Callable[..., Any] = cursor_class.execute
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(cursor_class, "execute", spy)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("client_side", [False, True], ids=["default", "ClientCursor"])
+async def test_psycopg_runs_numbered_placeholders_unless_the_user_chose_a_cursor(
+    postgres_database: Backend, mode: str, client_side: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg parses pyformat placeholders at every execute, caching only short
+    statements: the direct path sends ``$1`` SQL, converted once, on raw cursors. A
+    connection made with a cursor_factory of the user's (ClientCursor binds on the
+    client, for PgBouncer) keeps it, with the pyformat SQL, and works the same."""
+    import psycopg
+
+    runs = DirectRuns(monkeypatch)
+    raw = RawExecutes(monkeypatch, mode)
+    connect_args = {}
+    if client_side:
+        factory = psycopg.AsyncClientCursor if mode == "async" else psycopg.ClientCursor
+        connect_args = {"cursor_factory": factory}
+    async with saver_from_url(
+        mode, _url(postgres_database, mode), connect_args=connect_args
+    ) as saver:
+        await saver.setup()
+        await _calls(saver, new_thread() + "-ñandú")
+    assert runs.count == 4
+    assert raw.count == (0 if client_side else 4)
+
+
 @pytest.mark.parametrize("switch", ["saver", "engine", "from_conn_string"])
 async def test_the_switch_keeps_every_call_on_core(
     make_engine: EngineFactory,

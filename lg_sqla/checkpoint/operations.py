@@ -101,7 +101,7 @@ def put(
     """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert)."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
-    checkpoint_id = codec.check_length("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
+    checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
     parent_id = codec.parent_id_of(config)
     nsh = key_hash(checkpoint_ns)
     now = utc_now()

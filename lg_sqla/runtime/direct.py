@@ -224,6 +224,17 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
         raise
 
 
+def check_in_after_commit(pooled: PoolProxiedConnection) -> None:
+    """Give a connection whose transaction was committed back to its pool, which then
+    skips its reset-on-return ROLLBACK (as after ``Connection.close()``). Private in
+    SQLAlchemy: where a release lacks it, a plain close (and that ROLLBACK)."""
+    close_special = getattr(pooled, "_close_special", None)
+    if close_special is not None:
+        close_special(transaction_reset=True)
+    else:
+        pooled.close()
+
+
 def run(
     pooled: PoolProxiedConnection,
     dialect: Dialect,

@@ -227,7 +227,7 @@ class Runtime:
 
         try:
             self.prepare_session(engine, pooled, None)
-            return direct.run(
+            result = direct.run(
                 pooled,
                 engine.dialect,
                 core,
@@ -237,8 +237,15 @@ class Runtime:
                 first,
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
-        finally:
+        except BaseException:
+            # The pool rolls back whatever the failed plan may have left open.
             (wrapped[0] if wrapped else pooled).close()
+            raise
+        # Committed: the pool need not roll back an ended transaction (on PyMySQL
+        # its ROLLBACK is one more round trip per call). What Connection.close()
+        # tells the pool after a commit (private in SQLAlchemy).
+        direct.check_in_after_commit(pooled)
+        return result
 
     def _writer_lock(
         self, engine: Engine, first: Step, writes: bool | None

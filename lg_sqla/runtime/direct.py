@@ -276,8 +276,11 @@ def run(
             if native and direct.native is not None:
                 direct = direct.native
             statement_sql = direct.sql
-            if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
-                parameters = direct.parameters_many(step.params)
+            params = step.params
+            if type(params) is not dict and (  # (the usual one row: no ABC checks)
+                isinstance(params, Sequence) and not isinstance(params, Mapping)
+            ):
+                parameters = direct.parameters_many(params)
                 if len(parameters) == 1:
                     # One row (a checkpoint, a lone blob or write): drivers' executemany
                     # costs more than execute for it (PyMySQL matches and rebuilds the
@@ -287,7 +290,7 @@ def run(
                 else:
                     cursor.executemany(direct.sql, parameters)
             else:
-                parameters = direct.parameters(step.params or {})
+                parameters = direct.parameters(params or {})
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
                 names = compiler.column_names(direct, cursor)

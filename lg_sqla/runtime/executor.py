@@ -298,8 +298,12 @@ class Runtime:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         sync_engine = engine.sync_engine
-        async with locks.holding(self._writer_lock(sync_engine, first, writes)):
+        lock = self._writer_lock(sync_engine, first, writes)
+        if lock is None:  # (most databases: no async context manager per call)
             result: Any = await greenlet_spawn(
                 self._run_started, sync_engine, plan, first, prebuilt
             )
+            return result  # type: ignore[no-any-return]
+        async with locks.holding(lock):
+            result = await greenlet_spawn(self._run_started, sync_engine, plan, first, prebuilt)
             return result  # type: ignore[no-any-return]

@@ -12,6 +12,12 @@
    one thread's calls under its own thread id, reading the latest checkpoint after
    every ``put``; calls/s with 1 worker and with ``shape.workers``, and their ratio.
 
+Besides the wall clock, the replay and the latest-checkpoint reads record the client CPU
+each call costs (``*_cpu_us``, mean per call): Python that competes with the graph's own
+for the GIL. Sync: the calling thread's CPU (``time.thread_time``). Async: the whole
+process's (``time.process_time``): the event loop's thread and the worker threads that
+aiosqlite and lg_sqla's threaded SQLite path run calls in; nothing else runs meanwhile.
+
 Argument copies are made before the clock starts: every saver gets objects of its own.
 """
 
@@ -36,6 +42,9 @@ METRICS = {
     "get_latest_ms": ("get_tuple (latest)", "ms", False),
     "get_by_id_ms": ("get_tuple (by id)", "ms", False),
     "list_ms": ("list (whole thread)", "ms", False),
+    "put_cpu_us": ("put", "µs CPU", False),
+    "put_writes_cpu_us": ("put_writes", "µs CPU", False),
+    "get_cpu_us": ("get_tuple (latest)", "µs CPU", False),
     "tiny_put_us": ("put, tiny state", "µs", False),
     "tiny_get_us": ("get_tuple, tiny state", "µs", False),
     "storage_per_checkpoint": ("storage / checkpoint", "bytes", False),
@@ -75,6 +84,7 @@ def _tiny_checkpoints(n: int) -> list[tuple[dict[str, Any], dict[str, str]]]:
 def _summary(
     put: list[float],
     writes: list[float],
+    cpu: dict[str, list[float]],
     latest: list[float],
     by_id: list[float],
     lists: list[float],
@@ -96,6 +106,9 @@ def _summary(
         "calls_1_per_s": rate_1,
         "calls_n_per_s": rate_n,
         "scaling": rate_n / rate_1,
+        "put_cpu_us": statistics.fmean(cpu["put"]) * 1e6,
+        "put_writes_cpu_us": statistics.fmean(cpu["put_writes"]) * 1e6,
+        "get_cpu_us": statistics.fmean(cpu["get"]) * 1e6,
     }
 
 
@@ -106,6 +119,16 @@ def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     result = fn(*args)
     return time.perf_counter() - start, result
+
+
+def _cpu_timed(cpu: list[float], fn: Any, *args: Any) -> tuple[float, Any]:
+    """``_timed``, appending the calling thread's CPU seconds to ``cpu``."""
+    cpu_start = time.thread_time()
+    start = time.perf_counter()
+    result = fn(*args)
+    elapsed = time.perf_counter() - start
+    cpu.append(time.thread_time() - cpu_start)
+    return elapsed, result
 
 
 def run_sync(
@@ -120,16 +143,21 @@ def run_sync(
     put: list[float] = []
     writes: list[float] = []
     ids: list[dict[str, Any]] = []
+    cpu: dict[str, list[float]] = {"put": [], "put_writes": [], "get": []}
     threads = _copies(recording, "")
     for calls in threads.values():
         for kind, args in calls:
             if kind == "put":
-                seconds, stored = _timed(saver.put, *args)
+                seconds, stored = _cpu_timed(cpu["put"], saver.put, *args)
                 put.append(seconds)
                 ids.append(stored)
             else:
-                writes.append(_timed(saver.put_writes, *args)[0])
-    latest = [_timed(saver.get_tuple, config(t))[0] for t in threads for _ in range(shape.reads)]
+                writes.append(_cpu_timed(cpu["put_writes"], saver.put_writes, *args)[0])
+    latest = [
+        _cpu_timed(cpu["get"], saver.get_tuple, config(t))[0]
+        for t in threads
+        for _ in range(shape.reads)
+    ]
     first = next(iter(threads))
     mine = [c for c in ids if c["configurable"]["thread_id"] == first]
     by_id = [_timed(saver.get_tuple, c)[0] for c in mine]
@@ -151,7 +179,7 @@ def run_sync(
     rate_1 = _workers_sync(saver, recording, 1, "one")
     rate_n = _workers_sync(saver, recording, shape.workers, "many")
     return _summary(
-        put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
+        put, writes, cpu, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
     )
 
 
@@ -190,6 +218,16 @@ async def _atimed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+async def _acpu_timed(cpu: list[float], fn: Any, *args: Any) -> tuple[float, Any]:
+    """``_atimed``, appending the process's CPU seconds to ``cpu`` (module docstring)."""
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    result = await fn(*args)
+    elapsed = time.perf_counter() - start
+    cpu.append(time.process_time() - cpu_start)
+    return elapsed, result
+
+
 async def run_async(
     saver: Any, recording: Recording, shape: Shape, storage: Callable[[], int]
 ) -> dict[str, float]:
@@ -202,17 +240,20 @@ async def run_async(
     put: list[float] = []
     writes: list[float] = []
     ids: list[dict[str, Any]] = []
+    cpu: dict[str, list[float]] = {"put": [], "put_writes": [], "get": []}
     threads = _copies(recording, "")
     for calls in threads.values():
         for kind, args in calls:
             if kind == "put":
-                seconds, stored = await _atimed(saver.aput, *args)
+                seconds, stored = await _acpu_timed(cpu["put"], saver.aput, *args)
                 put.append(seconds)
                 ids.append(stored)
             else:
-                writes.append((await _atimed(saver.aput_writes, *args))[0])
+                writes.append((await _acpu_timed(cpu["put_writes"], saver.aput_writes, *args))[0])
     latest = [
-        (await _atimed(saver.aget_tuple, config(t)))[0] for t in threads for _ in range(shape.reads)
+        (await _acpu_timed(cpu["get"], saver.aget_tuple, config(t)))[0]
+        for t in threads
+        for _ in range(shape.reads)
     ]
     first = next(iter(threads))
     mine = [c for c in ids if c["configurable"]["thread_id"] == first]
@@ -239,7 +280,7 @@ async def run_async(
     rate_1 = await _workers_async(saver, recording, 1, "one")
     rate_n = await _workers_async(saver, recording, shape.workers, "many")
     return _summary(
-        put, writes, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
+        put, writes, cpu, latest, by_id, lists, tiny_put, tiny_get, rate_1, rate_n, table_bytes
     )
 
 

@@ -174,6 +174,7 @@ API_COLUMNS = [
     "storage_per_checkpoint",
 ]
 TINY_COLUMNS = ["tiny_put_us", "tiny_get_us"]
+CPU_COLUMNS = ["put_cpu_us", "put_writes_cpu_us", "get_cpu_us"]
 WORKER_COLUMNS = ["calls_1_per_s", "calls_n_per_s", "scaling"]
 STORE_COLUMNS = list(store_level.METRICS)
 
@@ -187,6 +188,8 @@ def text_tables(results: dict[str, Any]) -> str:
         parts += [
             "## saver API: replay and reads",
             detail_table(results, "api", API_COLUMNS),
+            "## saver API: client CPU per call (sync: the thread's; async: the process's)",
+            detail_table(results, "api", CPU_COLUMNS),
             "## saver API: per-call overhead, tiny state",
             detail_table(results, "api", TINY_COLUMNS),
             f"## saver API: 1 vs {results['shape']['workers']} workers sharing one saver",
@@ -347,6 +350,13 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             "![saver-API ratios](img/bench-api.png)",
             "### Replay of the graph's calls, and reads of its data",
             detail_table(results, "api", API_COLUMNS),
+            "### Client CPU per call",
+            "Mean CPU time per call in the replay and the latest-checkpoint reads: sync, "
+            "the calling thread's (`time.thread_time`); async, the process's "
+            "(`time.process_time`: the event loop's thread and the driver's worker "
+            "threads). Python the saver spends here competes with the graph's own for "
+            "the GIL.",
+            detail_table(results, "api", CPU_COLUMNS),
             "### Per-call overhead on tiny state",
             detail_table(results, "api", TINY_COLUMNS),
             f"### 1 vs {workers} workers sharing one saver",

@@ -86,8 +86,12 @@ class SaverBase(BaseCheckpointSaver[str]):
     @property
     def context(self) -> Context:
         """What this saver's plans need (dialect, serializer), for ``run``/``arun``."""
-        # Built per call: `with_allowlist` clones carry another serde.
-        return Context(self.dialect_ops, self.serde, self._first_version)
+        # Built again when the serializer changed: `with_allowlist` clones carry
+        # another serde (and a copy of this attribute).
+        context: Context | None = self.__dict__.get("_context")
+        if context is None or context.serde is not self.serde:
+            context = self._context = Context(self.dialect_ops, self.serde, self._first_version)
+        return context
 
     def _writing(self, call: str) -> None:
         """Refuse ``call`` on a read-only saver, before anything reaches the database."""

@@ -84,6 +84,39 @@ def check_length(field: str, value: str, maximum: int) -> str:
     return value
 
 
+# A graph names the same thread, namespace, task and checkpoint ids in several calls
+# (put, then put_writes and get_tuple of what it returned): str values that passed
+# their check are remembered, so a repeat costs one set lookup (a failed check raises
+# and is not remembered). Bounded: emptied when full. The same for every saver.
+_PASSED_KEYS: set[tuple[str, int]] = set()
+_PASSED_KEYS_MAX = 8192
+
+
+def checked_key(field: str, value: Any, maximum: int) -> str:
+    """:func:`check_length` (``maximum`` < 0: :func:`check_text`), remembering the str
+    values that passed."""
+    if type(value) is str:  # (anything else is refused below, uncached)
+        key = (value, maximum)
+        if key in _PASSED_KEYS:
+            return value
+    else:
+        key = None
+    if maximum < 0:
+        check_text(field, value)
+    else:
+        check_length(field, value, maximum)
+    if key is not None:
+        if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
+            _PASSED_KEYS.clear()
+        _PASSED_KEYS.add(key)
+    return cast(str, value)
+
+
+def checked_text(field: str, value: Any) -> str:
+    """:func:`check_text`, remembering the str values that passed."""
+    return checked_key(field, value, -1)
+
+
 def thread_id_str(thread_id: object, field: str = "thread_id") -> str:
     """A thread id as stored: a str, or an int / UUID as its ``str()`` (LangGraph and
     the official savers accept ``{"thread_id": 1}``). ``None`` and other types are
@@ -95,7 +128,7 @@ def thread_id_str(thread_id: object, field: str = "thread_id") -> str:
             f"{field} must be a str (or an int or UUID), got {type(thread_id).__name__}: "
             f"{thread_id!r}"
         )
-    return check_length(field, thread_id, limits.THREAD_ID_MAX)
+    return checked_key(field, thread_id, limits.THREAD_ID_MAX)
 
 
 def thread_id_of(config: RunnableConfig) -> str:
@@ -110,7 +143,7 @@ def thread_id_of(config: RunnableConfig) -> str:
 
 def namespace_of(config: RunnableConfig) -> str:
     checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
-    return check_text("checkpoint_ns", checkpoint_ns)
+    return checked_text("checkpoint_ns", checkpoint_ns)
 
 
 def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id") -> str | None:
@@ -120,7 +153,7 @@ def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id"
     checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
     if checkpoint_id is None or checkpoint_id == "":
         return None
-    return check_length(field, checkpoint_id, limits.CHECKPOINT_ID_MAX)
+    return checked_key(field, checkpoint_id, limits.CHECKPOINT_ID_MAX)
 
 
 # A graph sends the same few channel names and versions on every call, each of them
@@ -281,8 +314,8 @@ def dump_writes(
     task_path: str,
 ) -> list[dict[str, Any]]:
     """Write rows (without thread/ns/checkpoint keys); special channels get fixed negative idx."""
-    check_length("task_id", task_id, limits.TASK_ID_MAX)
-    check_text("task_path", task_path)
+    checked_key("task_id", task_id, limits.TASK_ID_MAX)
+    checked_text("task_path", task_path)
     rows = []
     for position, (channel, value) in enumerate(writes):
         type_, blob = serde.dumps_typed(value)

@@ -78,12 +78,16 @@ _WRITE_UPDATE = ("channel", "type", "blob", "task_path")
 _SPECIAL_WRITE = W.c.idx < sa.literal_column("0")
 
 
+# The checkpoint's parameter names in the one-statement put (beside the blobs').
+_CHECKPOINT_PARAMS = {c.name: f"c_{c.name}" for c in C.columns}
+
+
 def _one_statement_put(
     ctx: Context, update: Sequence[str], with_blobs: bool, blob_rows: int
 ) -> Executable:
     """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it."""
     checkpoint = ctx.dialect_ops.upsert(C, update).values(
-        {c.name: sa.bindparam(f"c_{c.name}", type_=c.type) for c in C.columns}
+        {c.name: sa.bindparam(_CHECKPOINT_PARAMS[c.name], type_=c.type) for c in C.columns}
     )
     if not with_blobs:
         return checkpoint
@@ -101,7 +105,7 @@ def put(
     """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert)."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
-    checkpoint_id = codec.check_length("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
+    checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
     parent_id = codec.parent_id_of(config)
     nsh = key_hash(checkpoint_ns)
     now = utc_now()
@@ -130,7 +134,7 @@ def put(
             ("put", bool(blob_rows), shape),
             lambda: _one_statement_put(ctx, update, bool(blob_rows), shape),
         )
-        params = {f"c_{name}": value for name, value in checkpoint_row.items()}
+        params = {_CHECKPOINT_PARAMS[name]: value for name, value in checkpoint_row.items()}
         if blob_rows:
             params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
         yield Step(statement, params, whole_plan=True)

@@ -166,15 +166,17 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
     so statements without metadata filters (get_tuple, history paging) are kept
     and reused with new parameters; SQLAlchemy then also reuses its compiled SQL.
     """
+
     # A thread's page names its thread on every table it reads (the same bound value),
     # so a table partitioned by thread_id is pruned to one partition when planned,
     # and a distributed planner can route the whole statement to one shard.
-    thread = _param("thread_id") if q.thread_id is not None else None
-    if q.filter:
+    def build() -> Executable:
+        thread = _param("thread_id") if q.thread_id is not None else None
         return select_load(dialect_ops, select_page(dialect_ops, q), thread)
-    return dialect_ops.cached(
-        ("load", *_shape(q)), lambda: select_load(dialect_ops, select_page(dialect_ops, q), thread)
-    )
+
+    if q.filter:
+        return build()
+    return dialect_ops.cached(("load", *_shape(q)), build)
 
 
 def _null() -> ColumnElement[Any]:

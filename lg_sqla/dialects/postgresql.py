@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -75,14 +76,30 @@ def bulk_rows_shape(rows: Sequence[Any]) -> int:
     return len(rows) if len(rows) <= VALUES_ROWS_MAX else 0
 
 
+@functools.lru_cache(maxsize=512)
+def _bulk_param_names(
+    table: str, shared: tuple[str, ...], varying: tuple[str, ...], rows: int
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, str], ...], ...]]:
+    """(parameter, column) pairs of the shared columns, and of each row's (a statement's
+    names, formatted once rather than at every call)."""
+    return (
+        tuple((f"{table}_{c}", c) for c in shared),
+        tuple(tuple((f"{table}__{c}_{n}", c) for c in varying) for n in range(rows)),
+    )
+
+
 def bulk_params(
     table: sa.Table, shared: Sequence[str], varying: Sequence[str], rows: Sequence[Any]
 ) -> dict[str, Any]:
     """Parameters of ``PostgresOps.bulk_insert(..., rows=bulk_rows_shape(rows))``."""
-    params = {f"{table.name}_{c}": rows[0][c] for c in shared}
-    if bulk_rows_shape(rows):
-        for n, row in enumerate(rows):
-            params.update({f"{table.name}__{c}_{n}": row[c] for c in varying})
+    count = bulk_rows_shape(rows)
+    shared_names, row_names = _bulk_param_names(table.name, tuple(shared), tuple(varying), count)
+    first = rows[0]
+    params = {name: first[c] for name, c in shared_names}
+    if count:
+        for names, row in zip(row_names, rows, strict=True):
+            for name, c in names:
+                params[name] = row[c]
     else:
         params.update({f"{table.name}__{c}": [row[c] for row in rows] for c in varying})
     return params

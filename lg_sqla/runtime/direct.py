@@ -35,7 +35,7 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
-from lg_sqla.runtime.drivers import DirectDriver, Restore
+from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,9 @@ class DirectStatement:
     processors: Mapping[str, Callable[[Any], Any]]
     # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...).
     defaults: Mapping[str, Any]
+    # The same statement in the driver's native form (``DirectDriver.native_form``),
+    # for the cursors that take it.
+    native: DirectStatement | None = None
     # ``positional``'s values of a parameter dict, in C (built in __post_init__).
     _in_order: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
         init=False, repr=False, compare=False
@@ -178,7 +181,14 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     defaults = {
         name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
     }
-    return DirectStatement(compiled.string, positional, processors, defaults)
+    native = None
+    driver = direct_driver(dialect)
+    if driver is not None and driver.native_form is not None:
+        converted = driver.native_form(compiled.string)
+        if converted is None:
+            return None
+        native = DirectStatement(converted[0], converted[1], processors, defaults)
+    return DirectStatement(compiled.string, positional, processors, defaults, native)
 
 
 class DirectCompiler:
@@ -221,6 +231,17 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
         raise
 
 
+def check_in_after_commit(pooled: PoolProxiedConnection) -> None:
+    """Give a connection whose transaction was committed back to its pool, which then
+    skips its reset-on-return ROLLBACK (as after ``Connection.close()``). Private in
+    SQLAlchemy: where a release lacks it, a plain close (and that ROLLBACK)."""
+    close_special = getattr(pooled, "_close_special", None)
+    if close_special is not None:
+        close_special(transaction_reset=True)
+    else:
+        pooled.close()
+
+
 def run(
     pooled: PoolProxiedConnection,
     dialect: Dialect,
@@ -249,8 +270,7 @@ def run(
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
-        cursor = dbapi_connection.cursor()
-        driver.configure_cursor(cursor)
+        cursor, native = driver.open_cursor(dbapi_connection)
         while True:
             if step.statement is None:
                 dbapi_connection.commit()
@@ -260,9 +280,14 @@ def run(
             direct = compiler.get(step.statement, dialect)
             if direct is None:  # every step of a cached plan compiles: a bug otherwise
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
+            if native and direct.native is not None:
+                direct = direct.native
             statement_sql = direct.sql
-            if isinstance(step.params, Sequence) and not isinstance(step.params, Mapping):
-                parameters = direct.parameters_many(step.params)
+            params = step.params
+            if type(params) is not dict and (  # (the usual one row: no ABC checks)
+                isinstance(params, Sequence) and not isinstance(params, Mapping)
+            ):
+                parameters = direct.parameters_many(params)
                 if len(parameters) == 1:
                     # One row (a checkpoint, a lone blob or write): drivers' executemany
                     # costs more than execute for it (PyMySQL matches and rebuilds the
@@ -272,7 +297,7 @@ def run(
                 else:
                     cursor.executemany(direct.sql, parameters)
             else:
-                parameters = direct.parameters(step.params or {})
+                parameters = direct.parameters(params or {})
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
                 names = compiler.column_names(direct, cursor)

@@ -227,7 +227,7 @@ class Runtime:
 
         try:
             self.prepare_session(engine, pooled, None)
-            return direct.run(
+            result = direct.run(
                 pooled,
                 engine.dialect,
                 core,
@@ -237,8 +237,15 @@ class Runtime:
                 first,
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
-        finally:
+        except BaseException:
+            # The pool rolls back whatever the failed plan may have left open.
             (wrapped[0] if wrapped else pooled).close()
+            raise
+        # Committed: the pool need not roll back an ended transaction (on PyMySQL
+        # its ROLLBACK is one more round trip per call). What Connection.close()
+        # tells the pool after a commit (private in SQLAlchemy).
+        direct.check_in_after_commit(pooled)
+        return result
 
     def _writer_lock(
         self, engine: Engine, first: Step, writes: bool | None
@@ -291,8 +298,12 @@ class Runtime:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         sync_engine = engine.sync_engine
-        async with locks.holding(self._writer_lock(sync_engine, first, writes)):
+        lock = self._writer_lock(sync_engine, first, writes)
+        if lock is None:  # (most databases: no async context manager per call)
             result: Any = await greenlet_spawn(
                 self._run_started, sync_engine, plan, first, prebuilt
             )
+            return result  # type: ignore[no-any-return]
+        async with locks.holding(lock):
+            result = await greenlet_spawn(self._run_started, sync_engine, plan, first, prebuilt)
             return result  # type: ignore[no-any-return]

@@ -162,6 +162,48 @@ async def test_connections_go_back_to_the_pool_transactional(backend: Backend, m
         assert await saver.get_tuple(config(thread_id)) is not None, "the DELETE was autocommitted"
 
 
+async def test_a_committed_call_hands_its_connection_back_without_a_rollback(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool rolls back each connection handed back with its transaction open; the
+    direct path's committed calls say theirs is over, as Core's Connection does (on
+    PyMySQL the ROLLBACK was one more round trip per call)."""
+    runs = DirectRuns(monkeypatch)
+    async with saver_from_url(mode, _url(backend, mode)) as saver:
+        await saver.setup()
+        resets: list[bool] = []
+        # (on a SQLite file, async calls run on the saver's pysqlite engine)
+        engine = getattr(saver.target, "_threaded", None) or saver.target.engine
+        pool = getattr(engine, "sync_engine", engine).pool
+        sa.event.listen(
+            pool, "reset", lambda _dbapi, _record, state: resets.append(state.transaction_was_reset)
+        )
+        await _calls(saver, new_thread())
+        assert runs.count == 4
+        assert resets == [True] * 4
+
+
+def test_a_failed_call_has_its_connection_rolled_back_by_the_pool(backend: Backend) -> None:
+    with SQLAlchemySaver.from_conn_string(backend.sync_url, pool_size=1) as saver:
+        saver.setup()
+        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+        with saver.engine.begin() as connection:
+            connection.execute(sa.text("ALTER TABLE checkpoint_writes RENAME TO writes_away"))
+        resets: list[bool] = []
+        sa.event.listen(
+            saver.engine.pool,
+            "reset",
+            lambda _dbapi, _record, state: resets.append(state.transaction_was_reset),
+        )
+        try:
+            with pytest.raises(sa.exc.DBAPIError):
+                saver.put_writes(stored, [("a", 2)], "task-1")
+            assert resets == [False]
+        finally:
+            with saver.engine.begin() as connection:
+                connection.execute(sa.text("ALTER TABLE writes_away RENAME TO checkpoint_writes"))
+
+
 def test_the_allowlisted_drivers_are_the_ones_the_suite_runs() -> None:
     assert set(DIRECT_DRIVERS) == {
         ("sqlite", "pysqlite"),
@@ -195,6 +237,49 @@ async def test_a_driver_off_the_allowlist_runs_on_core(
     )
     await _calls(saver_on(engine), new_thread() + "-ñandú")
     assert runs.count == 0
+
+
+class RawExecutes:
+    """Counts the statements psycopg's raw cursors (``$1`` placeholders) execute."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+        import psycopg
+
+        self.count = 0
+        cursor_class: Any = psycopg.AsyncRawCursor if mode == "async" else psycopg.RawCursor
+        real: Callable[..., Any] = cursor_class.execute
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(cursor_class, "execute", spy)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("client_side", [False, True], ids=["default", "ClientCursor"])
+async def test_psycopg_runs_numbered_placeholders_unless_the_user_chose_a_cursor(
+    postgres_database: Backend, mode: str, client_side: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg parses pyformat placeholders at every execute, caching only short
+    statements: the direct path sends ``$1`` SQL, converted once, on raw cursors. A
+    connection made with a cursor_factory of the user's (ClientCursor binds on the
+    client, for PgBouncer) keeps it, with the pyformat SQL, and works the same."""
+    import psycopg
+
+    runs = DirectRuns(monkeypatch)
+    raw = RawExecutes(monkeypatch, mode)
+    connect_args = {}
+    if client_side:
+        factory = psycopg.AsyncClientCursor if mode == "async" else psycopg.ClientCursor
+        connect_args = {"cursor_factory": factory}
+    async with saver_from_url(
+        mode, _url(postgres_database, mode), connect_args=connect_args
+    ) as saver:
+        await saver.setup()
+        await _calls(saver, new_thread() + "-ñandú")
+    assert runs.count == 4
+    assert raw.count == (0 if client_side else 4)
 
 
 @pytest.mark.parametrize("switch", ["saver", "engine", "from_conn_string"])

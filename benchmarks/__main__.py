@@ -2,7 +2,11 @@
 
 report    graph + api + store levels on every database, sync and async; writes
           docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
-graph     the graph level only, tables printed
+graph     the graph level only, tables printed (the chat graph)
+react     the graph level on LangGraph's prebuilt ReAct agent (fake tool-calling model)
+delta     the graph level on the chat graph with messages on a DeltaChannel
+long      one thread to 10 / 100 / 1,000 turns (--lengths): turn latency, storage per turn
+long-delta  the same, messages on a DeltaChannel
 api       the saver-API level only, tables printed
 store     the store level only (lg_sqla's store against the official stores)
 ops | concurrent | async | prune | storage   the older single-purpose modes
@@ -33,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )
-    parser.add_argument("mode", choices=["report", "graph", "api", "store", *LEGACY])
+    parser.add_argument(
+        "mode",
+        choices=[
+            *("report", "graph", "react", "delta", "long", "long-delta", "api", "store"),
+            *LEGACY,
+        ],
+    )
     parser.add_argument(
         "--dialects",
         default=",".join(SETUPS),
@@ -49,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="graph threads (default 4)")
     parser.add_argument("--turns", type=int, help="turns per thread (default 8)")
     parser.add_argument("--workers", type=int, help="the N of 1 vs N workers (default 8)")
+    parser.add_argument(
+        "--lengths",
+        help="long levels: thread lengths in turns, comma-separated (default 10,100,1000)",
+    )
     parser.add_argument("--json", type=Path, help="also save the raw results here")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="report: where to write")
     parser.add_argument("--from", dest="source", type=Path, help="report: re-render saved results")
@@ -65,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         shape = QUICK if args.quick else Shape()
         overrides = {k: getattr(args, k) for k in ("threads", "turns", "workers")}
         shape = Shape(**{**shape.__dict__, **{k: v for k, v in overrides.items() if v}})
+        if args.lengths:
+            lengths = tuple(int(n) for n in args.lengths.split(",") if n)
+            if not lengths or min(lengths) < 1:
+                parser.error(f"--lengths: positive turn counts, got {args.lengths!r}")
+            shape = Shape(**{**shape.__dict__, "thread_lengths": lengths})
         dialects = [d for d in args.dialects.split(",") if d]
         unknown = set(dialects) - set(SETUPS)
         if unknown:

@@ -12,11 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import api_level, graph_level, store_level
+from . import api_level, graph_level, long_level, store_level
 from .contenders import OFFICIAL
 from .databases import LABELS, base
 
-METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS, "store": store_level.METRICS}
+METRICS = {
+    "graph": graph_level.METRICS,
+    "react": graph_level.METRICS,  # the graph level's measurements on other graphs
+    "delta": graph_level.METRICS,
+    "api": api_level.METRICS,
+    "store": store_level.METRICS,
+}
 SHORT = {"sqlite": "SQLite", "sqlite-normal": "SQLite=", "postgres": "PG", "mysql": "Maria"}
 
 # Issue 8, item 2: (level, metric, dialects) -> bound; ">=" for throughputs, "<=" else.
@@ -55,6 +61,8 @@ def cells(results: dict[str, Any]) -> dict[tuple[str, str, str, str], Cell]:
         by_key.setdefault(key, {True: {}, False: {}})[run["ours"]][run["repeat"]] = run["metrics"]
     out: dict[tuple[str, str, str, str], Cell] = {}
     for (level, dialect, mode), sides in by_key.items():
+        if level not in METRICS:
+            continue  # the long levels: their own table (long_level.text_table)
         for metric in METRICS[level]:
             ours = [m[metric] for m in sides[True].values()]
             theirs = [m[metric] for m in sides[False].values()]
@@ -170,6 +178,18 @@ def text_tables(results: dict[str, Any]) -> str:
     parts = []
     if "graph" in results["levels"]:
         parts += ["## graph level", detail_table(results, "graph", GRAPH_COLUMNS)]
+    if "react" in results["levels"]:
+        parts += ["## graph level: ReAct agent", detail_table(results, "react", GRAPH_COLUMNS)]
+    if "delta" in results["levels"]:
+        parts += [
+            "## graph level: chat graph, messages on a DeltaChannel",
+            detail_table(results, "delta", GRAPH_COLUMNS),
+        ]
+    parts += [
+        long_level.text_table(results, level)
+        for level in long_level.LEVELS
+        if level in results["levels"]
+    ]
     if "api" in results["levels"]:
         parts += [
             "## saver API: replay and reads",

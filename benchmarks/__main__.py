@@ -1,6 +1,6 @@
 """Command line: ``python -m benchmarks MODE [options]`` (``--help`` lists them).
 
-report    graph + api + store levels on every database, sync and async; writes
+report    graph + api + store levels (--levels) on every database, sync and async; writes
           docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
 graph     the graph level only, tables printed (the chat graph)
 react     the graph level on LangGraph's prebuilt ReAct agent (fake tool-calling model)
@@ -23,6 +23,7 @@ from .databases import ROOT, SETUPS
 from .workload import QUICK, Shape
 
 LEGACY = ("ops", "concurrent", "async", "prune", "storage")
+LEVELS = ("graph", "react", "delta", "long", "long-delta", "api", "store")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "mode",
-        choices=[
-            *("report", "graph", "react", "delta", "long", "long-delta", "api", "store"),
-            *LEGACY,
-        ],
+        choices=["report", *LEVELS, *LEGACY],
     )
     parser.add_argument(
         "--dialects",
@@ -59,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="graph threads (default 4)")
     parser.add_argument("--turns", type=int, help="turns per thread (default 8)")
     parser.add_argument("--workers", type=int, help="the N of 1 vs N workers (default 8)")
+    parser.add_argument(
+        "--levels",
+        default="graph,api,store",
+        help=f"report: the levels run (default graph,api,store; all: {','.join(LEVELS)})",
+    )
     parser.add_argument(
         "--lengths",
         help="long levels: thread lengths in turns, comma-separated (default 10,100,1000)",
@@ -88,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         unknown = set(dialects) - set(SETUPS)
         if unknown:
             parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {SETUPS}")
-        levels = ["graph", "api", "store"] if args.mode == "report" else [args.mode]
+        levels = args.levels.split(",") if args.mode == "report" else [args.mode]
+        if unknown := set(levels) - set(LEVELS):
+            parser.error(f"--levels: unknown level(s) {', '.join(sorted(unknown))}")
         modes = [m for m in args.modes.split(",") if m]
         modes = ["sync", "async"] if modes == ["both"] else modes
         if unknown := set(modes) - {"sync", "async"}:

@@ -343,6 +343,22 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             WORKERS_TEXT.format(workers=workers),
             detail_table(results, "api", WORKER_COLUMNS),
         ]
+    for level, title in (
+        ("react", "Graph level: LangGraph's prebuilt ReAct agent"),
+        ("delta", "Graph level: the chat graph with `messages` on a DeltaChannel"),
+    ):
+        if level in results["levels"]:
+            parts += [
+                f"## {title}",
+                GRAPH_VARIANT_TEXT,
+                detail_table(results, level, GRAPH_COLUMNS),
+            ]
+    long_levels = [level for level in long_level.LEVELS if level in results["levels"]]
+    if long_levels:
+        parts += ["## Long threads", LONG_TEXT]
+        parts += [
+            long_level.text_table(results, level).replace("## ", "### ") for level in long_levels
+        ]
     if "store" in plots:
         parts += [
             "## Store level (long-term memory)",
@@ -355,6 +371,21 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
     parts += [METHOD, STATIC]
     return "\n\n".join(parts) + "\n"
 
+
+GRAPH_VARIANT_TEXT = """\
+The graph level's measurements (`benchmarks/graph_level.py`) on another graph of
+`benchmarks/workload.py`: the ReAct agent is `create_react_agent` with a deterministic
+fake tool-calling model and the chat graph's `lookup` tool (5 checkpoints a turn); the
+DeltaChannel variant is the chat graph with `messages` stored as each step's writes
+plus a snapshot every 100 updates. Each cell: lg_sqla / official saver (medians over
+repeats) = median per-repeat ratio."""
+
+LONG_TEXT = """\
+One thread run turn after turn on a fresh database (`benchmarks/long_level.py`): at
+each length, the turn latency (median of the 5 turns ending there) and the storage per
+turn (the database's bytes on all tables, data, indexes and TOAST / LOBs, less the
+empty schema's, divided by the turns). Medians over repeats; the ratio row is
+lg_sqla / official saver."""
 
 HEADER = """\
 # Benchmarks

@@ -120,10 +120,8 @@ def test_graph_variants_and_long_threads_run_both_savers(tmp_path: Path) -> None
     from benchmarks.long_level import metrics
 
     levels = ["react", "long-delta"]
-    code = main(
-        ["report", "--quick", "--dialects", "sqlite", "--modes", "sync"]
-        + ["--levels", ",".join(levels), "--lengths", "2,4", "--docs", str(tmp_path)]
-    )
+    options = ["--levels", ",".join(levels), "--lengths", "2,4", "--docs", str(tmp_path)]
+    code = main(["report", "--quick", "--dialects", "sqlite", "--modes", "sync", *options])
 
     results = json.loads((tmp_path / "img" / "bench-results.json").read_text(encoding="utf-8"))
     assert [r["error"] for r in results["runs"] if "error" in r] == []

@@ -214,3 +214,22 @@ def test_inspection_and_garbage_collection_see_inline_values(engine: sa.Engine) 
     assert table_counts(engine, thread_id)["checkpoint_blobs"] == 1  # m at version 2
     got = saver.get_tuple(config(thread_id))
     assert got is not None and got.checkpoint["channel_values"] == {"branch": None, "m": [1, 2]}
+
+
+HOSTILE = ['say "hi"', "a.b", "$.x", "back\\slash", "日本語", "[0]", "a'b", "", " lead"]
+
+
+def test_history_finds_inline_seeds_under_any_channel_name(engine: sa.Engine) -> None:
+    """The SQL walk reads inline values by JSON path: names that need quoting included."""
+    saver = SQLAlchemySaver(engine)
+    thread_id = new_thread()
+    versions = {ch: 1 for ch in HOSTILE}
+    stored = saver.put(
+        config(thread_id), checkpoint(dict.fromkeys(HOSTILE), versions), {}, versions
+    )
+    saver.put_writes(stored, [(ch, f"w-{ch}") for ch in HOSTILE], task_id="t")
+    versions = {ch: 2 for ch in HOSTILE}
+    head = saver.put(stored, checkpoint({}, versions), {}, versions)  # a delta step
+    expected = BaseCheckpointSaver.get_delta_channel_history(saver, config=head, channels=HOSTILE)
+    assert all(expected[ch].get("seed", "absent") is None for ch in HOSTILE), expected
+    assert saver.get_delta_channel_history(config=head, channels=HOSTILE) == expected

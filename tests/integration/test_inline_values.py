@@ -223,13 +223,13 @@ def test_history_finds_inline_seeds_under_any_channel_name(engine: sa.Engine) ->
     """The SQL walk reads inline values by JSON path: names that need quoting included."""
     saver = SQLAlchemySaver(engine)
     thread_id = new_thread()
-    versions = {ch: 1 for ch in HOSTILE}
+    versions: dict[str, str | int | float] = {ch: 1 for ch in HOSTILE}
     stored = saver.put(
         config(thread_id), checkpoint(dict.fromkeys(HOSTILE), versions), {}, versions
     )
     saver.put_writes(stored, [(ch, f"w-{ch}") for ch in HOSTILE], task_id="t")
-    versions = {ch: 2 for ch in HOSTILE}
-    head = saver.put(stored, checkpoint({}, versions), {}, versions)  # a delta step
+    versions = {ch: 2 for ch in HOSTILE}  # a delta step: new versions, no values
+    head = saver.put(stored, checkpoint({}, versions), {}, versions)
     expected = BaseCheckpointSaver.get_delta_channel_history(saver, config=head, channels=HOSTILE)
     assert all(expected[ch].get("seed", "absent") is None for ch in HOSTILE), expected
     assert saver.get_delta_channel_history(config=head, channels=HOSTILE) == expected

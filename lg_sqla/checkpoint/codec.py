@@ -265,6 +265,9 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     return document
 
 
+_ABSENT = object()  # a channel_values lookup's default: a channel without a value
+
+
 def _none_is_plain(serde: SerializerProtocol) -> bool:
     """Whether ``serde`` stores ``None`` as plain data (so it may live in the document)."""
     try:
@@ -311,9 +314,6 @@ def dump_values(
             }
         )
     return inline, rows
-
-
-_ABSENT = object()
 
 
 def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:

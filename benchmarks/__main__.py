@@ -1,8 +1,12 @@
 """Command line: ``python -m benchmarks MODE [options]`` (``--help`` lists them).
 
-report    graph + api + store levels on every database, sync and async; writes
+report    graph + api + store levels (--levels) on every database, sync and async; writes
           docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
-graph     the graph level only, tables printed
+graph     the graph level only, tables printed (the chat graph)
+react     the graph level on LangGraph's prebuilt ReAct agent (fake tool-calling model)
+delta     the graph level on the chat graph with messages on a DeltaChannel
+long      one thread to 10 / 100 / 1,000 turns (--lengths): turn latency, storage per turn
+long-delta  the same, messages on a DeltaChannel
 api       the saver-API level only, tables printed
 store     the store level only (lg_sqla's store against the official stores)
 scale     cross-thread calls at 1k / 10k / 100k threads (benchmarks/scale_level.py;
@@ -21,6 +25,7 @@ from .databases import ROOT, SETUPS
 from .workload import QUICK, Shape
 
 LEGACY = ("ops", "concurrent", "async", "prune", "storage")
+LEVELS = ("graph", "react", "delta", "long", "long-delta", "api", "store")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )
-    parser.add_argument("mode", choices=["report", "graph", "api", "store", *LEGACY])
+    parser.add_argument(
+        "mode",
+        choices=["report", *LEVELS, *LEGACY],
+    )
     parser.add_argument(
         "--dialects",
         default=",".join(SETUPS),
@@ -55,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="graph threads (default 4)")
     parser.add_argument("--turns", type=int, help="turns per thread (default 8)")
     parser.add_argument("--workers", type=int, help="the N of 1 vs N workers (default 8)")
+    parser.add_argument(
+        "--levels",
+        default="graph,api,store",
+        help=f"report: the levels run (default graph,api,store; all: {','.join(LEVELS)})",
+    )
+    parser.add_argument(
+        "--lengths",
+        help="long levels: thread lengths in turns, comma-separated (default 10,100,1000)",
+    )
     parser.add_argument("--json", type=Path, help="also save the raw results here")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="report: where to write")
     parser.add_argument("--from", dest="source", type=Path, help="report: re-render saved results")
@@ -71,11 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         shape = QUICK if args.quick else Shape()
         overrides = {k: getattr(args, k) for k in ("threads", "turns", "workers")}
         shape = Shape(**{**shape.__dict__, **{k: v for k, v in overrides.items() if v}})
+        if args.lengths:
+            lengths = tuple(int(n) for n in args.lengths.split(",") if n)
+            if not lengths or min(lengths) < 1:
+                parser.error(f"--lengths: positive turn counts, got {args.lengths!r}")
+            shape = Shape(**{**shape.__dict__, "thread_lengths": lengths})
         dialects = [d for d in args.dialects.split(",") if d]
         unknown = set(dialects) - set(SETUPS)
         if unknown:
             parser.error(f"unknown dialect(s) {sorted(unknown)}; choose from {SETUPS}")
-        levels = ["graph", "api", "store"] if args.mode == "report" else [args.mode]
+        levels = args.levels.split(",") if args.mode == "report" else [args.mode]
+        if unknown := set(levels) - set(LEVELS):
+            parser.error(f"--levels: unknown level(s) {', '.join(sorted(unknown))}")
         modes = [m for m in args.modes.split(",") if m]
         modes = ["sync", "async"] if modes == ["both"] else modes
         if unknown := set(modes) - {"sync", "async"}:

@@ -5,6 +5,10 @@ while the next step runs). Turns go round-robin over the threads, one at a time,
 one user after another would; a warm-up turn on a thread of its own comes first.
 Then a long thread is built (untimed) and ``get_state`` and the full
 ``get_state_history`` are timed on it.
+
+The same measurements run on three graphs (``workload.WORKLOADS``): level ``graph``
+is the chat graph, ``delta`` the chat graph with ``messages`` on a DeltaChannel,
+``react`` LangGraph's prebuilt ReAct agent.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from .workload import CHECKPOINTS_PER_TURN, Shape, build_graph, config, user_turn
+from .workload import WORKLOADS, GraphWorkload, Shape, config, user_turn
 
 METRICS = {
     # key: (label, unit, higher is better)
@@ -28,8 +32,10 @@ def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def run_sync(saver: Any, shape: Shape) -> dict[str, float]:
-    graph = build_graph().compile(checkpointer=saver)
+def run_sync(
+    saver: Any, shape: Shape, workload: GraphWorkload = WORKLOADS["graph"]
+) -> dict[str, float]:
+    graph = workload.compile(saver)
     graph.invoke(user_turn("warm-up", 0), config("warm-up"))
     threads = [f"thread-{t}" for t in range(shape.threads)]
     latencies = []
@@ -51,7 +57,7 @@ def run_sync(saver: Any, shape: Shape) -> dict[str, float]:
         start = time.perf_counter()
         history = list(graph.get_state_history(config("long")))
         histories.append(_ms(start))
-    assert len(history) == CHECKPOINTS_PER_TURN * shape.long_turns, len(history)
+    assert len(history) == workload.checkpoints_per_turn * shape.long_turns, len(history)
     return {
         "turns_per_s": len(latencies) / elapsed,
         "turn_p50_ms": statistics.median(latencies),
@@ -60,8 +66,10 @@ def run_sync(saver: Any, shape: Shape) -> dict[str, float]:
     }
 
 
-async def run_async(saver: Any, shape: Shape) -> dict[str, float]:
-    graph = build_graph().compile(checkpointer=saver)
+async def run_async(
+    saver: Any, shape: Shape, workload: GraphWorkload = WORKLOADS["graph"]
+) -> dict[str, float]:
+    graph = workload.compile(saver)
     await graph.ainvoke(user_turn("warm-up", 0), config("warm-up"))
     threads = [f"thread-{t}" for t in range(shape.threads)]
     latencies = []
@@ -83,7 +91,7 @@ async def run_async(saver: Any, shape: Shape) -> dict[str, float]:
         start = time.perf_counter()
         history = [s async for s in graph.aget_state_history(config("long"))]
         histories.append(_ms(start))
-    assert len(history) == CHECKPOINTS_PER_TURN * shape.long_turns, len(history)
+    assert len(history) == workload.checkpoints_per_turn * shape.long_turns, len(history)
     return {
         "turns_per_s": len(latencies) / elapsed,
         "turn_p50_ms": statistics.median(latencies),

@@ -12,11 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import api_level, graph_level, store_level
+from . import api_level, graph_level, long_level, store_level
 from .contenders import OFFICIAL
 from .databases import LABELS, base
 
-METRICS = {"graph": graph_level.METRICS, "api": api_level.METRICS, "store": store_level.METRICS}
+METRICS = {
+    "graph": graph_level.METRICS,
+    "react": graph_level.METRICS,  # the graph level's measurements on other graphs
+    "delta": graph_level.METRICS,
+    "api": api_level.METRICS,
+    "store": store_level.METRICS,
+}
 # The plots' row labels (LABELS spells out the SQLite=NORMAL variant at length).
 SHORT = {
     "sqlite": "SQLite",
@@ -62,6 +68,8 @@ def cells(results: dict[str, Any]) -> dict[tuple[str, str, str, str], Cell]:
         by_key.setdefault(key, {True: {}, False: {}})[run["ours"]][run["repeat"]] = run["metrics"]
     out: dict[tuple[str, str, str, str], Cell] = {}
     for (level, dialect, mode), sides in by_key.items():
+        if level not in METRICS:
+            continue  # the long levels: their own table (long_level.text_table)
         for metric in METRICS[level]:
             # A metric may be missing on one side (the store level's semantic search:
             # the official store has none on that database).
@@ -184,6 +192,18 @@ def text_tables(results: dict[str, Any]) -> str:
     parts = []
     if "graph" in results["levels"]:
         parts += ["## graph level", detail_table(results, "graph", GRAPH_COLUMNS)]
+    if "react" in results["levels"]:
+        parts += ["## graph level: ReAct agent", detail_table(results, "react", GRAPH_COLUMNS)]
+    if "delta" in results["levels"]:
+        parts += [
+            "## graph level: chat graph, messages on a DeltaChannel",
+            detail_table(results, "delta", GRAPH_COLUMNS),
+        ]
+    parts += [
+        long_level.text_table(results, level)
+        for level in long_level.LEVELS
+        if level in results["levels"]
+    ]
     if "api" in results["levels"]:
         parts += [
             "## saver API: replay and reads",
@@ -363,6 +383,22 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             WORKERS_TEXT.format(workers=workers),
             detail_table(results, "api", WORKER_COLUMNS),
         ]
+    for level, title in (
+        ("react", "Graph level: LangGraph's prebuilt ReAct agent"),
+        ("delta", "Graph level: the chat graph with `messages` on a DeltaChannel"),
+    ):
+        if level in results["levels"]:
+            parts += [
+                f"## {title}",
+                GRAPH_VARIANT_TEXT,
+                detail_table(results, level, GRAPH_COLUMNS),
+            ]
+    long_levels = [level for level in long_level.LEVELS if level in results["levels"]]
+    if long_levels:
+        parts += ["## Long threads", LONG_TEXT]
+        parts += [
+            long_level.text_table(results, level).replace("## ", "### ") for level in long_levels
+        ]
     if "store" in plots:
         parts += [
             "## Store level (long-term memory)",
@@ -375,6 +411,21 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
     parts += [METHOD, STATIC]
     return "\n\n".join(parts) + "\n"
 
+
+GRAPH_VARIANT_TEXT = """\
+The graph level's measurements (`benchmarks/graph_level.py`) on another graph of
+`benchmarks/workload.py`: the ReAct agent is `create_react_agent` with a deterministic
+fake tool-calling model and the chat graph's `lookup` tool (5 checkpoints a turn); the
+DeltaChannel variant is the chat graph with `messages` stored as each step's writes
+plus a snapshot every 100 updates. Each cell: lg_sqla / official saver (medians over
+repeats) = median per-repeat ratio."""
+
+LONG_TEXT = """\
+One thread run turn after turn on a fresh database (`benchmarks/long_level.py`): at
+each length, the turn latency (median of the 5 turns ending there) and the storage per
+turn (the database's bytes on all tables, data, indexes and TOAST / LOBs, less the
+empty schema's, divided by the turns). Medians over repeats; the ratio row is
+lg_sqla / official saver."""
 
 HEADER = """\
 # Benchmarks

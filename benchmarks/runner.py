@@ -24,12 +24,13 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-from . import api_level, graph_level, store_level
+from . import api_level, graph_level, long_level, store_level
 from .contenders import Contender, contenders
 from .databases import ROOT, Servers, base, servers
-from .workload import Recording, Shape, record
+from .workload import WORKLOADS, Recording, Shape, record
 
-LEVELS = ("graph", "api", "store")
+LEVELS = ("graph", "react", "delta", "long", "long-delta", "api", "store")
+GRAPH_LEVELS = ("graph", "react", "delta")  # graph_level on workload.WORKLOADS[level]
 # A measurement that raises is retried once on a fresh database (a shared machine can
 # have a transient server error); both failures are kept in the results and reported.
 ATTEMPTS = 2
@@ -76,16 +77,20 @@ def _measure(
             async def go() -> dict[str, float]:
                 async with contender.open(db) as saver:
                     with settled():
-                        if level == "graph":
-                            return await graph_level.run_async(saver, shape)
+                        if level in GRAPH_LEVELS:
+                            return await graph_level.run_async(saver, shape, WORKLOADS[level])
+                        if level in long_level.LEVELS:
+                            return await long_level.run_async(saver, shape, storage, level)
                         if level == "store":
                             return await store_level.run_async(saver, shape)
                         return await api_level.run_async(saver, rec, shape, storage)
 
             return asyncio.run(go())
         with contender.open(db) as saver, settled():
-            if level == "graph":
-                return graph_level.run_sync(saver, shape)
+            if level in GRAPH_LEVELS:
+                return graph_level.run_sync(saver, shape, WORKLOADS[level])
+            if level in long_level.LEVELS:
+                return long_level.run_sync(saver, shape, storage, level)
             if level == "store":
                 return store_level.run_sync(saver, shape)
             return api_level.run_sync(saver, rec, shape, storage)

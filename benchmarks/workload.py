@@ -7,6 +7,11 @@ fake model that asks for a tool) -> ``tools`` (LangGraph's ``ToolNode``) -> ``ag
 then one per step) and their writes, with a ``messages`` channel that grows by 4
 messages of ~0.5 KB a turn.
 
+Two more graphs for the graph level's variants (``WORKLOADS``): the same chat graph
+with ``messages`` on a LangGraph ``DeltaChannel``, and LangGraph's prebuilt ReAct agent
+with a fake tool-calling model (user message -> agent -> tools -> agent: 5 checkpoints a
+turn).
+
 Everything is deterministic (fixed seed, fixed message and tool-call ids), so every
 contender stores the same data.
 """
@@ -15,11 +20,16 @@ from __future__ import annotations
 
 import copy
 import random
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -52,6 +62,8 @@ class Shape:
     # store level: items of the large semantic search and namespaces of list_namespaces
     # (the small semantic search has a tenth)
     store_items: int = 10_000
+    # long level: one thread run to the largest length, measured at each (benchmarks/long_level.py)
+    thread_lengths: tuple[int, ...] = (10, 100, 1000)
 
 
 QUICK = Shape(
@@ -63,6 +75,7 @@ QUICK = Shape(
     workers=2,
     store_calls=10,
     store_items=200,
+    thread_lengths=(3, 10),
 )
 
 
@@ -139,16 +152,114 @@ def _agent(state: AgentState) -> dict[str, Any]:
     }
 
 
-def build_graph() -> StateGraph:
-    builder = StateGraph(AgentState)
-    builder.add_node("planner", _planner)
-    builder.add_node("agent", _agent)
-    builder.add_node("tools", ToolNode([lookup]))
+def build_graph(state: type[Any] = AgentState) -> StateGraph:
+    builder = StateGraph(state)
+    if state is AgentState:
+        builder.add_node("planner", _planner)
+        builder.add_node("agent", _agent)
+        builder.add_node("tools", ToolNode([lookup]))
+    else:  # the nodes' annotations (and ToolNode's schema) declare add_messages
+        builder.add_node("planner", _planner, input_schema=state)
+        builder.add_node("agent", _agent, input_schema=state)
+        builder.add_node("tools", ToolNode([lookup]), input_schema=state)
     builder.add_edge(START, "planner")
     builder.add_edge("planner", "agent")
     builder.add_conditional_edges("agent", tools_condition)  # "tools" or END
     builder.add_edge("tools", "agent")
     return builder
+
+
+# --- the same chat graph with ``messages`` on a DeltaChannel ---------------------------
+
+
+def _add_message_batches(messages: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` over a batch of writes: a DeltaChannel reducer folds many at once."""
+    for batch in batches:
+        messages = add_messages(messages, batch)
+    return messages
+
+
+class DeltaAgentState(TypedDict):
+    # Stored as the writes of each step plus a snapshot every 100 updates
+    # (DeltaChannel's default), not as the whole list at every version.
+    messages: Annotated[list[AnyMessage], DeltaChannel(_add_message_batches)]
+    plan: list[str]
+    notes: dict[str, Any]
+    turn: int
+
+
+def build_delta_graph() -> StateGraph:
+    return build_graph(DeltaAgentState)
+
+
+# --- LangGraph's prebuilt ReAct agent with a fake tool-calling model -------------------
+
+
+class FakeToolCallingModel(BaseChatModel):
+    """Deterministic: asks for ``lookup`` after a user message, answers after a tool."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-tool-calling"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolCallingModel:
+        return self  # always calls `lookup`, the only tool it is given
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        last = messages[-1]
+        turn = sum(isinstance(m, HumanMessage) for m in messages)
+        rng = random.Random(f"react/{turn}/{len(messages)}")
+        if isinstance(last, ToolMessage):
+            text = f"Here is what I found: {str(last.content)[:120]} ... " + _text(rng, 50)
+            message = AIMessage(content=text, id=f"ai-{turn}-answer")
+        else:
+            call = {"name": "lookup", "args": {"query": _text(rng, 3), "turn": turn}}
+            message = AIMessage(
+                content="Let me look that up. " + _text(rng, 40),
+                id=f"ai-{turn}-call",
+                tool_calls=[{**call, "id": f"c{turn}"}],
+            )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _react_agent(checkpointer: Any) -> Any:
+    """LangGraph's ``create_react_agent`` (langchain's newer ``create_agent`` is not a
+    dependency here) on the fake model and the chat graph's ``lookup`` tool."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated in favour of langchain.agents
+        from langgraph.prebuilt import create_react_agent
+
+        return create_react_agent(FakeToolCallingModel(), [lookup], checkpointer=checkpointer)
+
+
+@dataclass(frozen=True)
+class GraphWorkload:
+    """A graph of the graph levels: ``compile(saver)`` and its checkpoints per turn."""
+
+    name: str
+    compile: Callable[[Any], Any]
+    checkpoints_per_turn: int
+
+
+# The input, then one before each of agent, tools, agent, and the final one.
+REACT_CHECKPOINTS_PER_TURN = 5
+WORKLOADS = {
+    "graph": GraphWorkload(
+        "chat", lambda saver: build_graph().compile(checkpointer=saver), CHECKPOINTS_PER_TURN
+    ),
+    "delta": GraphWorkload(
+        "chat, messages on a DeltaChannel",
+        lambda saver: build_delta_graph().compile(checkpointer=saver),
+        CHECKPOINTS_PER_TURN,
+    ),
+    "react": GraphWorkload("ReAct agent", _react_agent, REACT_CHECKPOINTS_PER_TURN),
+}
 
 
 def user_turn(thread: str, turn: int) -> dict[str, Any]:

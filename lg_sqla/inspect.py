@@ -783,6 +783,9 @@ def diff(
     new_versions = documents[new_id].get("channel_versions") or {}
 
     def view(cid: str, channel: str) -> ValueView | None:
+        inline = codec.inline_values(documents[cid])
+        if channel in inline:
+            return summarize(inline[channel], width)
         found = blobs.get((cid, channel))
         if found is None or found[0] == EMPTY_TYPE:
             return None
@@ -987,21 +990,38 @@ def latest(
     heads = sa.select(ranked).where(ranked.c.rank == 1).cte("heads")
     found = versioned_blobs(ctx.dialect_ops, heads)
     blob = found.blob
-    stmt = (
-        sa.select(
-            heads.c.thread_id, heads.c.checkpoint_id, blob.c.version, blob.c.type, blob.c.blob
-        )
-        .select_from(found.joined)
-        .where(found.channel == ctx.dialect_ops.as_key(sa.literal(channel, B.c.channel.type)))
+    stored = sa.select(
+        heads.c.thread_id,
+        heads.c.checkpoint_id,
+        blob.c.version,
+        blob.c.type,
+        blob.c.blob,
+        sa.null().label("inline"),
+    ).select_from(found.joined)
+    stored = stored.where(
+        found.channel == ctx.dialect_ops.as_key(sa.literal(channel, B.c.channel.type))
     )
-    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
-    return {
-        r.thread_id: LatestValue(
-            r.thread_id, r.checkpoint_id, r.version, codec.load_value(ctx.serde, r.type, r.blob)
-        )
-        for r in rows
-        if r.type != EMPTY_TYPE
-    }
+    # A value kept in the document itself (codec.INLINE_KEY), e.g. None.
+    inline_member = ctx.dialect_ops.json_member(heads.c.checkpoint, codec.INLINE_KEY, channel)
+    inline = sa.select(
+        heads.c.thread_id,
+        heads.c.checkpoint_id,
+        ctx.dialect_ops.channel_version(heads.c.checkpoint, channel),
+        sa.null(),
+        sa.null(),
+        inline_member,
+    ).where(inline_member.is_not(None))
+    rows = (yield Step(sa.union_all(stored, inline), fetch=True, whole_plan=True)).rows
+    out: dict[str, LatestValue] = {}
+    for r in sorted(rows, key=lambda r: r.inline is not None):  # inline read last, wins
+        if r.inline is not None:
+            value = codec.inline_value_json(r.inline)
+        elif r.type == EMPTY_TYPE:
+            continue
+        else:
+            value = codec.load_value(ctx.serde, r.type, r.blob)
+        out[r.thread_id] = LatestValue(r.thread_id, r.checkpoint_id, r.version, value)
+    return out
 
 
 def storage(

@@ -5,9 +5,14 @@ Storage shape:
 * ``checkpoints.checkpoint`` is the LangGraph checkpoint document *without*
   ``channel_values``; its ``channel_versions`` (and ``versions_seen``) hold
   versions as strings, the form blob keys use.
-* every channel value lives in ``checkpoint_blobs`` at its version, written
-  once, when the version is new; a versioned channel without a value is an
-  ``"empty"`` blob that loads as absent.
+* a channel value lives in ``checkpoint_blobs`` at its version, written once,
+  when the version is new; except ``None`` (see ``inline_values``), kept in the
+  document's ``inline_values`` as ``{channel: [null]}``, and a versioned channel
+  without a value (a DeltaChannel between snapshots, a consumed branch), which has
+  no row at all and loads as absent.
+* rows written before that are read alongside: an ``"empty"`` blob (how a
+  versioned channel without a value used to be stored) loads as absent, a
+  ``"null"`` blob as ``None``, whatever the document inlines.
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ from lg_sqla.serde.tags import parse_type_tag
 from lg_sqla.shared import json_text
 
 EMPTY_TYPE = "empty"
+# The document key of the values kept inline, each wrapped in a one-element list, so
+# that a JSON path to it is never JSON null (SQLite's json_extract returns SQL NULL
+# for both a null and a missing member; the history walk in SQL tells them apart).
+INLINE_KEY = "inline_values"
+# Type tags of serializers that store a value as plain data (LangGraph's
+# JsonPlusSerializer: "null" for None). A tag with a layer ("msgpack+aes",
+# "null+zstd"...) or a serializer of its own keeps every value in checkpoint_blobs.
+_PLAIN_TAGS = frozenset({"null", "msgpack", "json"})
 
 
 # MariaDB refuses JSON with more than 31 nested objects/arrays (its depth limit, 32,
@@ -265,7 +278,8 @@ def run_id_of(metadata: Mapping[str, Any]) -> str | None:
     return check_length("metadata run_id", str(run_id), limits.RUN_ID_MAX)
 
 
-_CHECKED_PARTS = ("channel_values", "channel_versions", "versions_seen")
+# (INLINE_KEY is lg_sqla's own member of the document: never taken from a checkpoint.)
+_CHECKED_PARTS = ("channel_values", "channel_versions", "versions_seen", INLINE_KEY)
 
 
 def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -284,18 +298,46 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     return document
 
 
-def dump_blobs(
+_ABSENT = object()  # a channel_values lookup's default: a channel without a value
+
+
+def _none_is_plain(serde: SerializerProtocol) -> bool:
+    """Whether ``serde`` stores ``None`` as plain data (so it may live in the document)."""
+    try:
+        return serde.dumps_typed(None)[0] in _PLAIN_TAGS
+    except Exception:  # a serializer that refuses None stores what it decides
+        return False
+
+
+def dump_values(
     serde: SerializerProtocol,
     values: Mapping[str, Any],
+    versions: Mapping[str, Any],
     new_versions: ChannelVersions,
-) -> list[dict[str, Any]]:
-    """Blob rows (without thread/ns keys) for the channels whose version is new."""
+) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """(inline values of the document, blob rows without thread/ns keys).
+
+    Inline: every versioned channel whose value is ``None`` (LangGraph's branch
+    channels, one new version per step), when the serializer stores ``None`` as plain
+    data, as PostgresSaver keeps primitives in its document: a blob row costs a row and
+    an index entry on every step for a value that says nothing. Only ``None``: a value
+    that carries data stays in ``checkpoint_blobs``, where the serializer's encryption
+    and ``reencrypt`` reach it. Blob rows: the other values of the channels whose
+    version is new; a new version without a value (a DeltaChannel between snapshots)
+    has no row and loads as absent.
+    """
+    inline: dict[str, list[Any]] = {}
+    if any(values.get(channel, _ABSENT) is None for channel in versions) and _none_is_plain(serde):
+        inline = {
+            channel_name(channel): [None]
+            for channel in versions
+            if values.get(channel, _ABSENT) is None
+        }
     rows = []
     for channel, version in new_versions.items():
-        if channel in values:
-            type_, blob = serde.dumps_typed(values[channel])
-        else:
-            type_, blob = EMPTY_TYPE, None
+        if channel in inline or channel not in values:
+            continue
+        type_, blob = serde.dumps_typed(values[channel])
         rows.append(
             {
                 "channel": channel_name(channel),
@@ -304,7 +346,27 @@ def dump_blobs(
                 "blob": blob,
             }
         )
-    return rows
+    return inline, rows
+
+
+def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The channel values a checkpoint document holds itself (``INLINE_KEY``): channel ->
+    value. Together with the blobs its ``channel_versions`` name (``load_value``), they
+    are the checkpoint's ``channel_values``; a channel in both reads the inline one."""
+    stored = document.get(INLINE_KEY)
+    if not stored:
+        return {}
+    return {channel: wrapped[0] for channel, wrapped in stored.items()}
+
+
+def inline_value_json(text: str | bytes) -> Any:
+    """The value of one ``INLINE_KEY`` member read as JSON text by SQL (its wrapper)."""
+    return json.loads(text)[0]
+
+
+def inline_values_json(text: str | bytes) -> dict[str, Any]:
+    """``inline_values`` of a document whose ``INLINE_KEY`` member SQL read as JSON text."""
+    return inline_values({INLINE_KEY: json.loads(text)})
 
 
 def dump_writes(
@@ -412,11 +474,14 @@ def build_tuple(
     older than format v4, whose pending sends LangGraph now expects as a channel.
     """
     document = json_object(row["checkpoint"])
+    inline = inline_values(document)
     checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
+    checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     values = checkpoint["channel_values"]
     for blob in blobs:
-        if blob["type"] != EMPTY_TYPE:
+        if blob["type"] != EMPTY_TYPE and blob["channel"] not in inline:
             values[blob["channel"]] = load_value(serde, blob["type"], blob["blob"])
+    values.update(inline)
 
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
         sends = sorted(

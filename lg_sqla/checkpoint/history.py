@@ -5,8 +5,9 @@ ancestor. Here it is two statements whatever the chain length:
 
 1. a recursive CTE walks ``parent_checkpoint_id`` from the target's parent,
    until every requested channel has met a stored value (a non-``"empty"`` blob
-   at the ancestor's version; see ``seed_walk_cte``), and returns, per ancestor,
-   its depth and which requested channels are stored there;
+   at the ancestor's version, or a value inline in the ancestor's document; see
+   ``seed_walk_cte``), and returns, per ancestor, its depth and which requested
+   channels are stored there (an inline value itself);
 2. one fetch of the seed blobs (the nearest stored value per channel) and of
    the requested channels' writes on the ancestors up to the deepest seed.
 
@@ -28,7 +29,7 @@ from sqlalchemy.sql.selectable import CTE
 
 from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
-from lg_sqla.checkpoint.codec import EMPTY_TYPE
+from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
 from lg_sqla.checkpoint.statements import WRITE_VALUE_COLUMNS
 from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
@@ -44,7 +45,8 @@ class Chain:
 
     ids: list[str] = field(default_factory=list)  # ids[d] is the ancestor at depth d
     seed_depth: dict[str, int] = field(default_factory=dict)
-    seed_version: dict[str, str] = field(default_factory=dict)
+    seed_version: dict[str, str] = field(default_factory=dict)  # a blob seed's version
+    seed_inline: dict[str, Any] = field(default_factory=dict)  # an inline seed's value
 
     def depth_needed(self, channels: Sequence[str]) -> int:
         """Deepest ancestor any channel needs: its seed, or the root if it has none."""
@@ -114,16 +116,20 @@ _MASK_CHANNELS = 62
 def _stored_mask(
     dialect_ops: DialectOps, thread_id: Any, nsh: Any, document: Any, channels: Sequence[str]
 ) -> Any:
-    """Bit i set when ``channels[i]`` has a stored value (a non-"empty" blob) at the
-    version ``document`` (a checkpoint document column) names."""
+    """Bit i set when ``channels[i]`` has a stored value (a non-"empty" blob at the
+    version ``document`` (a checkpoint document column) names, or a value inline in
+    ``document``)."""
     mask: Any = sa.cast(sa.literal_column("0"), sa.BigInteger)
     for bit, channel in enumerate(channels):
-        stored = sa.exists().where(
-            B.c.thread_id == thread_id,
-            B.c.checkpoint_ns_hash == nsh,
-            B.c.channel == channel,
-            B.c.version == dialect_ops.channel_version(document, channel),
-            B.c.type != EMPTY_TYPE,
+        stored = sa.or_(
+            dialect_ops.json_member(document, INLINE_KEY, channel).is_not(None),
+            sa.exists().where(
+                B.c.thread_id == thread_id,
+                B.c.checkpoint_ns_hash == nsh,
+                B.c.channel == channel,
+                B.c.version == dialect_ops.channel_version(document, channel),
+                B.c.type != EMPTY_TYPE,
+            ),
         )
         mask = mask + sa.case((stored, sa.literal_column(str(1 << bit))), else_=0)
     return mask
@@ -170,20 +176,13 @@ def seed_walk_cte(
 def _select_chain(
     dialect_ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
 ) -> Any:
-    """Stage 1: every ancestor up to the seeds (channel NULL) plus one row per
-    (ancestor, stored channel)."""
+    """Stage 1: every ancestor up to the seeds (channel NULL), with the values inline in
+    its document (JSON text, or NULL), plus one row per (ancestor, stored blob)."""
     chain = seed_walk_cte(dialect_ops, thread_id, nsh, start, channels)
-    ancestors = sa.select(
-        chain.c.depth,
-        chain.c.checkpoint_id,
-        sa.null().label("channel"),
-        sa.null().label("version"),
-    )
-    parts: list[Any] = [ancestors]
-    for channel in channels:
-        # From each ancestor of the walk to its row, then to the channel's blob: never
-        # the other way round (PostgreSQL would read every checkpoint of the thread).
-        checkpoint, checkpoint_on = dialect_ops.keyed_lookup(
+
+    def ancestor_row() -> tuple[Any, Any]:
+        """Each chain row's checkpoint row, by key (the FROM item, its join condition)."""
+        return dialect_ops.keyed_lookup(
             C,
             sa.and_(
                 C.c.thread_id == thread_id,
@@ -191,6 +190,20 @@ def _select_chain(
                 C.c.checkpoint_id == chain.c.checkpoint_id,
             ),
         )
+
+    document, document_on = ancestor_row()
+    ancestors = sa.select(
+        chain.c.depth,
+        chain.c.checkpoint_id,
+        sa.null().label("channel"),
+        sa.null().label("version"),
+        dialect_ops.json_member(document.c.checkpoint, INLINE_KEY).label("inline"),
+    ).select_from(ordered_join(chain, document, document_on))
+    parts: list[Any] = [ancestors]
+    for channel in channels:
+        # From each ancestor of the walk to its row, then to the channel's blob: never
+        # the other way round (PostgreSQL would read every checkpoint of the thread).
+        checkpoint, checkpoint_on = ancestor_row()
         blob, blob_on = dialect_ops.keyed_lookup(
             B,
             sa.and_(
@@ -203,7 +216,7 @@ def _select_chain(
         )
         parts.append(
             sa.select(
-                chain.c.depth, chain.c.checkpoint_id, blob.c.channel, blob.c.version
+                chain.c.depth, chain.c.checkpoint_id, blob.c.channel, blob.c.version, sa.null()
             ).select_from(
                 ordered_join(ordered_join(chain, checkpoint, checkpoint_on), blob, blob_on)
             )
@@ -298,12 +311,24 @@ def walk_chain(
     rows = (yield Step(statement, _keys(thread_id, nsh, checkpoint_id), fetch=True)).rows
     chain = Chain()
     by_depth: dict[int, str] = {}
+    wanted = set(channels)
     for row in rows:
-        if row.channel is None:
-            by_depth[row.depth] = row.checkpoint_id
-        elif row.depth < chain.seed_depth.get(row.channel, 1 << 62):
-            chain.seed_depth[row.channel] = row.depth
-            chain.seed_version[row.channel] = row.version
+        if row.channel is not None:
+            # A blob: the nearest one unless an inline value is as near (see below).
+            if row.depth < chain.seed_depth.get(row.channel, 1 << 62):
+                chain.seed_depth[row.channel] = row.depth
+                chain.seed_version[row.channel] = row.version
+                chain.seed_inline.pop(row.channel, None)
+            continue
+        by_depth[row.depth] = row.checkpoint_id
+        if row.inline is None:
+            continue
+        for channel, value in codec.inline_values_json(row.inline).items():
+            # At one checkpoint the inline value is the one read (as get_tuple).
+            if channel in wanted and row.depth <= chain.seed_depth.get(channel, 1 << 62):
+                chain.seed_depth[channel] = row.depth
+                chain.seed_inline[channel] = value
+                chain.seed_version.pop(channel, None)
     chain.ids = [by_depth[d] for d in range(len(by_depth))]
     return chain
 
@@ -320,6 +345,8 @@ def delta_channel_history(
     nsh = key_hash(checkpoint_ns)
     chain = yield from walk_chain(ctx, thread_id, nsh, checkpoint_id, channels)
     result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+    for ch, value in chain.seed_inline.items():
+        result[ch]["seed"] = value
     max_depth = chain.depth_needed(channels)
     if max_depth < 0:
         return result

@@ -102,7 +102,8 @@ def put(
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
 ) -> Plan[RunnableConfig]:
-    """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert)."""
+    """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert); ``None``
+    values inline in the checkpoint document (``codec.dump_values``)."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
@@ -111,9 +112,14 @@ def put(
     now = utc_now()
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
+    inline, blobs = codec.dump_values(
+        ctx.serde, checkpoint["channel_values"], document["channel_versions"], new_versions
+    )
+    if inline:
+        document[codec.INLINE_KEY] = inline
     blob_rows = [
         {"thread_id": thread_id, "checkpoint_ns_hash": nsh, "created_at": now, **row}
-        for row in codec.dump_blobs(ctx.serde, checkpoint["channel_values"], new_versions)
+        for row in blobs
     ]
     checkpoint_row = {
         "thread_id": thread_id,

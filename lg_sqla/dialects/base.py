@@ -171,6 +171,12 @@ class DialectOps:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
         return self.as_key(doc[("channel_versions", channel)].as_string())
 
+    def json_member(self, doc: ColumnElement[Any], *keys: str) -> ColumnElement[Any]:
+        """``doc[keys[0]][keys[1]]...`` as JSON text; NULL when missing. (A JSON null
+        member reads as NULL on some databases: test presence on non-null members.)"""
+        member: ColumnElement[Any] = doc[keys].as_string()
+        return member
+
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:

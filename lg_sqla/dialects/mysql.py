@@ -253,6 +253,10 @@ class MySQLOps(DialectOps):
         path = sa.bindparam(None, mysql_member_path("channel_versions", channel), sa.String)
         return self.as_key(sa.func.json_unquote(sa.func.json_extract(doc, path)))
 
+    def json_member(self, doc: ColumnElement[Any], *keys: str) -> ColumnElement[Any]:
+        path = sa.bindparam(None, mysql_member_path(*keys), sa.String)
+        return sa.func.json_extract(doc, path, type_=sa.Text)
+
     def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
         # LENGTH() counts bytes (MariaDB's JSON is LONGTEXT; MySQL's its utf8mb4 text).
         return sa.func.length(document, type_=sa.BigInteger)

@@ -203,6 +203,19 @@ class PostgresOps(OnConflictOps):
         )
         return pairs, pairs.c.key, pairs.c.value
 
+    def json_member(self, doc: ColumnElement[Any], *keys: str) -> ColumnElement[Any]:
+        # One `->` per key, each a bound text value. A path (`#>>`) is bound as a text[]
+        # literal that SQLAlchemy does not quote: a key with a quote, comma, brace or
+        # space made it malformed ('{inline_values, say "hi"}').
+        member = doc
+        for key in keys[:-1]:
+            member = member[key]
+        text: ColumnElement[Any] = member[keys[-1]].as_string()
+        return text
+
+    def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
+        return self.as_key(self.json_member(doc, "channel_versions", channel))
+
     def keyed_lookup(
         self, table: sa.Table, on: ColumnElement[bool]
     ) -> tuple[FromClause, ColumnElement[bool]]:

@@ -115,3 +115,29 @@ def test_store_mode_runs_both_stores_sync_and_async(
         assert f"| {store} |" in printed
     assert "= " in printed and "×" in printed  # ratios were computed
     assert "## graph level" not in printed and "targets (issue 8)" not in printed
+
+
+@pytest.mark.sqlite
+def test_graph_variants_and_long_threads_run_both_savers(tmp_path: Path) -> None:
+    """The ReAct agent and a long thread of the DeltaChannel chat graph (sync; level
+    ``delta`` is the graph level on that graph, ``long`` the long level on the chat one)."""
+    from benchmarks.long_level import metrics
+
+    levels = ["react", "long-delta"]
+    options = ["--levels", ",".join(levels), "--lengths", "2,4", "--docs", str(tmp_path)]
+    code = main(["report", "--quick", "--dialects", "sqlite", "--modes", "sync", *options])
+
+    results = json.loads((tmp_path / "img" / "bench-results.json").read_text(encoding="utf-8"))
+    assert [r["error"] for r in results["runs"] if "error" in r] == []
+    assert code == 0
+    measured = {(r["level"], r["saver"]) for r in results["runs"]}
+    assert measured == {
+        (level, saver) for level in levels for saver in contenders("sqlite", level, "sync")
+    }
+    for run in results["runs"]:
+        wanted = metrics((2, 4)) if run["level"] == "long-delta" else METRICS[run["level"]]
+        assert set(run["metrics"]) == set(wanted)
+        assert all(v > 0 for v in run["metrics"].values()), run
+    page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    assert "## Graph level: LangGraph's prebuilt ReAct agent" in page
+    assert "### long-delta level" in page and "lg_sqla / official" in page

@@ -46,6 +46,8 @@ def _build_tree(saver: SQLAlchemySaver, rng: random.Random, n: int) -> tuple[str
                     values[ch] = _DeltaSnapshot([f"{ch}-snap-{i}"])
                 elif roll < 0.25:
                     values[ch] = [f"{ch}-plain-{i}"]
+                elif roll < 0.32:
+                    values[ch] = None  # kept inline in the document: a seed all the same
                 # else: a delta step: versioned, no stored value
         all_versions = {**base_versions, **new_versions}
         cp = checkpoint(values, all_versions)

@@ -136,7 +136,8 @@ async def _store_both(
         if n == 2:
             changed = channels[::2]
             versions.update({ch: "2" for ch in changed})
-            values.update({ch: [n, ch] for ch in changed})
+            # Every other one to None: kept inline, under the channel's name as a JSON key.
+            values.update({ch: None if i % 2 else [n, ch] for i, ch in enumerate(changed)})
             new_versions = {ch: "2" for ch in changed}
         else:
             new_versions = dict(versions)

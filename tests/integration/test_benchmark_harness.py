@@ -73,14 +73,21 @@ def test_quick_report_runs_both_savers_sync_and_async(dialect: str, tmp_path: Pa
         for mode in ("sync", "async")
         for saver in contenders(dialect, level, mode)
     }
+    semantic = {"semantic_1k_per_s", "semantic_10k_per_s"}
     for run in results["runs"]:
-        assert set(run["metrics"]) == set(METRICS[run["level"]])
+        # The official stores have no semantic search on PostgreSQL without pgvector
+        # (the benchmark's server) or on MariaDB: no figure, rather than a failure.
+        official_store = run["level"] == "store" and not run["ours"] and dialect != "sqlite"
+        lacking = semantic if official_store else set()
+        assert set(run["metrics"]) == set(METRICS[run["level"]]) - lacking, run
         assert all(v > 0 for v in run["metrics"].values()), run
 
     page = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
     for saver in [*OFFICIAL[dialect].values(), *OFFICIAL_STORES[dialect].values()]:
         assert f"| {saver} |" in page
-    assert "## Targets (issue 8)" in page and "×** (" in page  # ratios were computed
+    assert (
+        "## Targets" in page and "issue 8" not in page and "×** (" in page
+    )  # ratios were computed
     assert "## Store level (long-term memory)" in page
     for plot in ("bench-graph.png", "bench-api.png", "bench-store.png"):
         assert (tmp_path / "img" / plot).read_bytes().startswith(b"\x89PNG")
@@ -114,7 +121,7 @@ def test_store_mode_runs_both_stores_sync_and_async(
     for store in OFFICIAL_STORES[dialect].values():
         assert f"| {store} |" in printed
     assert "= " in printed and "×" in printed  # ratios were computed
-    assert "## graph level" not in printed and "targets (issue 8)" not in printed
+    assert "## graph level" not in printed and "## targets" not in printed
 
 
 @pytest.mark.sqlite

@@ -35,11 +35,24 @@ from langgraph.types import interrupt
 from modes import either, saver_on
 from test_cli import read_json
 
-from lg_sqla import InvalidInputError, ReadOnlyError, SQLAlchemySaver
+from lg_sqla import InvalidInputError, ReadOnlyError, SQLAlchemySaver, migrate
 from lg_sqla.cli import main
 from lg_sqla.models import checkpoint_retention, checkpoints
 
 HOUR = 60.0  # minutes
+
+
+@pytest.fixture
+def swept_database(fresh_database: Backend) -> Backend:
+    """A database of the test's own, migrated: a TTL sweep deletes every expired thread
+    of the database it runs on, so tests that sweep must not share one with the suite
+    (other tests' aged or encrypted threads)."""
+    engine = sa.create_engine(fresh_database.sync_url)
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    return fresh_database
 
 
 def age(engine: sa.Engine, thread_id: str, minutes: float) -> None:
@@ -76,8 +89,9 @@ async def put_thread(saver: Any, thread_id: str, steps: int = 2) -> Any:
 
 
 async def test_expired_threads_read_as_absent_and_the_sweep_deletes_them_whole(
-    make_engine: EngineFactory, backend: Backend, mode: str
+    make_engine: EngineFactory, swept_database: Backend, mode: str
 ) -> None:
+    backend = swept_database  # sweeps reach every thread of the database: its own
     engine = engine_for(make_engine, backend, mode)
     sync = make_engine(backend)
     saver = saver_on(engine, ttl={"default_ttl": HOUR})
@@ -211,10 +225,11 @@ def blocking_graph(saver: Any, entered: Any, release: Any, is_async: bool) -> An
 
 
 async def test_the_sweeper_never_sweeps_a_graph_mid_run(
-    make_engine: EngineFactory, backend: Backend, mode: str
+    make_engine: EngineFactory, swept_database: Backend, mode: str
 ) -> None:
     """A tiny TTL, a background sweeper every 0.3 s, a node blocked between supersteps:
     the thread stays whole and readable; once the run is over the sweeper deletes it."""
+    backend = swept_database  # sweeps reach every thread of the database: its own
     engine = engine_for(make_engine, backend, mode)
     sync = make_engine(backend)
     # A TTL of the thread's own (no default): other tests' threads are not the sweeper's.
@@ -366,10 +381,11 @@ async def test_keep_last_prunes_on_write_and_keeps_delta_state_exact(
 
 
 def test_ttl_commands_through_the_entry_point(
-    make_engine: EngineFactory, backend: Backend, capsys: pytest.CaptureFixture[str]
+    make_engine: EngineFactory, swept_database: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``lg-sqla ttl``: set, pin and the dry run through ``main`` in this process (the
     console script's function), the sweep as a real ``python -m lg_sqla`` process."""
+    backend = swept_database  # sweeps reach every thread of the database: its own
     engine = make_engine(backend)
     saver = SQLAlchemySaver(engine)
     prefix = new_thread()

@@ -3,7 +3,8 @@
 LangGraph's pattern: every operation ``X`` has an async twin ``aX``, and both
 savers implement both (the async saver's ``X`` runs on its loop from another
 thread, the sync saver's ``aX`` in a worker thread). ``setup`` and
-``from_conn_string`` keep one name: sync on the sync saver, async on the async one.
+``from_conn_string`` keep one name: sync on the sync saver, async on the async one, as do
+the retention sweeper's ``start_ttl_sweeper`` / ``stop_ttl_sweeper`` (the store's names).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 SAVERS = (SQLAlchemySaver, AsyncSQLAlchemySaver)
 # Same name on both savers, sync on the sync saver and async on the async one.
-SAME_NAME = {"setup", "from_conn_string"}
+SAME_NAME = {"setup", "from_conn_string", "start_ttl_sweeper", "stop_ttl_sweeper"}
 
 
 def _own_public(cls: type) -> set[str]:
@@ -59,12 +60,17 @@ def test_the_pairs_are_langgraphs_and_ours() -> None:
         "get_delta_channel_history",
         "get_tuple",
         "list",
+        "pin_thread",  # retention by policy: per-thread settings
         "prune",
         "put",
         "put_writes",
         "reencrypt",
         "run",  # lg_sqla's plans (inspection, import): run / arun
+        "set_thread_ttl",
         "sweep",
+        "sweep_ttl",
+        "thread_ttl",
+        "unpin_thread",
     ]
 
 
@@ -96,7 +102,7 @@ def test_same_name_methods_are_sync_on_the_sync_saver_and_async_on_the_async_one
 ) -> None:
     sync, async_ = (getattr(cls, name) for cls in SAVERS)
     assert _parameters(sync) == _parameters(async_)
-    if name == "setup":
+    if name != "from_conn_string":
         assert not _is_async(sync) and _is_async(async_)
     else:  # a context manager: `with` on the sync saver, `async with` on the async one
         assert hasattr(sync("sqlite://"), "__enter__")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,8 +37,7 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.plans import PlanSource, T
-
-logger = logging.getLogger(__name__)
+from lg_sqla.sweeper import TaskSweeper
 
 
 class AsyncSQLAlchemySaver(SaverBase):
@@ -89,8 +87,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         self._init_common(
             engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
         )
-        self._sweeper: asyncio.Task[None] | None = None
-        self._sweeper_stop: asyncio.Event | None = None
+        self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
         self.schema = schema
         self.engine = in_schema(engine, schema)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
@@ -371,6 +368,10 @@ class AsyncSQLAlchemySaver(SaverBase):
             )
         )
 
+    async def _sweep_once(self) -> str:
+        """One sweep of the background sweeper; what it removed, for the debug log."""
+        return f"{(await self.asweep_ttl()).removed.threads} thread(s)"
+
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
@@ -378,40 +379,12 @@ class AsyncSQLAlchemySaver(SaverBase):
         task of the running loop until :meth:`stop_ttl_sweeper` (``from_conn_string``
         stops it on exit)."""
         self._writing("start_ttl_sweeper")
-        minutes = self._sweep_minutes(sweep_interval_minutes)
-        if self._sweeper is not None and not self._sweeper.done():
-            return self._sweeper
-        stop = self._sweeper_stop = asyncio.Event()
-
-        async def loop() -> None:
-            while True:
-                try:
-                    await asyncio.wait_for(stop.wait(), minutes * 60)
-                    return
-                except asyncio.TimeoutError:
-                    pass
-                try:
-                    swept = await self.asweep_ttl()
-                    logger.debug("TTL sweeper removed %d thread(s)", swept.removed.threads)
-                except Exception:  # a failed sweep must not end the sweeper
-                    logger.exception("TTL sweep failed; retrying at the next interval")
-
-        self._sweeper = asyncio.create_task(loop(), name="lg_sqla-checkpoint-ttl-sweeper")
-        return self._sweeper
+        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper task (a sweep under way finishes first); True when it ended,
         or none was running."""
-        if self._sweeper is None:
-            return True
-        assert self._sweeper_stop is not None
-        self._sweeper_stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._sweeper), timeout)
-        except asyncio.TimeoutError:
-            return False
-        self._sweeper = None
-        return True
+        return await self._sweeper.stop(timeout)
 
     # --- sync methods: run on the saver's loop from another thread ------------------
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as dt
-import logging
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -32,8 +30,7 @@ from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
-
-logger = logging.getLogger(__name__)
+from lg_sqla.sweeper import ThreadSweeper
 
 
 class SQLAlchemySaver(SaverBase):
@@ -96,8 +93,10 @@ class SQLAlchemySaver(SaverBase):
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
-        self._sweeper: threading.Thread | None = None
-        self._sweeper_stop = threading.Event()
+        self._sweeper = ThreadSweeper(
+            "lg_sqla-checkpoint-ttl-sweeper",
+            lambda: f"{self.sweep_ttl().removed.threads} thread(s)",
+        )
 
     @classmethod
     @contextmanager
@@ -509,41 +508,12 @@ class SQLAlchemySaver(SaverBase):
         5) in a daemon thread until :meth:`stop_ttl_sweeper` (``from_conn_string`` stops
         it on exit). The future completes when the thread ends."""
         self._writing("start_ttl_sweeper")
-        minutes = self._sweep_minutes(sweep_interval_minutes)
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
-        self._sweeper_stop.clear()
-
-        def loop() -> None:
-            try:
-                while not self._sweeper_stop.wait(minutes * 60):
-                    try:
-                        swept = self.sweep_ttl()
-                        logger.debug("TTL sweeper removed %d thread(s)", swept.removed.threads)
-                    except Exception:  # a failed sweep must not end the sweeper
-                        logger.exception("TTL sweep failed; retrying at the next interval")
-            finally:
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(
-            target=loop, name="lg_sqla-checkpoint-ttl-sweeper", daemon=True
-        )
-        self._sweeper.start()
-        return done
+        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread (a sweep under way finishes its thread first); True
         when it ended, or none was running."""
-        if self._sweeper is None:
-            return True
-        self._sweeper_stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
+        return self._sweeper.stop(timeout)
 
     async def athread_ttl(self, thread_id: str) -> ThreadTTL:
         return await asyncio.to_thread(self.thread_ttl, thread_id)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import logging
-import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -46,10 +44,9 @@ from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
+from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
-
-logger = logging.getLogger(__name__)
 
 
 def _read_only(op: Op) -> Op:
@@ -253,8 +250,9 @@ class SQLAlchemyStore(_StoreBase):
     ) -> None:
         self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
         self.engine = in_schema(engine, schema)
-        self._sweeper: threading.Thread | None = None
-        self._sweeper_stop = threading.Event()
+        self._sweeper = ThreadSweeper(
+            "lg_sqla-ttl-sweeper", lambda: f"{self.sweep_ttl()} expired item(s)"
+        )
         # Concurrent abatch calls (aget, aput...) of one loop run as few batches, each
         # in a worker thread: not a thread and a connection each (_gather.py).
         self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
@@ -346,38 +344,11 @@ class SQLAlchemyStore(_StoreBase):
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
         else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
         self._writing("start_ttl_sweeper")
-        minutes = self._sweep_minutes(sweep_interval_minutes)
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
-        self._sweeper_stop.clear()
-
-        def loop() -> None:
-            try:
-                while not self._sweeper_stop.wait(minutes * 60):
-                    try:
-                        swept = self.sweep_ttl()
-                        logger.debug("TTL sweeper removed %d expired item(s)", swept)
-                    except Exception:  # a failed sweep must not end the sweeper
-                        logger.exception("TTL sweep failed; retrying at the next interval")
-            finally:
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(target=loop, name="lg_sqla-ttl-sweeper", daemon=True)
-        self._sweeper.start()
-        return done
+        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True when it ended (or none was running)."""
-        if self._sweeper is None:
-            return True
-        self._sweeper_stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
+        return self._sweeper.stop(timeout)
 
 
 class AsyncSQLAlchemyStore(_StoreBase):
@@ -396,8 +367,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     ) -> None:
         self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
         self.engine = in_schema(engine, schema)
-        self._sweeper: asyncio.Task[None] | None = None
-        self._sweeper_stop: asyncio.Event | None = None
+        self._sweeper = TaskSweeper("lg_sqla-ttl-sweeper", self._sweep_once)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
         # The loop the store runs on (sync calls from worker threads are sent there):
@@ -536,41 +506,17 @@ class AsyncSQLAlchemyStore(_StoreBase):
         now = utc_now()
         return await self._run(lambda: sweep_plan(now))
 
+    async def _sweep_once(self) -> str:
+        """One sweep of the background sweeper; what it removed, for the debug log."""
+        return f"{await self.sweep_ttl()} expired item(s)"
+
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
         """Sweep expired items every interval in a task of the running loop."""
         self._writing("start_ttl_sweeper")
-        minutes = self._sweep_minutes(sweep_interval_minutes)
-        if self._sweeper is not None and not self._sweeper.done():
-            return self._sweeper
-        stop = self._sweeper_stop = asyncio.Event()
-
-        async def loop() -> None:
-            while True:
-                try:
-                    await asyncio.wait_for(stop.wait(), minutes * 60)
-                    return
-                except asyncio.TimeoutError:
-                    pass
-                try:
-                    swept = await self.sweep_ttl()
-                    logger.debug("TTL sweeper removed %d expired item(s)", swept)
-                except Exception:  # a failed sweep must not end the sweeper
-                    logger.exception("TTL sweep failed; retrying at the next interval")
-
-        self._sweeper = asyncio.create_task(loop(), name="lg_sqla-ttl-sweeper")
-        return self._sweeper
+        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper task; True when it ended (or none was running)."""
-        if self._sweeper is None:
-            return True
-        assert self._sweeper_stop is not None
-        self._sweeper_stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._sweeper), timeout)
-        except asyncio.TimeoutError:
-            return False
-        self._sweeper = None
-        return True
+        return await self._sweeper.stop(timeout)

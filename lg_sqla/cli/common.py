@@ -157,9 +157,14 @@ def key_value(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
     try:
-        return key, json.loads(raw)
+        value = json.loads(raw)
     except ValueError:
         return key, raw
+    # Python's JSON reads 1e999 (or an id such as 8e8812033577) as inf, which no JSON
+    # document holds: such a VALUE is text.
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, raw
+    return key, value
 
 
 def positive_number(text: str) -> float:

@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, help="interleaved repeats (default 5; --quick: 1)")
     parser.add_argument(
+        "--level-repeats",
+        default="",
+        help="repeats for some levels, overriding --repeats: LEVEL=N[,LEVEL=N] (e.g. store=5)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a tiny workload, 1 repeat: smoke test"
     )
     parser.add_argument("--threads", type=int, help="graph threads (default 4)")
@@ -105,7 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         if unknown := set(modes) - {"sync", "async"}:
             parser.error(f"--modes: unknown mode(s) {', '.join(sorted(unknown))}")
         repeats = args.repeats or (1 if args.quick else 5)
-        results = run(dialects, levels, modes, repeats, shape, log=_log)
+        level_repeats: dict[str, int] = {}
+        for item in (x for x in args.level_repeats.split(",") if x):
+            level, _, count = item.partition("=")
+            if level not in LEVELS or not count.isdigit() or int(count) < 1:
+                parser.error(f"--level-repeats: expected LEVEL=N with a known level, got {item!r}")
+            level_repeats[level] = int(count)
+        results = run(
+            dialects, levels, modes, repeats, shape, log=_log, level_repeats=level_repeats
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 

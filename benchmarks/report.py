@@ -309,10 +309,11 @@ def machine_text(results: dict[str, Any]) -> str:
         f"load average (1/5/15 min) {tuple(round(x, 2) for x in m['loadavg_start'])} at the "
         f"start, {tuple(round(x, 2) for x in m['loadavg_end'])} at the end"
     )
+    overrides = "".join(f" ({level}: {n})" for level, n in results.get("level_repeats", {}).items())
     return (
         f"* run: {results['date']}, lg_sqla at commit {m.get('commit', 'unknown')}, "
         f"{results['seconds']} s, {results['repeats']} interleaved "
-        f"repeats; {shape}\n"
+        f"repeats{overrides}; {shape}\n"
         f"* machine: {m['cores']} cores ({m['cpu']}), {m['memory']}, {m['os']}, "
         f"Python {m['python']}; {load}\n"
         f"* servers (same machine, loopback): {servers}\n"

@@ -152,8 +152,14 @@ def run(
     repeats: int,
     shape: Shape,
     log: Callable[[str], None] = print,
+    level_repeats: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Measure everything asked for; the result is plain JSON-able data."""
+    """Measure everything asked for; the result is plain JSON-able data.
+
+    ``level_repeats`` overrides ``repeats`` for the levels it names (the store level's
+    calls are short, so more repeats of it cost little and steady its medians).
+    """
+    level_repeats = level_repeats or {}
     started = time.time()
     recording = record(shape)
     runs: list[dict[str, Any]] = []
@@ -165,7 +171,7 @@ def run(
                     # The store level compares stores, the other levels savers.
                     pick = store_level.contenders if level == "store" else contenders
                     pair = pick(dialect, mode == "async")
-                    for r in range(repeats):
+                    for r in range(level_repeats.get(level, repeats)):
                         for contender in pair if r % 2 == 0 else pair[::-1]:
                             entry: dict[str, Any] = {
                                 "dialect": dialect,
@@ -197,6 +203,7 @@ def run(
         "machine": info,
         "shape": asdict(shape),
         "repeats": repeats,
+        "level_repeats": {k: v for k, v in level_repeats.items() if k in levels},
         "dialects": dialects,
         "levels": levels,
         "modes": modes,

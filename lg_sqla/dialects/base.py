@@ -533,6 +533,13 @@ def as_text(value: str | ColumnElement[str]) -> ColumnElement[str]:
     return sa.literal(value, sa.String) if isinstance(value, str) else value
 
 
+def one_of(expression: ColumnElement[str], constants: Sequence[str]) -> ColumnElement[bool]:
+    """``expression IN ('a', 'b')`` for a fixed set of strings, each a plain bound
+    parameter: ``in_`` of a list makes one "expanding" parameter, rendered at execution
+    time, which keeps the store's statement off the direct path (``runtime.direct``)."""
+    return expression.in_([sa.literal(constant, sa.String) for constant in constants])
+
+
 def decimal_param(number: Any) -> Any:
     import decimal
 

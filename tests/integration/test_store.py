@@ -174,10 +174,10 @@ async def test_lone_get_and_put_skip_core_with_the_same_results(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(direct, "run", spy)
-    core_only = {"execution_options": {DIRECT_PATH_OPTION: False}}
+    core_only = {DIRECT_PATH_OPTION: False}
     async with (
         open_store(backend, mode, ttl={"default_ttl": 1}) as s,
-        open_store(backend, mode, **core_only) as core,
+        open_store(backend, mode, execution_options=core_only) as core,
     ):
         r = root()
         value = {"ñ": "😀", "n": [1, 2.5, None, True], "o": {"k": "v"}}

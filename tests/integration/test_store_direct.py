@@ -81,12 +81,13 @@ async def test_a_cursor_listener_sees_every_statement_of_every_call(
         direct_before = runs.count
         with count_statements(s.engine) as counter:
             counts = []
-            for call in (
+            calls: list[Callable[[], Any]] = [
                 lambda: s.put((r, "u"), "k0", {"tag": 0, "n": 0}),
                 lambda: s.get((r, "u"), "k0"),
                 lambda: s.search((r, "u"), filter={"tag": 0}, limit=10),
                 lambda: s.batch(_mixed(r, 1)),
-            ):
+            ]
+            for call in calls:
                 before = counter.count
                 await call()
                 counts.append(counter.count - before)

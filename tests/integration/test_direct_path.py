@@ -320,10 +320,8 @@ async def test_a_writes_cursor_serves_the_next_call_and_a_reads_is_closed(
         first = await saver.get_tuple(config(thread_id))  # the kept cursor, then closed
         second = await saver.get_tuple(config(thread_id))  # a new one, closed
         assert first is not None and second is not None
-        assert first.pending_writes == second.pending_writes == [
-            ("task-1", "a", 2),
-            ("task-2", "b", 3),
-        ]
+        written = [("task-1", "a", 2), ("task-2", "b", 3)]
+        assert first.pending_writes == second.pending_writes == written
         assert len(cursors.made) == made_before + 2
         assert all(cursor.closed for cursor in cursors.made[made_before:])
         await saver.put(stored, checkpoint({"a": 4}), {}, {"a": 2})

@@ -93,7 +93,7 @@ def list_namespaces_plan(batch: Batch, lists: Sequence[tuple[int, ListNamespaces
     )
     namespaces = [split_namespace(row.prefix) for row in outcome.rows]
     for i, lop in lists:
-        batch.results[i] = _namespaces_page(lop, namespaces)
+        batch.results[i] = _namespaces_in_python(lop, namespaces)
 
 
 def _list_statement(
@@ -132,23 +132,55 @@ def _build_list_statement(
             namespace_condition(sql, t.prefix, c, prefix_condition)
             for c in lop.match_conditions or ()
         ]
+        if lop.max_depth is None:
+            selects.append(_namespaces_page(settings, i, lop, where))
+            continue
         # The distinct namespaces first, then their heads: a namespace holds many items,
         # and a head costs (SQLite splits the labels with json_each): computed per item,
         # it made a list_namespaces with max_depth over 600 items take 2.6 ms.
         namespaces = sa.select(t.prefix).distinct().where(*where).subquery("namespaces")
         prefix = namespaces.c.prefix
-        ns = prefix if lop.max_depth is None else sql.namespace_head(prefix, lop.max_depth)
+        ns = sql.namespace_head(prefix, lop.max_depth)
         sort_key = sql.namespace_sort_key(ns).label("sort_key")
-        page = sa.select(op_tag(i), ns.label("ns"), sort_key)
-        if lop.max_depth is not None:
-            # Heads of distinct namespaces may repeat; whole namespaces cannot (and a
-            # second DISTINCT over 10k of them cost a temporary B-tree on SQLite).
-            page = page.distinct()
+        # Heads of distinct namespaces may repeat: DISTINCT again.
+        page = sa.select(op_tag(i), ns.label("ns"), sort_key).distinct()
         selects.append(page.order_by(sort_key).limit(lop.limit).offset(lop.offset))
     return union_of(selects)
 
 
 def _namespaces_page(
+    settings: Settings, i: int, lop: ListNamespacesOp, where: list[sa.ColumnElement[bool]]
+) -> sa.Select[Any]:
+    """The page of whole namespaces (no ``max_depth``) of op ``i``, reading only the
+    namespaces up to it: ``prefix_head`` is the namespace's first characters in sort
+    order (revision 0007), so the first ``offset + limit`` distinct heads of the items
+    that match, an index walk that stops there, hold the page's namespaces (a namespace
+    sorts by its head first; namespaces longer than a head that share it are sorted by
+    the full key among themselves). Then the items of those heads give the namespaces,
+    sorted and paged. Was: every namespace under the prefix, distinct and sorted, for a
+    page (SQLite, 10,000 namespaces: 8.5 ms a page of 100; now 0.3 ms)."""
+    t = store_items.c
+    heads = (
+        sa.select(t.prefix_head.label("head"))
+        .distinct()
+        .where(*where)
+        .order_by(t.prefix_head)
+        .limit(lop.offset + lop.limit)
+        .subquery("heads")
+    )
+    sort_key = settings.sql.namespace_sort_key(t.prefix).label("sort_key")
+    return (
+        sa.select(op_tag(i), t.prefix.label("ns"), sort_key)
+        .distinct()
+        .select_from(store_items.join(heads, t.prefix_head == heads.c.head))
+        .where(*where)
+        .order_by(sort_key)
+        .limit(lop.limit)
+        .offset(lop.offset)
+    )
+
+
+def _namespaces_in_python(
     lop: ListNamespacesOp, namespaces: Sequence[tuple[str, ...]]
 ) -> list[tuple[str, ...]]:
     """A ListNamespacesOp's page of ``namespaces``, matched, cut and sorted in Python."""

@@ -178,14 +178,17 @@ def alive_at_now(settings: Settings) -> sa.ColumnElement[bool]:
     )
 
 
-def prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
+def prefix_condition(namespace: tuple[str, ...], by_head: bool = True) -> sa.ColumnElement[bool]:
+    """The items in ``namespace`` or below it: the index range of their heads (unless
+    ``by_head`` is False: a statement that finds them by head otherwise), then the
+    exact condition on the full prefix."""
     if not namespace:
         return sa.true()
     text = join_namespace(namespace)
     t = store_items.c
     # substr, not LIKE: SQLite's LIKE ignores ASCII case, and labels may hold % or _.
     return sa.and_(
-        head_in(*subtree_bounds(text)),
+        head_in(*subtree_bounds(text)) if by_head else sa.true(),
         sa.or_(
             t.prefix_hash == key_hash(text),
             sa.func.substr(t.prefix, 1, len(text) + 1) == text + ".",

@@ -129,7 +129,7 @@ def _build_list_statement(
 ) -> sa.Select[Any] | sa.CompoundSelect[Any]:
     t = store_items.c
     sql = settings.sql
-    selects = []
+    selects: list[Any] = []
     for i, lop in lists:
         if lop.max_depth is None:
             selects.append(_namespaces_page(settings, i, lop))

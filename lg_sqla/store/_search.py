@@ -4,6 +4,7 @@ similarity in SQL (native vectors) or in Python over the filtered candidates."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -355,12 +356,13 @@ def _stored_vectors_plan(
         # conditions (joined to the items): the candidates' keys as a bound list cost
         # more to render than to run (SQLAlchemy names each of 2 x 1,000 parameters
         # per call: 2/3 of a portable search's client time over 1,000 items).
-        selects, params = [], {"now": now}
+        selects: list[sa.Select[Any]] = []
+        params: dict[str, Any] = {"now": now}
         for j, i, sop in ranked:
             candidates, own = _search_select(settings, j, i, sop)
             selects.append(
                 settings.statements.get(
-                    ("vectors", j, candidates), lambda c=candidates: _vectors_of(c)
+                    ("vectors", j, candidates), functools.partial(_vectors_of, candidates)
                 )
             )
             params.update(own)

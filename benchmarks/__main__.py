@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         help="long levels: thread lengths in turns, comma-separated (default 10,100,1000)",
     )
     parser.add_argument("--json", type=Path, help="also save the raw results here")
+    parser.add_argument(
+        "--scale",
+        type=Path,
+        help="report: add the scale level from this `python -m benchmarks scale --json` file",
+    )
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="report: where to write")
     parser.add_argument("--from", dest="source", type=Path, help="report: re-render saved results")
     parser.add_argument(
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run(
             dialects, levels, modes, repeats, shape, log=_log, level_repeats=level_repeats
         )
+    if args.scale:
+        results["scale"] = json.loads(args.scale.read_text(encoding="utf-8"))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 

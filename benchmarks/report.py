@@ -409,8 +409,47 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             "ratio. ↑ higher is better.",
             detail_table(results, "store", STORE_COLUMNS),
         ]
+    if "scale" in results:
+        parts += ["## Big tables (scale level)", *scale_sections(results["scale"])]
     parts += [METHOD, STATIC]
     return "\n\n".join(parts) + "\n"
+
+
+def scale_sections(scale: dict[str, Any]) -> list[str]:
+    """The scale level (``python -m benchmarks scale --json``): per database, each
+    cross-thread call's median time and client CPU at each size, and its growth."""
+    sizes = [str(s) for s in scale["sizes"]]
+    load = tuple(round(x, 2) for x in scale.get("load_start", ()))
+    sections = [
+        SCALE_TEXT,
+        f"Run: {scale.get('date', '?')}, lg_sqla at commit {scale.get('commit', '?')}, "
+        f"{scale.get('seconds', '?')} s; load average at the start {load}.",
+    ]
+    for dialect, results in scale["results"].items():
+        head = "| call | " + " | ".join(f"{int(s):,} threads" for s in sizes) + " |"
+        lines = [head, "|---" * (len(sizes) + 1) + "|"]
+        for name in results[sizes[0]]:
+            first = results[sizes[0]][name]["ms"]
+            cells = []
+            for size in sizes:
+                t = results[size][name]
+                growth = "" if size == sizes[0] else f" ({t['ms'] / first:.1f}×)"
+                cells.append(f"{_num(t['ms'])} ms{growth}, CPU {_num(t['cpu_ms'])}")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        sections += [f"### {LABELS[dialect]}", "\n".join(lines)]
+    return sections
+
+
+SCALE_TEXT = """\
+How each call that spans threads grows with the tables (`benchmarks/scale_level.py`,
+run on its own: `python -m benchmarks scale --json F`, then `report --scale F`): one
+database per dialect grows through the sizes, each thread holding 10 checkpoints, 20
+pending writes and 30 channel values, built with set-based SQL from a thread the saver
+wrote (sample threads' built rows are compared with the saver's, column by column).
+Each cell: median wall time per call (its growth over the smallest size), and the
+client's thread CPU in ms. A call whose work is bounded by its page stays near 1×;
+`tests/integration/test_query_plans.py` and `test_inspect_plans.py` assert the bounded
+work with each database's own counters."""
 
 
 GRAPH_VARIANT_TEXT = """\

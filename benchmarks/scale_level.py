@@ -26,9 +26,11 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from lg_sqla.inspect import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 from .databases import LABELS, Database, Servers, servers
+from .runner import _commit
 
 CHECKPOINTS = 10  # per thread
 WRITES = 2  # per checkpoint
@@ -473,11 +476,19 @@ def main(argv: list[str]) -> int:
         if args.json:
             args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
         return 0
+    started = time.time()
+    out["load_start"] = os.getloadavg()
     with servers(dialects) as srv:
         for dialect in dialects:
             with srv.fresh(dialect) as db:
                 out["results"][dialect] = run_dialect(db, sizes, _log)
             print(table(dialect, out["results"][dialect]), flush=True)
+    out.update(
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        commit=_commit(),
+        seconds=round(time.time() - started),
+        load_end=os.getloadavg(),
+    )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
     return 0

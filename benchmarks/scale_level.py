@@ -30,7 +30,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +144,20 @@ class Builder:
             return f"REPLACE({column}, '{TOKEN}', {pad})"
         if name in DOCUMENTS:
             return self._document(column, pad)
+        if name in TIMESTAMPS:
+            return self._earlier(column, "s.n")
         return column
+
+    def _earlier(self, column: str, seconds: str) -> str:
+        """Timestamp ``column`` moved ``seconds`` back: thread n was written n seconds
+        before the template, so threads do not all share one ``updated_at`` (a tie
+        that no real table has, and that would make any page ordered by last write
+        sort every tied row)."""
+        if self.name == "sqlite":  # stored as text 'YYYY-MM-DD HH:MM:SS.ffffff'
+            return f"datetime({column}, '-' || {seconds} || ' seconds') || substr({column}, 20)"
+        if self.name == "postgresql":
+            return f"{column} - {seconds} * interval '1 second'"
+        return f"{column} - INTERVAL {seconds} SECOND"
 
     def _text(self, column: str) -> str:
         """A column as the text it is stored as (JSON documents too)."""
@@ -256,6 +269,12 @@ def _cli(url: str, *argv: str) -> Callable[[], object]:
 def calls(saver: SQLAlchemySaver, url: str, threads: int) -> dict[str, Callable[[int], object]]:
     """Each call, given the repeat's number (calls that delete pick a new thread each time)."""
     inspector = Inspector(saver)
+    # The newest write's time: built thread n was written n seconds before the
+    # template (Builder._earlier), so a ten-minute window holds the 600 newest threads
+    # at every size.
+    with saver.engine.connect() as conn:
+        newest = conn.execute(sa.select(sa.func.max(checkpoint_writes.c.created_at))).scalar_one()
+    window = (newest - timedelta(minutes=10)).isoformat()
 
     def thread(r: int) -> str:
         return number((threads // 2 + 7919 * r) % threads)
@@ -283,6 +302,7 @@ def calls(saver: SQLAlchemySaver, url: str, threads: int) -> dict[str, Callable[
         ),
         "threads (first page)": lambda r: inspector.threads(limit=50),
         "lg-sqla stats": lambda r: _cli(url, "stats")(),
+        "lg-sqla stats --since (10 min)": lambda r: _cli(url, "stats", "--since", window)(),
         "lg-sqla sweep --dry-run": lambda r: _cli(
             url, "sweep", "--dry-run", "--older-than-days", "30"
         )(),

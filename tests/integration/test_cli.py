@@ -340,19 +340,29 @@ def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
         history = list(saver.list({"configurable": {"thread_id": done_id}}))
     url = backend.sync_url
 
-    found = read_json(
-        ["threads", "--filter", f"suite={tag}", "--status", "interrupted", "--count"], url
+    newest, oldest = history[0].checkpoint["id"], history[-1].checkpoint["id"]
+    # Reads only, of what the graph wrote above: they run together (run_cli_reads).
+    interrupted = ["--filter", f"suite={tag}", "--status", "interrupted", "--count"]
+    done_all = run_cli_reads(
+        {
+            "found": ["threads", *interrupted, "--json"],
+            "shown": ["show", done_id, newest[:-6], "--json"],
+            "chat": ["show", done_id, "--full"],
+            "changed": ["diff", done_id, oldest[:-6], newest, "--width", "30"],
+            "unknown": ["history", f"chat-{tag}-unknown"],
+        },
+        url,
     )
+    found = parsed_json(done_all["found"])
     assert [(t["thread_id"], t["status"]) for t in found["threads"]] == [(waiting, "interrupted")]
     assert (found["total"], found["next_offset"]) == (1, None)
 
     # --json: the messages in LangChain's own dict form; the checkpoint by a prefix.
-    newest, oldest = history[0].checkpoint["id"], history[-1].checkpoint["id"]
-    shown = read_json(["show", done_id, newest[:-6]], url)
+    shown = parsed_json(done_all["shown"])
     assert shown["checkpoint_id"] == newest
     assert messages_from_dict(shown["values"]["messages"]) == messages
 
-    chat = run_cli(["show", done_id, "--full"], url)
+    chat = done_all["chat"]
     assert chat.returncode == 0, chat.stderr
     lines = [line.strip() for line in chat.stdout.splitlines()]
     at = lines.index(next(line for line in lines if line.startswith("messages (")))
@@ -363,7 +373,7 @@ def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
         "ai     It is 18°C and sunny in Paris.",
     ]
 
-    changed = run_cli(["diff", done_id, oldest[:-6], newest, "--width", "30"], url)
+    changed = done_all["changed"]
     assert changed.returncode == 0, changed.stderr
     lines = [line.strip() for line in changed.stdout.splitlines()]
     at = lines.index("messages (v- -> v5; + 4)")  # the input checkpoint had none
@@ -374,7 +384,7 @@ def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
         "+ ai     It is 18°C and sunny in Paris.",
     ]
 
-    unknown = run_cli(["history", f"chat-{tag}-unknown"], url)
+    unknown = done_all["unknown"]
     assert unknown.returncode == 1
     assert_one_error_line(unknown, f"chat-{tag}-unknown", "has no checkpoint")
 

@@ -17,10 +17,18 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.base import ChannelVersions
+from sqlalchemy.pool import QueuePool
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 pytestmark = pytest.mark.sqlite
+
+
+def _checked_out(engine: sa.Engine) -> int:
+    pool = engine.pool
+    assert isinstance(pool, QueuePool)
+    return pool.checkedout()
 
 
 def _other_saver_put(url: str, thread_id: str, value: int) -> None:
@@ -35,7 +43,7 @@ def test_one_connection_is_kept_between_calls_and_given_back_on_exit(tmp_path: P
         thread_id = new_thread()
         stored = saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
         saver.put_writes(stored, [("v", 2)], "task-1")
-        assert saver.engine.pool.checkedout() == 1  # the kept one, holding no transaction
+        assert _checked_out(saver.engine) == 1  # the kept one, holding no transaction
         # Committed: another engine's connection sees both calls' rows.
         with sa.create_engine(url).connect() as other:
             rows = other.exec_driver_sql(
@@ -47,9 +55,9 @@ def test_one_connection_is_kept_between_calls_and_given_back_on_exit(tmp_path: P
         _other_saver_put(url, later, 7)
         found = saver.get_tuple(config(later))
         assert found is not None and found.checkpoint["channel_values"] == {"v": 7}
-        assert saver.engine.pool.checkedout() == 1
+        assert _checked_out(saver.engine) == 1
         engine = saver.engine
-    assert engine.pool.checkedout() == 0
+    assert _checked_out(engine) == 0
 
 
 def test_threads_share_the_saver_without_waiting_on_the_kept_connection(tmp_path: Path) -> None:
@@ -62,7 +70,7 @@ def test_threads_share_the_saver_without_waiting_on_the_kept_connection(tmp_path
             try:
                 stored = config(thread_id)
                 for step in range(15):
-                    versions = {"n": step + 1}
+                    versions: ChannelVersions = {"n": step + 1}
                     stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
                     found = saver.get_tuple(config(thread_id))
                     assert found is not None and found.checkpoint["channel_values"] == {"n": step}
@@ -75,9 +83,9 @@ def test_threads_share_the_saver_without_waiting_on_the_kept_connection(tmp_path
         for thread in threads:
             thread.join()
         assert errors == []
-        assert saver.engine.pool.checkedout() == 1
+        assert _checked_out(saver.engine) == 1
         engine = saver.engine
-    assert engine.pool.checkedout() == 0
+    assert _checked_out(engine) == 0
 
 
 def test_a_failed_call_keeps_nothing_and_the_next_call_is_clean(tmp_path: Path) -> None:
@@ -91,14 +99,14 @@ def test_a_failed_call_keeps_nothing_and_the_next_call_is_clean(tmp_path: Path) 
         try:
             with pytest.raises(sa.exc.DBAPIError):
                 saver.put_writes(stored, [("v", 2)], "task-1")
-            assert saver.engine.pool.checkedout() == 0  # rolled back by the pool, not kept
+            assert _checked_out(saver.engine) == 0  # rolled back by the pool, not kept
         finally:
             with saver.engine.begin() as connection:
                 connection.execute(sa.text("ALTER TABLE writes_away RENAME TO checkpoint_writes"))
         saver.put_writes(stored, [("v", 3)], "task-1")
         found = saver.get_tuple(stored)
         assert found is not None and found.pending_writes == [("task-1", "v", 3)]
-        assert saver.engine.pool.checkedout() == 1
+        assert _checked_out(saver.engine) == 1
 
 
 def test_nothing_is_kept_where_it_could_change_anything(tmp_path: Path) -> None:
@@ -106,21 +114,21 @@ def test_nothing_is_kept_where_it_could_change_anything(tmp_path: Path) -> None:
     with SQLAlchemySaver.from_conn_string(url, pool_size=1) as saver:  # a pool of one
         saver.setup()
         saver.put(config(new_thread()), checkpoint({"v": 1}), {}, {"v": 1})
-        assert saver.engine.pool.checkedout() == 0
+        assert _checked_out(saver.engine) == 0
     with SQLAlchemySaver.from_conn_string(url) as saver:
         thread_id = new_thread()
         stored = saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
-        assert saver.engine.pool.checkedout() == 1
+        assert _checked_out(saver.engine) == 1
         checkouts: list[object] = []
         sa.event.listen(saver.engine, "checkout", lambda *_: checkouts.append(1))
         # A pool listener now: every call checks out again, the kept one is closed.
         assert saver.get_tuple(stored) is not None
-        assert saver.engine.pool.checkedout() == 0 and len(checkouts) == 1
+        assert _checked_out(saver.engine) == 0 and len(checkouts) == 1
     engine = sa.create_engine(url)  # the caller's engine: never kept
     try:
         saver = SQLAlchemySaver(engine)
         assert saver.get_tuple(stored) is not None
-        assert engine.pool.checkedout() == 0
+        assert _checked_out(engine) == 0
     finally:
         engine.dispose()
 
@@ -136,7 +144,7 @@ def test_a_disposed_engine_leaves_no_kept_connection_behind(tmp_path: Path) -> N
         saver.engine.dispose()  # (the pool the listener is on is gone: keeping goes on)
         assert saver.get_tuple(config(thread_id)) is not None  # on the new pool
         assert len(closed) == 1  # the old pool's kept connection, closed
-        assert saver.engine.pool.checkedout() == 1
+        assert _checked_out(saver.engine) == 1
 
 
 async def test_the_async_saver_gives_back_its_threaded_engines_connection(tmp_path: Path) -> None:
@@ -147,5 +155,5 @@ async def test_the_async_saver_gives_back_its_threaded_engines_connection(tmp_pa
         stored = await saver.aput(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
         assert await saver.aget_tuple(stored) is not None
         threaded = saver._threaded
-        assert threaded is not None and threaded.pool.checkedout() == 1
-    assert threaded.pool.checkedout() == 0
+        assert threaded is not None and _checked_out(threaded) == 1
+    assert _checked_out(threaded) == 0

@@ -253,10 +253,12 @@ class Runtime:
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
         except BaseException:
-            # The pool rolls back whatever the failed plan may have left open.
-            (wrapped[0] if wrapped else pooled).close()
-            if kept is not None:
-                kept.put_back(committed=False)
+            try:
+                # The pool rolls back whatever the failed plan may have left open.
+                (wrapped[0] if wrapped else pooled).close()
+            finally:
+                if kept is not None:
+                    kept.put_back(committed=False)
             raise
         if kept is not None:
             kept.put_back(committed=True)  # committed: clean, kept for the next call

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -184,84 +185,128 @@ def read_json(args: Sequence[str], url: str) -> Any:
     return json.loads(done.stdout)
 
 
+def run_cli_reads(
+    commands: dict[str, Sequence[str]], url: str
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Read-only commands that do not depend on each other, one process per core at a
+    time: each is still its own process through the real entry point (as run_cli),
+    the test only waits for them together (CI machines have 2 cores; a CLI process
+    is ~1 s of CPU, most of it imports)."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        done = pool.map(lambda args: run_cli(args, url), commands.values())
+        return dict(zip(commands, done, strict=True))
+
+
+def parsed_json(done: subprocess.CompletedProcess[str]) -> Any:
+    """read_json's checks on a finished `--json` command."""
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return json.loads(done.stdout)
+
+
 def test_read_commands_json_and_tables(backend: Backend) -> None:
     tag = uuid.uuid4().hex[:12]
     a, b = f"cli-{tag}-a", f"cli-{tag}-b"
     tuples = populate(backend, tag, {a: 1, b: 2})
     url = backend.sync_url
+    newest, oldest = tuples[b][0], tuples[b][-1]
+    old_id, new_id = oldest.checkpoint["id"], newest.checkpoint["id"]
+    with_writes = next(t for t in tuples[b] if len(t.pending_writes) > 1)
+    mine = ["--filter", f"suite={tag}"]
+    # Every command reads the threads populate() wrote and nothing writes in between,
+    # so they run together; the checks below are those of one command after another.
+    json_reads = {
+        "threads": ["threads", *mine, "--order", "thread_id"],
+        "page": ["threads", *mine, "--order", "thread_id", "--limit", "1"],
+        "recent": ["threads", *mine, "--written-after", "1h"],
+        "older": ["threads", *mine, "--written-before", "1h"],
+        "history": ["history", b],
+        "show": ["show", b],
+        "diff": ["diff", b, old_id, new_id],
+        "writes": ["writes", b, with_writes.checkpoint["id"], "--values"],
+        "stats": ["stats", "--thread", b],
+        "latest": ["latest", "items", a, b, "nope"],
+        "storage": ["storage", "--thread", a],
+    }
+    # The same commands as tables for humans (plain text: stdout is not a terminal).
+    table_reads = {
+        "threads": ["threads", *mine],
+        "history-2": ["history", b, "--limit", "2"],
+        "history": ["history", b],
+        "stats": ["stats", "--thread", b],
+        "diff": ["diff", b, old_id, new_id],
+        "no-such": ["show", b, "no-such-checkpoint"],
+    }
+    done_all = run_cli_reads(
+        {
+            **{f"json {k}": [*args, "--json"] for k, args in json_reads.items()},
+            **{f"table {k}": args for k, args in table_reads.items()},
+        },
+        url,
+    )
+    out = {k: parsed_json(done_all[f"json {k}"]) for k in json_reads}
+    tables = {k: done_all[f"table {k}"] for k in table_reads}
 
-    threads = read_json(["threads", "--filter", f"suite={tag}", "--order", "thread_id"], url)
+    threads = out["threads"]
     assert [t["thread_id"] for t in threads["threads"]] == [a, b]
     assert [t["checkpoints"] for t in threads["threads"]] == [len(tuples[a]), len(tuples[b])]
     assert all(t["bytes"] == t["value_bytes"] + t["write_bytes"] > 5000 for t in threads["threads"])
-    page = read_json(
-        ["threads", "--filter", f"suite={tag}", "--order", "thread_id", "--limit", "1"], url
-    )
+    page = out["page"]
     assert [t["thread_id"] for t in page["threads"]] == [a] and page["next_offset"] == 1
-    recent = read_json(["threads", "--filter", f"suite={tag}", "--written-after", "1h"], url)
-    assert len(recent["threads"]) == 2  # both were written in the last hour
-    assert read_json(["threads", "--filter", f"suite={tag}", "--written-before", "1h"], url) == {
-        "threads": [],
-        "next_offset": None,
-        "total": None,
-    }
+    assert len(out["recent"]["threads"]) == 2  # both were written in the last hour
+    assert out["older"] == {"threads": [], "next_offset": None, "total": None}
 
-    history = read_json(["history", b], url)["checkpoints"]
+    history = out["history"]["checkpoints"]
     assert [h["checkpoint_id"] for h in history] == [t.checkpoint["id"] for t in tuples[b]]
     assert [h["pending_writes"] for h in history] == [len(t.pending_writes) for t in tuples[b]]
     assert {h["step"] for h in history} == {t.metadata["step"] for t in tuples[b]}
 
-    newest, oldest = tuples[b][0], tuples[b][-1]
-    shown = read_json(["show", b], url)
+    shown = out["show"]
     assert shown["checkpoint_id"] == newest.checkpoint["id"]
     assert shown["metadata"] == json.loads(json.dumps(newest.metadata))
     assert shown["values"]["note"] == "x" * 5000  # the value itself, not a preview
     assert shown["values"]["items"] == newest.checkpoint["channel_values"]["items"]
 
-    changed = read_json(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)[
-        "changes"
-    ]
+    changed = out["diff"]["changes"]
     old_v, new_v = oldest.checkpoint["channel_versions"], newest.checkpoint["channel_versions"]
     assert {c["channel"] for c in changed} == {
         ch for ch in {*old_v, *new_v} if old_v.get(ch) != new_v.get(ch)
     }
 
-    with_writes = next(t for t in tuples[b] if len(t.pending_writes) > 1)
-    writes = read_json(["writes", b, with_writes.checkpoint["id"], "--values"], url)["writes"]
+    writes = out["writes"]["writes"]
     assert [(w["task_id"], w["channel"], w["value"]) for w in writes] == [
         (t, c, {"node": v.node, "arg": v.arg} if isinstance(v, Send) else v)
         for t, c, v in with_writes.pending_writes
     ]
     assert all(w["bytes"] > 0 for w in writes)
 
-    stats = read_json(["stats", "--thread", b], url)["groups"]
+    stats = out["stats"]["groups"]
     assert {"plan", "<send>", "__start__"} <= {s["key"] for s in stats}
     assert sum(s["writes"] for s in stats) == sum(
         h["pending_writes"] for h in history
     )  # every write of the thread belongs to one of its checkpoints
 
-    latest = read_json(["latest", "items", a, b, "nope"], url)
+    latest = out["latest"]
     assert set(latest["values"]) == {a, b} and latest["missing"] == ["nope"]
     assert latest["values"][b]["value"] == tuples[b][0].checkpoint["channel_values"]["items"]
 
-    storage = read_json(["storage", "--thread", a], url)
+    storage = out["storage"]
     assert storage["tables"]["checkpoints"]["rows"] == len(tuples[a])
     assert storage["writes_to_values"] > 0
 
-    # The same commands as tables for humans (plain text: stdout is not a terminal).
-    done = run_cli(["threads", "--filter", f"suite={tag}"], url)
+    done = tables["threads"]
     assert done.returncode == 0 and a in done.stdout and "CHECKPOINTS" in done.stdout
     assert [line.split()[1] for line in done.stdout.splitlines()[2:]] == ["idle", "idle"]
-    done = run_cli(["history", b, "--limit", "2"], url)
+    done = tables["history-2"]
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.splitlines()[2:4]]
     for short, tup in zip(listed, tuples[b][:2], strict=True):  # ids cut to a unique prefix
         assert len(short) < len(tup.checkpoint["id"]) and tup.checkpoint["id"].startswith(short)
     assert f"more: --before {listed[1]}" in done.stdout
-    assert "2 send(s)" in run_cli(["history", b], url).stdout  # the Send fan-out step
-    done = run_cli(["stats", "--thread", b], url)
+    assert "2 send(s)" in tables["history"].stdout  # the Send fan-out step
+    done = tables["stats"]
     assert "plan" in done.stdout and "AVG BYTES" in done.stdout
-    done = run_cli(["diff", b, oldest.checkpoint["id"], newest.checkpoint["id"]], url)
+    done = tables["diff"]
     assert done.returncode == 0, done.stderr
     assert f"{len(changed)} channel(s) changed" in done.stdout
     # The list channel: the items the second run appended, one per line.
@@ -270,7 +315,7 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     first_run = len(oldest.checkpoint["channel_values"].get("items", []))
     appended = newest.checkpoint["channel_values"]["items"][first_run:]
     assert lines[at + 1 : at + 1 + len(appended)] == [f"    + {item!r}" for item in appended]
-    done = run_cli(["show", b, "no-such-checkpoint"], url)
+    done = tables["no-such"]
     assert done.returncode == 1
     assert_one_error_line(done, "has no checkpoint 'no-such-checkpoint'")
 

@@ -174,8 +174,9 @@ class StoreItemRow(Base):
     prefix_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     key_hash: Mapped[str] = mapped_column(key_string(limits.NS_HASH_LEN), primary_key=True)
     prefix: Mapped[str] = mapped_column(long_text(), nullable=False)
-    # prefix[:NS_HEAD_LEN], indexed (revision 0004): a search of a namespace reads the
-    # index range of its subtree, not every item (the full prefix is unbounded text).
+    # prefix[:NS_HEAD_LEN] with its dots as U+0001 (revisions 0004, 0007), indexed: a
+    # search of a namespace reads the index range of its subtree, not every item (the
+    # full prefix is unbounded text), and list_namespaces walks the index in its order.
     prefix_head: Mapped[str] = mapped_column(
         ordered_key_string(limits.NS_HEAD_LEN), nullable=False, server_default=""
     )

@@ -16,6 +16,7 @@ from langgraph.store.base import Item, Result, SearchItem
 
 from lg_sqla import limits
 from lg_sqla.dialects import AnnIndex, DialectOps, StoreSQL
+from lg_sqla.dialects.base import NAMESPACE_SORT_SEPARATOR
 from lg_sqla.models import store_items
 from lg_sqla.plans import Step
 from lg_sqla.shared import key_hash
@@ -33,19 +34,28 @@ def split_namespace(prefix: str) -> tuple[str, ...]:
 
 
 def namespace_head(prefix: str) -> str:
-    """What ``store_items.prefix_head`` holds for a joined namespace."""
-    return prefix[: limits.NS_HEAD_LEN]
+    """What ``store_items.prefix_head`` holds for a joined namespace: its first
+    characters with the dots as ``NAMESPACE_SORT_SEPARATOR`` (revision 0007), so the
+    index is in the order ``list_namespaces`` pages in (Python's tuple order: U+0001 is
+    below every character a label may hold but itself)."""
+    return prefix[: limits.NS_HEAD_LEN].replace(".", NAMESPACE_SORT_SEPARATOR)
+
+
+# The code point after the separator: every descendant's head continues with it.
+_AFTER_SEPARATOR = chr(ord(NAMESPACE_SORT_SEPARATOR) + 1)
 
 
 def subtree_bounds(prefix: str) -> tuple[str, str | None]:
     """``(low, high)``: every item in the joined namespace ``prefix`` or below it has
     ``low <= prefix_head < high`` (code point order), or ``prefix_head == low`` where
-    ``high`` is None (``prefix`` longer than a head). A superset: the exact condition
-    on the full prefix still applies; the range only lets the index find the subtree."""
+    ``high`` is None (``prefix`` longer than a head). A superset (a label may hold
+    U+0001; namespaces may share a head): the exact condition on the full prefix still
+    applies; the range only lets the index find the subtree."""
+    head = namespace_head(prefix)
     if len(prefix) + 1 <= limits.NS_HEAD_LEN:
-        # Descendants continue with ".", and "/" is the code point after ".".
-        return prefix, prefix + "/"
-    return namespace_head(prefix), None
+        # Descendants continue with the separator, and _AFTER_SEPARATOR follows it.
+        return head, head + _AFTER_SEPARATOR
+    return head, None
 
 
 def head_in(low: Any, high: Any | None) -> sa.ColumnElement[bool]:
@@ -168,14 +178,17 @@ def alive_at_now(settings: Settings) -> sa.ColumnElement[bool]:
     )
 
 
-def prefix_condition(namespace: tuple[str, ...]) -> sa.ColumnElement[bool]:
+def prefix_condition(namespace: tuple[str, ...], by_head: bool = True) -> sa.ColumnElement[bool]:
+    """The items in ``namespace`` or below it: the index range of their heads (unless
+    ``by_head`` is False: a statement that finds them by head otherwise), then the
+    exact condition on the full prefix."""
     if not namespace:
         return sa.true()
     text = join_namespace(namespace)
     t = store_items.c
     # substr, not LIKE: SQLite's LIKE ignores ASCII case, and labels may hold % or _.
     return sa.and_(
-        head_in(*subtree_bounds(text)),
+        head_in(*subtree_bounds(text)) if by_head else sa.true(),
         sa.or_(
             t.prefix_hash == key_hash(text),
             sa.func.substr(t.prefix, 1, len(text) + 1) == text + ".",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from langgraph.store.base import GetOp, ListNamespacesOp
 
+from lg_sqla.dialects import ordered_join
 from lg_sqla.models import store_items
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
@@ -19,12 +21,14 @@ from lg_sqla.store._common import (
     alive,
     alive_at_now,
     as_item,
+    head_in,
     in_keys,
     join_namespace,
     key_chunks,
     op_tag,
     prefix_condition,
     split_namespace,
+    subtree_bounds,
     union_of,
 )
 from lg_sqla.store._match import matches_condition
@@ -93,7 +97,7 @@ def list_namespaces_plan(batch: Batch, lists: Sequence[tuple[int, ListNamespaces
     )
     namespaces = [split_namespace(row.prefix) for row in outcome.rows]
     for i, lop in lists:
-        batch.results[i] = _namespaces_page(lop, namespaces)
+        batch.results[i] = _namespaces_in_python(lop, namespaces)
 
 
 def _list_statement(
@@ -125,8 +129,11 @@ def _build_list_statement(
 ) -> sa.Select[Any] | sa.CompoundSelect[Any]:
     t = store_items.c
     sql = settings.sql
-    selects = []
+    selects: list[Any] = []
     for i, lop in lists:
+        if lop.max_depth is None:
+            selects.append(_namespaces_page(settings, i, lop))
+            continue
         where = [alive_at_now(settings)]
         where += [
             namespace_condition(sql, t.prefix, c, prefix_condition)
@@ -137,18 +144,64 @@ def _build_list_statement(
         # it made a list_namespaces with max_depth over 600 items take 2.6 ms.
         namespaces = sa.select(t.prefix).distinct().where(*where).subquery("namespaces")
         prefix = namespaces.c.prefix
-        ns = prefix if lop.max_depth is None else sql.namespace_head(prefix, lop.max_depth)
+        ns = sql.namespace_head(prefix, lop.max_depth)
         sort_key = sql.namespace_sort_key(ns).label("sort_key")
-        page = sa.select(op_tag(i), ns.label("ns"), sort_key)
-        if lop.max_depth is not None:
-            # Heads of distinct namespaces may repeat; whole namespaces cannot (and a
-            # second DISTINCT over 10k of them cost a temporary B-tree on SQLite).
-            page = page.distinct()
+        # Heads of distinct namespaces may repeat: DISTINCT again.
+        page = sa.select(op_tag(i), ns.label("ns"), sort_key).distinct()
         selects.append(page.order_by(sort_key).limit(lop.limit).offset(lop.offset))
     return union_of(selects)
 
 
-def _namespaces_page(
+def _namespaces_page(settings: Settings, i: int, lop: ListNamespacesOp) -> sa.Select[Any]:
+    """The page of whole namespaces (no ``max_depth``) of op ``i``, reading only the
+    namespaces up to it: ``prefix_head`` is the namespace's first characters in sort
+    order (revision 0007), so the first ``offset + limit`` distinct heads of the items
+    that match, an index walk that stops there, hold the page's namespaces (a namespace
+    sorts by its head first; namespaces longer than a head that share it are sorted by
+    the full key among themselves). Then the items of those heads give the namespaces,
+    sorted and paged. Was: every namespace under the prefix, distinct and sorted, for a
+    page (SQLite, 10,000 namespaces: 8.5 ms a page of 100; now 0.3 ms)."""
+    t, sql = store_items.c, settings.sql
+    conditions = lop.match_conditions or ()
+    by_head = functools.partial(prefix_condition, by_head=False)
+    exact = [
+        alive_at_now(settings),
+        *(namespace_condition(sql, t.prefix, c, by_head) for c in conditions),
+    ]
+    # The walk: the heads' index range of each prefix condition, the exact conditions
+    # checked on each row walked, as one opaque CASE: PostgreSQL estimated them selective
+    # (an OR of equalities; expiry through ix_store_items_expires_at) and read and sorted
+    # every item of the range instead of walking it.
+    ranges = [
+        head_in(*subtree_bounds(join_namespace(tuple(c.path))))
+        for c in conditions
+        if c.match_type == "prefix" and c.path and "*" not in c.path
+    ]
+    checked = sa.case((sa.and_(*exact), sa.true()), else_=sa.false())
+    heads = (
+        sa.select(t.prefix_head.label("head"))
+        .distinct()
+        .where(*ranges, checked)
+        .order_by(t.prefix_head)
+        .limit(lop.offset + lop.limit)
+        .subquery("heads")
+    )
+    sort_key = sql.namespace_sort_key(t.prefix).label("sort_key")
+    # The items of those heads, found by head (the same opaque check: else PostgreSQL
+    # read every live item through the expiry index and hash-joined them).
+    return (
+        sa.select(op_tag(i), t.prefix.label("ns"), sort_key)
+        .distinct()
+        # Heads first (MariaDB scanned the table and looked each row up in the heads).
+        .select_from(ordered_join(heads, store_items, t.prefix_head == heads.c.head))
+        .where(checked)
+        .order_by(sort_key)
+        .limit(lop.limit)
+        .offset(lop.offset)
+    )
+
+
+def _namespaces_in_python(
     lop: ListNamespacesOp, namespaces: Sequence[tuple[str, ...]]
 ) -> list[tuple[str, ...]]:
     """A ListNamespacesOp's page of ``namespaces``, matched, cut and sorted in Python."""

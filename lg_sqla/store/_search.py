@@ -4,6 +4,7 @@ similarity in SQL (native vectors) or in Python over the filtered candidates."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -31,7 +32,7 @@ from lg_sqla.store._common import (
     union_of,
     utc,
 )
-from lg_sqla.store._match import SIMILARITY, matches_filter
+from lg_sqla.store._match import matches_filter, similarity_to
 from lg_sqla.store._sql import filter_condition, filter_params, flatten_filter
 
 
@@ -57,7 +58,7 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
     rows: list[_Found] = []
     if searches:
         rows = yield from _search_rows(settings, searches, batch.now, batch.step)
-    vectors = yield from _stored_vectors_plan(settings, searches, [r.row for r in rows])
+    vectors = yield from _stored_vectors_plan(settings, searches, [r.row for r in rows], batch.now)
     for i, sop in searches:
         page = _search_page(settings, batch.embedded, i, sop, rows, vectors)
         batch.results[i] = [as_item(r, SearchItem, score) for score, r in page]
@@ -338,30 +339,63 @@ def _refuse_dims(settings: Settings, found: int | None) -> None:
 
 
 def _stored_vectors_plan(
-    settings: Settings, searches: Sequence[tuple[int, SearchOp]], rows: Sequence[Any]
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    rows: Sequence[Any],
+    now: dt.datetime,
 ) -> Plan[dict[tuple[str, str], list[list[float]]]]:
     """The stored vectors of ``rows``, by key, where a search ranks in Python; a vector
     of another length than the index's dims is refused."""
     vectors: dict[tuple[str, str], list[list[float]]] = {}
-    ranked = [sop for _, sop in searches if sop.query and settings.indexed]
+    ranked = [(j, i, sop) for j, (i, sop) in enumerate(searches) if sop.query and settings.indexed]
     if not (ranked and rows):
         return vectors
-    wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
-    v = store_vectors.c
-    select_vectors = settings.dialect_ops.cached(
-        "store.select_vectors",
-        lambda: sa.select(v.prefix_hash, v.key_hash, v.embedding).where(
-            in_keys(settings, store_vectors)
-        ),
-    )
-    for chunk in key_chunks(settings, wanted):
-        vector_rows = yield Step(select_vectors, chunk, fetch=True)
-        for vr in vector_rows.rows:
-            vector = settings.sql.vector_of(vr.embedding)
-            if len(vector) != settings.dims:
-                _refuse_dims(settings, len(vector))
-            vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
+    found: list[Any] = []
+    if settings.sql.in_sql:
+        # The vectors of each ranking search's candidates, found by the search's own
+        # conditions (joined to the items): the candidates' keys as a bound list cost
+        # more to render than to run (SQLAlchemy names each of 2 x 1,000 parameters
+        # per call: 2/3 of a portable search's client time over 1,000 items).
+        selects: list[sa.Select[Any]] = []
+        params: dict[str, Any] = {"now": now}
+        for j, i, sop in ranked:
+            candidates, own = _search_select(settings, j, i, sop)
+            selects.append(
+                settings.statements.get(
+                    ("vectors", j, candidates), functools.partial(_vectors_of, candidates)
+                )
+            )
+            params.update(own)
+        statement = selects[0] if len(selects) == 1 else sa.union(*selects)
+        found += (yield Step(statement, params, fetch=True)).rows
+    else:
+        wanted = sorted({(r.prefix_hash, r.key_hash) for r in rows})
+        v = store_vectors.c
+        select_vectors = settings.dialect_ops.cached(
+            "store.select_vectors",
+            lambda: sa.select(v.prefix_hash, v.key_hash, v.field, v.embedding).where(
+                in_keys(settings, store_vectors)
+            ),
+        )
+        for chunk in key_chunks(settings, wanted):
+            found += (yield Step(select_vectors, chunk, fetch=True)).rows
+    vector_of = settings.sql.vector_of
+    for vr in found:
+        vector = vector_of(vr.embedding)
+        if len(vector) != settings.dims:
+            _refuse_dims(settings, len(vector))
+        vectors.setdefault((vr.prefix_hash, vr.key_hash), []).append(vector)
     return vectors
+
+
+def _vectors_of(candidates: sa.Select[Any]) -> sa.Select[Any]:
+    """The vectors of the items ``candidates`` (a search's statement) selects."""
+    t, v = store_items.c, store_vectors.c
+    its_own = sa.and_(v.prefix_hash == t.prefix_hash, v.key_hash == t.key_hash)
+    statement = sa.select(v.prefix_hash, v.key_hash, v.field, v.embedding).select_from(
+        store_vectors.join(store_items, its_own)
+    )
+    return statement if candidates.whereclause is None else statement.where(candidates.whereclause)
 
 
 def _search_page(
@@ -399,7 +433,7 @@ def _ranked_page(
     """A search's page ranked by similarity in Python: by the best score (the store's
     distance type) over each item's vectors; items without vectors fill a short page
     (sorts ``candidates``)."""
-    similarity = SIMILARITY[settings.distance]
+    similarity = similarity_to(settings.distance, query)
     # Ties (and items without vectors) keep the order of a search without query.
     # Sorted here: MySQL/MariaDB drop the ORDER BY of an unlimited query inside a
     # UNION, which a batch of several searches sends.
@@ -409,7 +443,7 @@ def _ranked_page(
     for r in candidates:
         own = vectors.get((r.prefix_hash, r.key_hash))
         if own:
-            scored.append((max(similarity(query, vec) for vec in own), r))
+            scored.append((max(map(similarity, own)), r))
         else:
             scoreless.append(r)
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep updated_at order

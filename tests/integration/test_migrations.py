@@ -127,6 +127,38 @@ def test_store_items_keep_across_revision_0004_and_search_by_their_head(
     assert keys(namespaces[-1]) == ["k6"]
 
 
+def test_revision_0007_puts_namespace_heads_in_sort_order_and_back(
+    make_engine: EngineFactory,
+    fresh_database: Backend,
+) -> None:
+    """Revision 0007 rewrites existing heads in place (dots as U+0001, the long one cut
+    at 200 characters first) and its downgrade writes them back from the prefix; the
+    store lists and searches the upgraded items."""
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine)
+    namespaces = [("a", "b"), ("a-",), ("a",), ("n", "x" * 150, "y" * 150)]
+    store = SQLAlchemyStore(engine)
+    for n, namespace in enumerate(namespaces):
+        store.put(namespace, f"k{n}", {"n": n})
+    heads = sa.text("SELECT prefix, prefix_head FROM store_items")
+
+    def stored_heads() -> dict[str, str]:
+        with engine.connect() as conn:
+            return {row.prefix: row.prefix_head for row in conn.execute(heads)}
+
+    in_sort_order = {".".join(ns): ".".join(ns)[:200].replace(".", "\x01") for ns in namespaces}
+    assert stored_heads() == in_sort_order
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0006_checkpoint_retention")
+    assert stored_heads() == {".".join(ns): ".".join(ns)[:200] for ns in namespaces}
+    migrate.upgrade(engine)
+    assert stored_heads() == in_sort_order
+    store = SQLAlchemyStore(engine)
+    assert store.list_namespaces(prefix=("a",)) == [("a",), ("a", "b")]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b"), ("a-",)]
+    assert [item.key for item in store.search(("n", "x" * 150))] == ["k3"]
+
+
 def test_models_match_migrations(make_engine: EngineFactory, backend: Backend) -> None:
     """`alembic check` would find nothing: the ORM models are the migrated schema."""
     engine = make_engine(backend)

@@ -533,6 +533,17 @@ def as_text(value: str | ColumnElement[str]) -> ColumnElement[str]:
     return sa.literal(value, sa.String) if isinstance(value, str) else value
 
 
+def one_of(expression: ColumnElement[str], constants: Sequence[str]) -> ColumnElement[bool]:
+    """``expression IN ('a', 'b')`` for a fixed set of plain words (JSON type names),
+    written into the SQL: ``in_`` of a list makes one "expanding" parameter, rendered
+    at execution time, which keeps the statement off the direct path
+    (``runtime.direct``); and constants need no parameter for the driver to escape."""
+    for constant in constants:
+        if not constant.replace(" ", "").isalnum():
+            raise ValueError(f"one_of takes plain words, got {constant!r}")
+    return expression.in_([sa.literal_column(f"'{constant}'", sa.String) for constant in constants])
+
+
 def decimal_param(number: Any) -> Any:
     import decimal
 

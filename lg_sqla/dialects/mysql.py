@@ -38,6 +38,7 @@ from lg_sqla.dialects.base import (
     OrderedJoin,
     StoreSQL,
     as_text,
+    one_of,
     render_ordered_join,
 )
 
@@ -710,7 +711,7 @@ class MySQLStoreSQL(StoreSQL):
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
     ) -> ColumnElement[bool]:
         types = sorted(t for kind in kinds for t in self._TYPES[kind])
-        return sa.func.coalesce(self._kind(doc, path).in_(types), sa.false())
+        return sa.func.coalesce(one_of(self._kind(doc, path), types), sa.false())
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
         return self._node(doc, path).is_(None)
@@ -728,7 +729,7 @@ class MySQLStoreSQL(StoreSQL):
         # for MySQL, and a DECIMAL would overflow on 1e300.
         as_double = sa.type_coerce(text, sa.Double) + sa.literal_column("0e0", sa.Double)
         whens = [
-            (kind.in_(self._TYPES["number"]), as_double),
+            (one_of(kind, self._TYPES["number"]), as_double),
             (kind == "BOOLEAN", sa.case((text == "true", 1), else_=0)),
         ]
         if strings:
@@ -753,7 +754,7 @@ class MySQLStoreSQL(StoreSQL):
     def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
         length = sa.func.json_length(doc, sa.literal(mysql_json_path(path), sa.String))
         kind = self._kind(doc, path)
-        return sa.func.coalesce(sa.and_(kind.in_(("OBJECT", "ARRAY")), length == n), sa.false())
+        return sa.func.coalesce(sa.and_(one_of(kind, ("OBJECT", "ARRAY")), length == n), sa.false())
 
     def text_equals(
         self, text: ColumnElement[str], value: str | ColumnElement[str]

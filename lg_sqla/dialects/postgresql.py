@@ -27,6 +27,7 @@ from lg_sqla.dialects.base import (
     OnConflictOps,
     StoreSQL,
     decimal_param,
+    one_of,
 )
 from lg_sqla.errors import InvalidInputError
 
@@ -311,7 +312,7 @@ class PostgresStoreSQL(StoreSQL):
     def kind_in(
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
     ) -> ColumnElement[bool]:
-        return sa.func.coalesce(self._kind(doc, path).in_(sorted(kinds)), sa.false())
+        return sa.func.coalesce(one_of(self._kind(doc, path), sorted(kinds)), sa.false())
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
         return self._node(doc, path).is_(None)

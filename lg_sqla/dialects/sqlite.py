@@ -24,6 +24,7 @@ from lg_sqla.dialects.base import (
     OnConflictOps,
     OrderedJoin,
     StoreSQL,
+    one_of,
     render_ordered_join,
 )
 from lg_sqla.errors import InvalidInputError
@@ -189,7 +190,7 @@ class SQLiteStoreSQL(StoreSQL):
             # JOIN, not a comma: the argument refers to the previous row (SQLite allows it).
             # json_each of a scalar's text would fail: descend into containers only.
             source = source.join(
-                member, sa.and_(parent.c.type.in_(("object", "array")), member.c.key == step)
+                member, sa.and_(one_of(parent.c.type, ("object", "array")), member.c.key == step)
             )
         return _SQLiteNode(
             member.c.type,
@@ -209,7 +210,7 @@ class SQLiteStoreSQL(StoreSQL):
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
     ) -> ColumnElement[bool]:
         types = sorted(t for kind in kinds for t in self._TYPES[kind])
-        return self._exists(doc, path, lambda m: m.type.in_(types))
+        return self._exists(doc, path, lambda m: one_of(m.type, types))
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
         return ~self._node(doc, path).present  # type: ignore[no-any-return]
@@ -238,10 +239,13 @@ class SQLiteStoreSQL(StoreSQL):
                 # JSON number syntax (whitespace allowed around it), GLOB the exponent.
                 atom = m.atom
                 looks_numeric = sa.and_(
-                    sa.case(
-                        (sa.func.json_valid(atom) == 1, sa.func.json_type(atom)),
-                        else_=sa.null(),
-                    ).in_(("integer", "real")),
+                    one_of(
+                        sa.case(
+                            (sa.func.json_valid(atom) == 1, sa.func.json_type(atom)),
+                            else_=sa.null(),
+                        ),
+                        ("integer", "real"),
+                    ),
                     ~sa.func.lower(atom).op("GLOB")("*e*[0-9][0-9][0-9][0-9][0-9]*"),
                 )
                 whens["text"] = sa.case((looks_numeric, sa.cast(atom, sa.Float)), else_=sa.null())
@@ -263,7 +267,7 @@ class SQLiteStoreSQL(StoreSQL):
         def test(m: Any) -> ColumnElement[bool]:
             members = sa.func.json_each(m.value).table_valued("key")
             count = sa.select(sa.func.count()).select_from(members).scalar_subquery()
-            return sa.and_(m.type.in_(("object", "array")), count == n)
+            return sa.and_(one_of(m.type, ("object", "array")), count == n)
 
         return self._exists(doc, path, test)
 

@@ -158,12 +158,21 @@ class DirectStatement:
 
 
 class Row:
-    """A fetched row: ``_mapping`` by column name, as SQLAlchemy's rows offer it."""
+    """A fetched row: ``_mapping`` by column name, and each column as an attribute, as
+    SQLAlchemy's rows offer them."""
 
     __slots__ = ("_mapping",)
 
     def __init__(self, mapping: dict[str, Any]) -> None:
         self._mapping = mapping
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_mapping":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        try:
+            return self._mapping[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement | None:

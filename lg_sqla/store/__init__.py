@@ -41,6 +41,7 @@ from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
 from lg_sqla.store._plan import batch_plan
+from lg_sqla.store._read import get_statement
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
@@ -102,6 +103,7 @@ class _StoreBase(BaseStore):
         # Whether searches rank in SQL (sqlite-vec, pgvector) or in Python (docs/store.md):
         # known now from the driver, or None: asked on the first ranking search.
         sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        self._sync_dialect = sync_engine.dialect
         # A distance the native path has no function for ranks in Python.
         native = index is not None and self._distance in self.sql.native_distances
         self._native_vectors = self.sql.native_vectors(sync_engine) if native else False
@@ -202,14 +204,39 @@ class _StoreBase(BaseStore):
             )
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
-        """(prebuilt: a lone get, put or search (no index), whose statements are all
-        cached, so that it may take the direct path; writes: a put)."""
-        prebuilt = (
-            len(ops) == 1
-            and isinstance(ops[0], (GetOp, PutOp, SearchOp))
-            and self.embeddings is None
-        )
-        return prebuilt, any(isinstance(op, PutOp) for op in ops)
+        """(prebuilt: every statement the batch will run is cached and compiles for
+        the direct path, so that it may take it; writes: the batch has a put).
+
+        Cached: a store without an index (its vector statements are built per batch);
+        each search and namespace list by shape in the store's LRU. Compiles: the
+        statements of several keys at once (a get of many, a delete) take an expanding
+        ``IN`` list on SQLite and MySQL, which only Core can run, so there a batch of
+        those runs on Core; ``choose_path`` checks the first statement itself."""
+        writes = False
+        key_lists = False  # the batch runs a statement of several keys
+        got: tuple[tuple[str, ...], str] | None = None
+        for op in ops:
+            if type(op) is PutOp:
+                writes = True
+                key_lists = key_lists or op.value is None
+            elif type(op) is GetOp and not key_lists:
+                key_lists = got is not None and got != (op.namespace, op.key)
+                got = (op.namespace, op.key)
+        if self.embeddings is not None or not self.sql.in_sql:
+            return False, writes
+        if len(ops) == 1 or not key_lists:
+            return True, writes
+        return self._key_lists_direct(), writes
+
+    def _key_lists_direct(self) -> bool:
+        """Whether the statements of several keys compile for the direct path (they do
+        where the dialect binds the keys as arrays, PostgreSQL); asked once."""
+        known: bool | None = self.__dict__.get("_key_lists_direct_once")
+        if known is None:
+            statement = get_statement(self._settings, many=True)
+            known = self._runtime.compiler.get(statement, self._sync_dialect) is not None
+            self.__dict__["_key_lists_direct_once"] = known
+        return known
 
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:

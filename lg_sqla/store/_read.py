@@ -35,7 +35,7 @@ from lg_sqla.store._match import matches_condition
 from lg_sqla.store._sql import namespace_condition
 
 
-def _get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
+def get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
     """The items of one key (``prefix_hash``, ``key_hash``) or of many (``keys``),
     alive at ``now``; built once per store (a get is the hottest path)."""
 
@@ -67,10 +67,10 @@ def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
     if len(pairs) == 1:  # the common case, a lone get: the simplest statement
         ((prefix_hash, item_hash),) = pairs
         params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
-        rows += (yield batch.step(_get_statement(settings, False), params, fetch=True)).rows
+        rows += (yield batch.step(get_statement(settings, False), params, fetch=True)).rows
     else:
         for chunk in key_chunks(settings, pairs):
-            statement = _get_statement(settings, True)
+            statement = get_statement(settings, True)
             rows += (yield batch.step(statement, {**chunk, "now": now}, fetch=True)).rows
     found = {(row.prefix, row.key): row for row in map(GotRow.of, rows)}
     for i, op in gets:

@@ -24,7 +24,7 @@ from langgraph.store.base import (
 from store_helpers import DIMS, fake_embed, fake_index, open_store, root
 
 from lg_sqla import InvalidInputError, SchemaError, migrate
-from lg_sqla.runtime import direct
+from lg_sqla.runtime import DIRECT_PATH_OPTION, direct
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 pytestmark = pytest.mark.parametrize("mode", ["sync", "async"])
@@ -174,13 +174,17 @@ async def test_lone_get_and_put_skip_core_with_the_same_results(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(direct, "run", spy)
-    async with open_store(backend, mode, ttl={"default_ttl": 1}) as s:
+    core_only = {DIRECT_PATH_OPTION: False}
+    async with (
+        open_store(backend, mode, ttl={"default_ttl": 1}) as s,
+        open_store(backend, mode, execution_options=core_only) as core,
+    ):
         r = root()
         value = {"ñ": "😀", "n": [1, 2.5, None, True], "o": {"k": "v"}}
         await s.put((r,), "a", value)  # direct
         await s.put((r,), "b", {"v": 1}, ttl=None)  # direct
         lone = await s.get((r,), "a")  # direct, refreshes the TTL
-        together = await s.batch([GetOp((r,), "a"), GetOp((r,), "b")])  # Core
+        together = await core.batch([GetOp((r,), "a"), GetOp((r,), "b")])  # Core
         assert lone is not None and lone.value == value
         assert lone.created_at.tzinfo is not None and lone.created_at.utcoffset() == dt.timedelta()
         assert together[0] is not None

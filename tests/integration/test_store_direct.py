@@ -1,0 +1,129 @@
+"""How the store's calls reach the database: its hot calls (a lone put, get, filtered
+search, and a batch of mixed ops) run on the direct path (lg_sqla.runtime.direct) in
+one plan each, the statements SQLite executes for them are the ones the plan holds
+(no BEGIN/COMMIT around reads), and an engine with a cursor listener keeps every call
+on Core, where the listener sees every statement."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from backends import Backend
+from helpers import count_statements
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
+from store_helpers import Stores, open_store, root
+
+from lg_sqla.runtime import direct
+
+
+class DirectRuns:
+    """Counts the plans the real ``direct.run`` executes (a spy: it still runs them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real: Callable[..., Any] = direct.run
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(direct, "run", spy)
+
+
+def _mixed(r: str, n: int) -> list[Op]:
+    """A node's memory batch: a write, a read, a filtered search, a namespace list (one
+    key per statement, so it compiles for the direct path on every dialect)."""
+    return [
+        PutOp((r, "u"), f"b{n}", {"tag": n % 2, "n": n}),
+        GetOp((r, "u"), "k0"),
+        SearchOp((r, "u"), filter={"tag": 0}, limit=10),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", (r,)),), max_depth=2),
+    ]
+
+
+async def _hot_calls(s: Stores, r: str) -> list[Any]:
+    """put, get, search (filter, limit), mixed batch: each call's results."""
+    await s.put((r, "u"), "k0", {"tag": 0, "n": 0})
+    got = await s.get((r, "u"), "k0")
+    found = await s.search((r, "u"), filter={"tag": 0}, limit=10)
+    batched = await s.batch(_mixed(r, 1))
+    return [got, found, batched]
+
+
+async def test_hot_calls_take_the_direct_path_one_plan_each(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = DirectRuns(monkeypatch)
+    async with open_store(backend, mode) as s:
+        r = root()
+        got, found, batched = await _hot_calls(s, r)
+        assert got is not None and got.value == {"tag": 0, "n": 0}
+        assert [item.key for item in found] == ["k0"]
+        assert batched[0] is None and batched[1] is not None and batched[1].key == "k0"
+        assert [item.key for item in batched[2]] == ["k0"]
+        assert batched[3] == [(r, "u")]
+        assert runs.count == 4
+
+
+async def test_a_cursor_listener_sees_every_statement_of_every_call(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instrumentation keeps the store on Core: the listener sees each statement the
+    plans hold: one for a put, a get, a search; the batch's four (get, search, list,
+    upsert), and nothing runs on the direct path."""
+    runs = DirectRuns(monkeypatch)
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.put((r, "u"), "warm", {"tag": 1})  # first call: schema check on its own
+        direct_before = runs.count
+        with count_statements(s.engine) as counter:
+            counts = []
+            calls: list[Callable[[], Any]] = [
+                lambda: s.put((r, "u"), "k0", {"tag": 0, "n": 0}),
+                lambda: s.get((r, "u"), "k0"),
+                lambda: s.search((r, "u"), filter={"tag": 0}, limit=10),
+                lambda: s.batch(_mixed(r, 1)),
+            ]
+            for call in calls:
+                before = counter.count
+                await call()
+                counts.append(counter.count - before)
+        assert counts == [1, 1, 1, 4]
+        assert runs.count == direct_before
+
+
+@pytest.mark.sqlite
+def test_sqlite_executes_the_plans_statements_only(tmp_path: Any) -> None:
+    """What SQLite itself executes for the hot calls on the direct path: a read is its
+    one SELECT (no BEGIN/COMMIT); a write is BEGIN, its statement, COMMIT."""
+    from lg_sqla.store import SQLAlchemyStore
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    with SQLAlchemyStore.from_conn_string(url, pool_size=1) as store:
+        store.setup()
+        store.put(("w",), "warm", {"tag": 1})
+        executed: list[str] = []
+        with store.engine.connect() as connection:
+            raw = connection.connection.dbapi_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_trace_callback(executed.append)
+        try:
+            kinds = []
+            for call in (
+                lambda: store.put(("u",), "k0", {"tag": 0}),
+                lambda: store.get(("u",), "k0"),
+                lambda: store.search(("u",), filter={"tag": 0}, limit=10),
+                lambda: store.batch(_mixed("r", 1)),
+            ):
+                executed.clear()
+                call()
+                kinds.append([s.split()[0].upper() for s in executed])
+        finally:
+            raw.set_trace_callback(None)
+    reads = {"SELECT", "WITH"}
+    assert kinds[:3] == [["BEGIN", "INSERT", "COMMIT"], ["SELECT"], ["SELECT"]], kinds
+    # the batch: its three reads (get, search, namespace list), then its write
+    assert set(kinds[3][:3]) <= reads and kinds[3][3:] == ["BEGIN", "INSERT", "COMMIT"], kinds

@@ -147,10 +147,14 @@ class AsyncSQLAlchemySaver(SaverBase):
                     create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
                 )
                 saver._threaded = in_schema(threaded, schema)
+                # Its own engine: calls may keep a connection of it between them
+                # (runtime.kept), given back below before it is disposed.
+                saver._runtime.keep_connection = True
             yield saver
         finally:
             if saver is not None:
                 await saver.stop_ttl_sweeper()
+                saver._runtime.release_connections()
             if threaded is not None:
                 threaded.dispose()
             await engine.dispose()

@@ -142,10 +142,14 @@ class SQLAlchemySaver(SaverBase):
                 read_only=read_only,
                 ttl=ttl,
             )
+            # The engine is the saver's: it may keep a connection between calls
+            # (runtime.kept), given back below before the engine is disposed.
+            saver._runtime.keep_connection = True
             yield saver
         finally:
             if saver is not None:
                 saver.stop_ttl_sweeper()
+                saver._runtime.release_connections()
             engine.dispose()
 
     # --- plumbing ------------------------------------------------------------

@@ -38,6 +38,7 @@ from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver
+from lg_sqla.runtime.kept import KeptConnection
 from lg_sqla.runtime.routing import Path, choose_path
 
 if TYPE_CHECKING:
@@ -97,12 +98,22 @@ class Runtime:
         check_schema: Check on the first call that the schema is at lg_sqla's head.
         direct_path: Let prebuilt plans take the direct path where it applies
             (``runtime.routing``); False runs every plan through SQLAlchemy Core.
+        keep_connection: Keep one pooled connection between direct-path calls where
+            that changes nothing (``runtime.kept``: SQLite files); the owner calls
+            :meth:`release_connections` before it disposes an engine.
     """
 
     def __init__(
-        self, dialect_ops: DialectOps, *, check_schema: bool, direct_path: bool = True
+        self,
+        dialect_ops: DialectOps,
+        *,
+        check_schema: bool,
+        direct_path: bool = True,
+        keep_connection: bool = False,
     ) -> None:
         self.dialect_ops = dialect_ops
+        self.keep_connection = keep_connection
+        self._kept: dict[int, KeptConnection] = {}
         self.schema_checked = not check_schema
         self.direct_path = direct_path
         self.compiler = DirectCompiler()
@@ -216,7 +227,11 @@ class Runtime:
     def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         driver = direct_driver(engine.dialect)
         assert driver is not None  # choose_path checked it
-        pooled = direct.checkout(engine)
+        kept = self._kept_connection(engine)
+        pooled = kept.take(engine) if kept is not None else None
+        if pooled is None:
+            kept = None
+            pooled = direct.checkout(engine)
         wrapped: list[Connection] = []
 
         def core() -> Connection:
@@ -240,12 +255,31 @@ class Runtime:
         except BaseException:
             # The pool rolls back whatever the failed plan may have left open.
             (wrapped[0] if wrapped else pooled).close()
+            if kept is not None:
+                kept.put_back(committed=False)
             raise
+        if kept is not None:
+            kept.put_back(committed=True)  # committed: clean, kept for the next call
+            return result
         # Committed: the pool need not roll back an ended transaction (on PyMySQL
         # its ROLLBACK is one more round trip per call). What Connection.close()
         # tells the pool after a commit (private in SQLAlchemy).
         direct.check_in_after_commit(pooled)
         return result
+
+    def _kept_connection(self, engine: Engine) -> KeptConnection | None:
+        if not self.keep_connection:
+            return None
+        kept = self._kept.get(id(engine))  # (the owner keeps its engines alive)
+        if kept is None:
+            kept = self._kept.setdefault(id(engine), KeptConnection())
+        return kept
+
+    def release_connections(self) -> None:
+        """Give the connections kept between calls back to their pools (before the
+        owner disposes its engines; calls after this keep one again)."""
+        for kept in list(self._kept.values()):
+            kept.release()
 
     def _writer_lock(
         self, engine: Engine, first: Step, writes: bool | None

@@ -1,0 +1,121 @@
+"""One pooled connection a SQLite saver keeps between its direct-path calls.
+
+A checkout and check-in of SQLAlchemy's pool cost about a tenth of a small
+``get_tuple`` or ``put_writes`` on a SQLite file (a fairy object, its
+``weakref.finalize``, the queue's lock, both ways): the official SqliteSaver holds
+one ``sqlite3`` connection and pays none of it. A :class:`KeptConnection` keeps one
+connection checked out of the pool for whichever thread calls next, and hands it
+over with one non-blocking lock: a call that finds it taken (another thread is in
+a call) checks out of the pool as before, so threads never wait on each other here.
+
+What it must not change, and how it does not:
+
+* Only where the pool would hand out the same kind of connection anyway: a
+  SQLite file on the pysqlite driver with a queue pool of two connections or more
+  (``pool_size``: one at least stays pooled for calls on SQLAlchemy Core and for
+  other threads; a pool of one keeps nothing), no pool event listeners (a ``checkout`` listener
+  such as the store's sqlite-vec loader must see every call), no ``pre_ping`` and
+  no ``pool_recycle``. Anything else checks out per call, as before.
+* Transactions: a kept connection is kept only after a call committed (the pool's
+  check-in after a commit skips its reset too, ``direct.check_in_after_commit``), so
+  it holds no transaction and no read snapshot between calls. A call that fails
+  gives the connection back to the pool its usual way (rolled back, or invalidated
+  when dead) and keeps none.
+* ``engine.dispose()``: a connection of a pool the engine no longer has is closed
+  at the next call; the savers' ``from_conn_string`` give theirs back before they
+  dispose their engines (``release``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
+
+from lg_sqla.runtime import direct
+
+
+def keeps_connections(engine: Engine) -> bool:
+    """Whether a connection of ``engine`` may be kept between calls (see the module)."""
+    if engine.dialect.name != "sqlite" or engine.dialect.driver != "pysqlite":
+        return False
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):
+        return False
+    if pool.size() < 2:  # one connection stays pooled for everything else
+        return False
+    # (Private in SQLAlchemy, read with safe defaults: a release without them keeps nothing.)
+    if getattr(pool, "_pre_ping", True) or getattr(pool, "_recycle", 0) != -1:
+        return False
+    dispatch = pool.dispatch
+    return not (dispatch.checkout or dispatch.checkin or dispatch.reset)
+
+
+class KeptConnection:
+    """One connection of one engine's pool, kept between calls (see the module)."""
+
+    def __init__(self) -> None:
+        self._in_use = threading.Lock()
+        self._pooled: PoolProxiedConnection | None = None
+        self._pool: Pool | None = None
+
+    def take(self, engine: Engine) -> PoolProxiedConnection | None:
+        """The kept connection (checked out now if none is kept), for this call
+        alone until :meth:`put_back`; None when another call has it or ``engine``
+        must not keep one: then the caller checks out of the pool."""
+        if not self._in_use.acquire(blocking=False):
+            return None
+        try:
+            pooled = self._pooled
+            if pooled is not None and (self._pool is not engine.pool or not pooled.is_valid):
+                self._drop_kept(same_pool=self._pool is engine.pool)
+                pooled = None
+            # Asked at every call: a pool listener may have been added since. Then the
+            # kept connection is closed, not given back: a listener sees every
+            # checkout, check-in and reset from then on, none that belongs to an
+            # earlier call.
+            if not keeps_connections(engine):
+                if pooled is not None:
+                    self._drop_kept(same_pool=False)
+                self._in_use.release()
+                return None
+            if pooled is None:
+                pooled = direct.checkout(engine)
+                self._pooled, self._pool = pooled, engine.pool
+            return pooled
+        except BaseException:
+            self._in_use.release()
+            raise
+
+    def put_back(self, *, committed: bool) -> None:
+        """End the call that took the connection. ``committed``: it ended with a
+        commit, so the connection is clean and stays kept; otherwise the caller gave
+        it back to the pool (rolled back or invalidated) and none is kept."""
+        if not committed:
+            self._pooled = self._pool = None
+        self._in_use.release()
+
+    def release(self) -> None:
+        """Give the kept connection back to its pool (before the engine is disposed);
+        waits for a call that has it to end."""
+        with self._in_use:
+            if self._pooled is not None:
+                self._give_back_kept()
+
+    def _give_back_kept(self) -> None:
+        pooled, self._pooled, self._pool = self._pooled, None, None
+        if pooled is not None:
+            direct.check_in_after_commit(pooled)
+
+    def _drop_kept(self, *, same_pool: bool) -> None:
+        """Stop keeping the connection. An invalidated one of the current pool goes
+        back to it (which opens a new one in its place later); any other is detached
+        from its pool and closed: one of a disposed pool would otherwise sit in that
+        pool's queue, open, until collected."""
+        pooled, self._pooled, self._pool = self._pooled, None, None
+        if pooled is None:
+            return
+        if not same_pool and pooled.is_valid:
+            pooled.detach()  # (then close() closes the DBAPI connection itself)
+        pooled.close()

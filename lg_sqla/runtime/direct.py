@@ -273,13 +273,14 @@ def run(
     cursor: Any = None
     step = first
     committed = False
+    fetched = False
     statement_sql: str | None = None
     parameters: Any = None
     restore: Restore | None = None
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
-        cursor, native = driver.open_cursor(dbapi_connection)
+        cursor, native = _take_cursor(pooled, dbapi_connection, driver)
         while True:
             if step.statement is None:
                 dbapi_connection.commit()
@@ -309,6 +310,7 @@ def run(
                 parameters = direct.parameters(params or {})
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
+                fetched = True
                 names = compiler.column_names(direct, cursor)
                 rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
                 step = plan.send(Outcome(rows, len(rows)))  # type: ignore[arg-type]
@@ -324,6 +326,11 @@ def run(
             _rollback_quietly(dbapi_connection, dialect)
             at_commit = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
             _raise_wrapped(core(), error, statement_sql, parameters, cursor, at_commit)
+        if driver.keeps_cursors and not fetched:
+            # Only a write's cursor: it holds no rows (a read's would keep its result,
+            # blobs and all, as long as the connection lives).
+            pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
+            cursor = None
         return done.value  # type: ignore[no-any-return]
     except dialect.loaded_dbapi.Error as error:
         _rollback_quietly(dbapi_connection, dialect)
@@ -335,6 +342,23 @@ def run(
     finally:
         _restore_quietly(dialect, cursor, restore)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+# Where a plan's cursor waits for the next plan on the same connection (a pooled
+# connection's ``info``: one DBAPI connection's, cleared when it is replaced).
+_KEPT_CURSOR = "lg_sqla_kept_cursor"
+
+
+def _take_cursor(
+    pooled: PoolProxiedConnection, dbapi_connection: Any, driver: DirectDriver
+) -> tuple[Any, bool]:
+    """The cursor the last plan on this connection kept (``DirectDriver.keeps_cursors``),
+    or a new one; taken out of ``info``, so it is in one plan's hands only."""
+    if driver.keeps_cursors:
+        kept = pooled.info.pop(_KEPT_CURSOR, None)
+        if kept is not None and kept[0] is dbapi_connection:
+            return kept[1], kept[2]
+    return driver.open_cursor(dbapi_connection)
 
 
 def _restore_quietly(dialect: Dialect, cursor: Any, restore: Restore | None) -> None:

@@ -282,6 +282,52 @@ async def test_psycopg_runs_numbered_placeholders_unless_the_user_chose_a_cursor
     assert raw.count == (0 if client_side else 4)
 
 
+class RawCursors:
+    """The raw cursors psycopg makes (a spy on their constructor: still made)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+        import psycopg
+
+        self.made: list[Any] = []
+        cursor_class: Any = psycopg.AsyncRawCursor if mode == "async" else psycopg.RawCursor
+        real: Callable[..., Any] = cursor_class.__init__
+
+        def spy(cursor: Any, *args: Any, **kwargs: Any) -> None:
+            self.made.append(cursor)
+            real(cursor, *args, **kwargs)
+
+        monkeypatch.setattr(cursor_class, "__init__", spy)
+
+
+@pytest.mark.postgres
+async def test_a_writes_cursor_serves_the_next_call_and_a_reads_is_closed(
+    postgres_database: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg builds a cursor's adapters and dumpers anew, so the cursor of a call that
+    only wrote waits with its connection for the next call; a read's is closed at its
+    end (it would hold the rows, blobs and all, as long as the connection lives)."""
+    cursors = RawCursors(monkeypatch, mode)
+    async with saver_from_url(
+        mode, _url(postgres_database, mode), pool_size=1, max_overflow=0
+    ) as saver:
+        await saver.setup()
+        thread_id = new_thread()
+        made_before = len(cursors.made)
+        stored = await saver.put(config(thread_id), checkpoint({"a": 1}), {}, {"a": 1})
+        await saver.put_writes(stored, [("a", 2)], "task-1")
+        await saver.put_writes(stored, [("b", 3)], "task-2")
+        assert len(cursors.made) == made_before + 1, "the writes shared one cursor"
+        first = await saver.get_tuple(config(thread_id))  # the kept cursor, then closed
+        second = await saver.get_tuple(config(thread_id))  # a new one, closed
+        assert first is not None and second is not None
+        written = [("task-1", "a", 2), ("task-2", "b", 3)]
+        assert first.pending_writes == second.pending_writes == written
+        assert len(cursors.made) == made_before + 2
+        assert all(cursor.closed for cursor in cursors.made[made_before:])
+        await saver.put(stored, checkpoint({"a": 4}), {}, {"a": 2})
+        assert len(cursors.made) == made_before + 3
+
+
 @pytest.mark.parametrize("switch", ["saver", "engine", "from_conn_string"])
 async def test_the_switch_keeps_every_call_on_core(
     make_engine: EngineFactory,

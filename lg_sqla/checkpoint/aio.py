@@ -267,7 +267,7 @@ class AsyncSQLAlchemySaver(SaverBase):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Writes and seed per DeltaChannel, in two statements; see the sync saver."""
+        """Writes and seed per DeltaChannel, in one statement; see the sync saver."""
         if not channels:
             return {}
         return await self.arun(

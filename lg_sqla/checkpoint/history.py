@@ -1,15 +1,17 @@
 """Walking a checkpoint's parent chain in SQL: DeltaChannel history and its seeds.
 
 ``get_delta_channel_history`` in the base class does one ``get_tuple`` per
-ancestor. Here it is two statements whatever the chain length:
+ancestor. Here it is ONE statement whatever the chain length (``history_statement``):
+a recursive CTE walks ``parent_checkpoint_id`` from the target's parent until every
+requested channel has met a stored value (a non-``"empty"`` blob at the ancestor's
+version, or a value inline in the ancestor's document; see ``seed_walk_cte``),
+carrying per ancestor the channels found nearer than it; the same statement then
+reads, by key from each ancestor, the requested channels' writes (up to each
+channel's seed), each channel's seed blob, and the inline values of the ancestors
+where a seed is.
 
-1. a recursive CTE walks ``parent_checkpoint_id`` from the target's parent,
-   until every requested channel has met a stored value (a non-``"empty"`` blob
-   at the ancestor's version, or a value inline in the ancestor's document; see
-   ``seed_walk_cte``), and returns, per ancestor, its depth and which requested
-   channels are stored there (an inline value itself);
-2. one fetch of the seed blobs (the nearest stored value per channel) and of
-   the requested channels' writes on the ancestors up to the deepest seed.
+Past ``_MASK_CHANNELS`` channels at once the walk cannot track them in one bit mask:
+two statements then (``walk_chain``, then the writes and seeds up to the deepest).
 
 The walk follows parent links, not id ranges: forks share ancestors, and
 uuid6 ids are only monotonic per process.
@@ -18,6 +20,7 @@ uuid6 ids are only monotonic per process.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,6 +158,9 @@ def seed_walk_cte(
         C.c.parent_checkpoint_id,
         sa.cast(sa.literal_column("0"), sa.Integer).label("depth"),
         _stored_mask(dialect_ops, thread_id, nsh, C.c.checkpoint, channels).label("found"),
+        # The channels found on the ancestors nearer than this one: a channel's seed is
+        # the ancestor whose `found` has its bit and whose `nearer` has not.
+        sa.cast(sa.literal_column("0"), sa.BigInteger).label("nearer"),
     ).where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == nsh, C.c.checkpoint_id == start)
     chain = anchor.cte("chain", recursive=True)
     parent, parents = _parents(dialect_ops, chain, thread_id, nsh)
@@ -166,6 +172,7 @@ def seed_walk_cte(
             chain.c.found.op("|")(
                 _stored_mask(dialect_ops, thread_id, nsh, parent.c.checkpoint, channels)
             ),
+            chain.c.found,
         )
         .select_from(parents)
         .where(chain.c.found != sa.literal_column(str(everything)))
@@ -301,6 +308,203 @@ def _history_statement(
     return sa.union_all(writes, seeds)
 
 
+# Row kinds of the one-statement history.
+_WRITE, _SEED_BLOB, _INLINE = 0, 1, 2
+# Delta-history statements a DialectOps keeps (one per channel set and by-id/latest;
+# a graph asks for subsets of its few DeltaChannels): beyond, they are built per
+# call (and run through Core, whose compiled cache serves them).
+_SHAPES_MAX = 32
+_shapes: weakref.WeakKeyDictionary[DialectOps, set[tuple[tuple[str, ...], bool]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _kind(kind: int) -> Any:
+    return sa.cast(sa.literal_column(str(kind)), sa.Integer).label("kind")
+
+
+def _bit_of(channel: Any, channels: Sequence[str]) -> Any:
+    """The bit of ``channel`` (a column holding one of ``channels``) in a walk's masks."""
+    return sa.case(
+        *((channel == name, sa.literal_column(str(1 << bit))) for bit, name in enumerate(channels)),
+        else_=sa.literal_column("0"),
+    )
+
+
+def _select_history(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: bool) -> Any:
+    """The whole history in one statement (rows of ``kind`` _WRITE, _SEED_BLOB, _INLINE,
+    with the ancestor's ``depth``): see the module docstring."""
+    thread_id, nsh, start = _bound_start(by_id)
+    chain = seed_walk_cte(dialect_ops, thread_id, nsh, start, channels)
+    null = dialect_ops.typed_null
+
+    def ancestor_row() -> tuple[Any, Any]:
+        return dialect_ops.keyed_lookup(
+            C,
+            sa.and_(
+                C.c.thread_id == thread_id,
+                C.c.checkpoint_ns_hash == nsh,
+                C.c.checkpoint_id == chain.c.checkpoint_id,
+            ),
+        )
+
+    # Each ancestor's writes by key, never the thread's writes matched to ancestors;
+    # a channel's only up to its seed (its bit not yet found nearer).
+    write, write_on = dialect_ops.keyed_lookup(
+        W,
+        sa.and_(
+            W.c.thread_id == thread_id,
+            W.c.checkpoint_ns_hash == nsh,
+            W.c.checkpoint_id == chain.c.checkpoint_id,
+            # One bound value each (an expanding IN is rendered per call: not cacheable).
+            W.c.channel.in_([sa.literal(name, W.c.channel.type) for name in channels]),
+        ),
+    )
+    nearer = chain.c.nearer
+    parts: list[Any] = [
+        sa.select(
+            _kind(_WRITE),
+            chain.c.depth,
+            *(write.c[name] for name in WRITE_VALUE_COLUMNS),
+            null(C.c.checkpoint_ns.type).label("inline"),
+        )
+        .select_from(ordered_join(chain, write, write_on))
+        .where(nearer.op("&")(_bit_of(write.c.channel, channels)) == 0)
+    ]
+    for bit, channel in enumerate(channels):
+        # The seed blob: looked up on the one ancestor where the channel is first found
+        # (a stored blob or an inline value there).
+        checkpoint, checkpoint_on = ancestor_row()
+        blob, blob_on = dialect_ops.keyed_lookup(
+            B,
+            sa.and_(
+                B.c.thread_id == thread_id,
+                B.c.checkpoint_ns_hash == nsh,
+                B.c.channel == channel,
+                B.c.version == dialect_ops.channel_version(checkpoint.c.checkpoint, channel),
+                B.c.type != EMPTY_TYPE,
+            ),
+        )
+        parts.append(
+            sa.select(
+                _kind(_SEED_BLOB),
+                chain.c.depth,
+                blob.c.channel,
+                null(W.c.task_id.type),
+                null(W.c.task_path.type),
+                null(W.c.idx.type),
+                blob.c.type,
+                blob.c.blob,
+                null(C.c.checkpoint_ns.type),
+            )
+            .select_from(
+                ordered_join(ordered_join(chain, checkpoint, checkpoint_on), blob, blob_on)
+            )
+            .where(
+                chain.c.found.op("&")(sa.literal_column(str(1 << bit))) != 0,
+                nearer.op("&")(sa.literal_column(str(1 << bit))) == 0,
+            )
+        )
+    # The inline values of the ancestors where some channel is first found (one of
+    # them may be that channel's seed; at one checkpoint the inline value wins).
+    document, document_on = ancestor_row()
+    inline = dialect_ops.json_member(document.c.checkpoint, INLINE_KEY)
+    parts.append(
+        sa.select(
+            _kind(_INLINE),
+            chain.c.depth,
+            null(W.c.channel.type),
+            null(W.c.task_id.type),
+            null(W.c.task_path.type),
+            null(W.c.idx.type),
+            null(B.c.type.type),
+            null(B.c.blob.type),
+            inline,
+        )
+        .select_from(ordered_join(chain, document, document_on))
+        .where(chain.c.found != nearer, inline.is_not(None))
+    )
+    return sa.union_all(*parts)
+
+
+def history_statement(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: bool) -> Any:
+    """:func:`_select_history`, kept by ``dialect_ops`` (so the direct path may run it)
+    for the first ``_SHAPES_MAX`` shapes, built per call beyond."""
+    key = (channels, by_id)
+    known = _shapes.setdefault(dialect_ops, set())
+    if key in known or len(known) < _SHAPES_MAX:
+        known.add(key)
+        return dialect_ops.cached(
+            ("delta_history", key), lambda: _select_history(dialect_ops, channels, by_id)
+        )
+    return _select_history(dialect_ops, channels, by_id)
+
+
+def _deep_recursion(dialect_ops: DialectOps) -> Any | None:
+    """``DialectOps.before_deep_recursion``, kept by ``dialect_ops`` (a cached plan's
+    every statement is)."""
+    if dialect_ops.before_deep_recursion() is None:
+        return None
+    return dialect_ops.cached(("deep_recursion",), dialect_ops.before_deep_recursion)
+
+
+def _one_statement_history(
+    ctx: Context, thread_id: str, nsh: str, checkpoint_id: str | None, channels: list[str]
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    if (lift_limit := _deep_recursion(ctx.dialect_ops)) is not None:
+        yield Step(lift_limit)
+    statement = history_statement(ctx.dialect_ops, tuple(channels), checkpoint_id is not None)
+    rows = (
+        yield Step(
+            statement,
+            _keys(thread_id, nsh, checkpoint_id),
+            fetch=True,
+            whole_plan=lift_limit is None,
+        )
+    ).rows
+    serde = ctx.serde
+    wanted = set(channels)
+    seed_depth: dict[str, int] = {}
+    seed_blob: dict[str, tuple[str, bytes | None]] = {}
+    seed_inline: dict[str, Any] = {}
+    writes: dict[str, list[tuple[int, tuple[str, str, int], PendingWrite]]] = defaultdict(list)
+    inline_rows = []
+    for row in rows:
+        m = row._mapping
+        kind, depth, channel = m["kind"], m["depth"], m["channel"]
+        if kind == _WRITE:
+            key = writes_sort_key(m["task_path"] or "", m["task_id"], m["idx"])
+            value = codec.load_value(serde, m["type"], m["blob"])
+            writes[channel].append((depth, key, (m["task_id"], channel, value)))
+        elif kind == _SEED_BLOB:
+            seed_depth[channel] = depth
+            seed_blob[channel] = (m["type"], m["blob"])
+        else:
+            inline_rows.append((depth, m["inline"]))
+    for depth, text in sorted(inline_rows, key=lambda item: -item[0]):  # nearest last
+        for channel, value in codec.inline_values_json(text).items():
+            # At one checkpoint the inline value is the one read (as get_tuple).
+            if channel in wanted and depth <= seed_depth.get(channel, 1 << 62):
+                seed_depth[channel] = depth
+                seed_inline[channel] = value
+                seed_blob.pop(channel, None)
+    result: dict[str, DeltaChannelHistory] = {}
+    for channel in channels:
+        entry: DeltaChannelHistory = {"writes": []}
+        if channel in seed_inline:
+            entry["seed"] = seed_inline[channel]
+        elif channel in seed_blob:
+            entry["seed"] = codec.load_value(serde, *seed_blob[channel])
+        items = writes.get(channel)
+        if items:
+            # Oldest ancestor (deepest) first; within one checkpoint, writes_sort_key order.
+            limit = seed_depth.get(channel, 1 << 62)
+            items.sort(key=lambda item: (-item[0], item[1]))
+            entry["writes"] = [write for depth, _, write in items if depth <= limit]
+        result[channel] = entry
+    return result
+
+
 def walk_chain(
     ctx: Context, thread_id: str, nsh: str, checkpoint_id: str | None, channels: Sequence[str]
 ) -> Plan[Chain]:
@@ -343,6 +547,10 @@ def delta_channel_history(
     """Per channel: writes oldest→newest from the target's ancestors, and the seed."""
     channels = list(dict.fromkeys(channels))
     nsh = key_hash(checkpoint_ns)
+    if not channels:
+        return {}
+    if len(channels) <= _MASK_CHANNELS:
+        return (yield from _one_statement_history(ctx, thread_id, nsh, checkpoint_id, channels))
     chain = yield from walk_chain(ctx, thread_id, nsh, checkpoint_id, channels)
     result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
     for ch, value in chain.seed_inline.items():

@@ -321,7 +321,7 @@ class SQLAlchemySaver(SaverBase):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Writes and seed per DeltaChannel from the target's ancestors, in two statements.
+        """Writes and seed per DeltaChannel from the target's ancestors, in one statement.
 
         Same contract as the base class (which does one ``get_tuple`` per
         ancestor): writes oldest→newest in ``writes_sort_key`` order within a

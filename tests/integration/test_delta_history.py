@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.checkpoint import history
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
 pytestmark = pytest.mark.any_charset
@@ -100,6 +101,25 @@ def test_more_channels_than_the_walk_tracks_at_once(sync_saver: SQLAlchemySaver)
         assert sync_saver.get_delta_channel_history(config=target, channels=channels) == expected
 
 
+def test_past_the_kept_statement_shapes_the_answer_is_the_same(
+    sync_saver: SQLAlchemySaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saver keeps one history statement per channel set, up to history._SHAPES_MAX;
+    channel sets beyond are built per call (through Core), with the same answers."""
+    monkeypatch.setattr(history, "_SHAPES_MAX", 1)
+    rng = random.Random(5)
+    thread_id, configs = _build_tree(sync_saver, rng, 12)
+    for target in (config(thread_id), configs[5]):
+        for channels in (["messages"], ["log", "other"], CHANNELS):
+            expected = BaseCheckpointSaver.get_delta_channel_history(
+                sync_saver, config=target, channels=channels
+            )
+            got = sync_saver.get_delta_channel_history(config=target, channels=channels)
+            assert got == expected, (target, channels)
+    kept = history._shapes[sync_saver.dialect_ops]
+    assert len(kept) == 1
+
+
 def test_statement_count_independent_of_chain_length(
     make_engine: EngineFactory, backend: Backend
 ) -> None:
@@ -114,7 +134,7 @@ def test_statement_count_independent_of_chain_length(
     extra = 1 if backend.name == "mysql" else 0  # SET SESSION recursion limit
     with count_statements(engine) as c:
         history = saver.get_delta_channel_history(config=config(thread_id), channels=["log"])
-    assert c.count == 2 + extra, c.statements
+    assert c.count == 1 + extra, c.statements
     assert history["log"]["seed"] == _DeltaSnapshot(["start"])
     assert [w[2] for w in history["log"]["writes"]] == [f"entry-{i}" for i in range(1099)]
 

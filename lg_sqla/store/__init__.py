@@ -40,6 +40,7 @@ from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
+from lg_sqla.store._lane import lone_get_plan
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._read import get_statement
 from lg_sqla.store._validate import check_op
@@ -203,6 +204,15 @@ class _StoreBase(BaseStore):
                 "write through a store of the primary"
             )
 
+    def _plan_of(self, ops: Sequence[Op], embedded: Embedded) -> Callable[[], Plan[list[Result]]]:
+        """The plan factory of a batch of prepared ops, stamped now: a lone get takes
+        the lean lane (``_lane.py``: the same statements, less bookkeeping)."""
+        settings, now = self._settings, utc_now()
+        if len(ops) == 1 and type(ops[0]) is GetOp:
+            get = ops[0]
+            return lambda: lone_get_plan(settings, get, now)
+        return lambda: batch_plan(settings, ops, embedded, now)
+
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
         """(prebuilt: every statement the batch will run is cached and compiles for
         the direct path, so that it may take it; writes: the batch has a put).
@@ -312,10 +322,15 @@ class SQLAlchemyStore(_StoreBase):
                 direct_path=direct_path,
                 read_only=read_only,
             )
+            # The engine is the store's: it may keep a connection between calls
+            # (runtime.kept; none where sqlite-vec's checkout listener must see each
+            # call), given back below before the engine is disposed.
+            store._runtime.keep_connection = True
             yield store
         finally:
             if store is not None:
                 store.stop_ttl_sweeper()
+                store._runtime.release_connections()
             engine.dispose()
 
     def setup(self) -> None:
@@ -347,9 +362,8 @@ class SQLAlchemyStore(_StoreBase):
                 doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        return self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
+        return self._run(self._plan_of(ops, embedded), prebuilt, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread; batches
@@ -448,6 +462,9 @@ class AsyncSQLAlchemyStore(_StoreBase):
                     create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
                 )
                 store._threaded = in_schema(threaded, schema)
+                # Its own engine: batches may keep a connection of it between them
+                # (runtime.kept), given back below before it is disposed.
+                store._runtime.keep_connection = True
                 if index is not None and store._distance in store.sql.native_distances:
                     # Batches run there: so does the ranking.
                     store._native_vectors = store.sql.native_vectors(threaded)
@@ -455,6 +472,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         finally:
             if store is not None:
                 await store.stop_ttl_sweeper()
+                store._runtime.release_connections()
             if threaded is not None:
                 threaded.dispose()
             await engine.dispose()
@@ -501,9 +519,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        return await self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
+        return await self._run(self._plan_of(ops, embedded), prebuilt, writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in

@@ -20,6 +20,7 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    Item,
     Op,
     PutOp,
     Result,
@@ -49,6 +50,18 @@ from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
+
+# BaseStore.get's own checks (private in LangGraph, read with a fallback: without
+# them SQLAlchemyStore.get is BaseStore's).
+try:
+    from langgraph.store.base import _ensure_refresh, _validate_namespace_labels
+
+    _base_get_checks: tuple[Callable[[tuple[str, ...]], None], Callable[..., bool]] | None = (
+        _validate_namespace_labels,
+        _ensure_refresh,
+    )
+except ImportError:  # pragma: no cover
+    _base_get_checks = None
 
 
 def _read_only(op: Op) -> Op:
@@ -350,6 +363,26 @@ class SQLAlchemyStore(_StoreBase):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
         return self._batch_now(self._checked(ops))
+
+    def get(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        """``BaseStore.get``, the same checks and errors, straight to the lean plan of a
+        lone get (``_lane.py``) rather than through ``batch``'s list of ops."""
+        if _base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+            # (A subclass's batch sees every op; a LangGraph without these helpers
+            # gets BaseStore's own get.)
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        validate_labels, ensure_refresh = _base_get_checks
+        validate_labels(namespace)
+        op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
+        check_op(op)
+        if self.read_only:
+            op = _read_only(op)
+        settings, now = self._settings, utc_now()
+        prebuilt, _ = self._kind((op,))
+        found = self._run(lambda: lone_get_plan(settings, op, now), prebuilt, writes=False)
+        return found[0]  # type: ignore[return-value]
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:
         ops, documents, queries = self._prepare(checked)

@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -377,12 +377,12 @@ class SQLAlchemyStore(_StoreBase):
         validate_labels(namespace)
         op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
         check_op(op)
-        if self.read_only:
-            op = _read_only(op)
+        if self.read_only and op.refresh_ttl:
+            op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
         settings, now = self._settings, utc_now()
         prebuilt, _ = self._kind((op,))
         found = self._run(lambda: lone_get_plan(settings, op, now), prebuilt, writes=False)
-        return found[0]  # type: ignore[return-value]
+        return cast("Item | None", found[0])  # (a get's result)
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:
         ops, documents, queries = self._prepare(checked)

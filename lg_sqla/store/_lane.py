@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from langgraph.store.base import GetOp, Item
+from langgraph.store.base import GetOp, Result
 
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
@@ -21,7 +21,7 @@ from lg_sqla.store._common import GotRow, Settings, as_item, join_namespace
 from lg_sqla.store._read import get_statement, refresh_statement
 
 
-def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[Item | None]]:
+def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[Result]]:
     """``op``'s item alive at ``now`` (as the batch plan's result list: one entry), its
     expiry restarted if ``op.refresh_ttl`` and it has a TTL. A read alone needs no
     common transaction (the UPDATE is atomic by itself): ``whole_plan``, as the batch

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from backends import Backend
 from helpers import count_statements
 from langgraph.store.base import GetOp, Item
+from sqlalchemy.pool import QueuePool
 from store_helpers import Stores, open_store, root
 
 from lg_sqla.models import store_items
@@ -136,6 +137,7 @@ def test_a_sqlite_store_keeps_one_connection_between_calls(tmp_path: Any) -> Non
         store.setup()
         store.put(("u",), "k", {"n": 1})
         assert store.get(("u",), "k") is not None
-        assert store.engine.pool.checkedout() == 1  # kept for the next call
         pool = store.engine.pool
+        assert isinstance(pool, QueuePool)
+        assert pool.checkedout() == 1  # kept for the next call
     assert pool.checkedout() == 0  # given back before the engine was disposed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -213,20 +214,18 @@ class GotRow(NamedTuple):
 
     @classmethod
     def of(cls, row: Any) -> GotRow:
-        m = row._mapping
-        value = m["value"]
+        prefix, key, value, created_at, updated_at, ttl, prefix_hash, item_hash = _GOT_COLUMNS(
+            row._mapping
+        )
         if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
             value = parse_json(value)
         return cls(
-            m["prefix"],
-            m["key"],
-            value,
-            utc(m["created_at"]),
-            utc(m["updated_at"]),
-            m["ttl_minutes"],
-            m["prefix_hash"],
-            m["key_hash"],
+            prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
         )
+
+
+# GotRow's columns of a row's mapping, in one C call (a search reads ten rows or more).
+_GOT_COLUMNS = operator.itemgetter(*GotRow._fields)
 
 
 # Twenty digits in a row: possibly an integer beyond 64 bits, which orjson would

@@ -14,12 +14,13 @@ import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    Item,
     Op,
     PutOp,
     Result,
@@ -40,6 +41,7 @@ from lg_sqla.runtime import Runtime
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
+from lg_sqla.store._lane import lone_get_plan
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._read import get_statement
 from lg_sqla.store._validate import check_op
@@ -48,6 +50,18 @@ from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
+
+# BaseStore.get's own checks (private in LangGraph, read with a fallback: without
+# them SQLAlchemyStore.get is BaseStore's).
+try:
+    from langgraph.store.base import _ensure_refresh, _validate_namespace_labels
+
+    _base_get_checks: tuple[Callable[[tuple[str, ...]], None], Callable[..., bool]] | None = (
+        _validate_namespace_labels,
+        _ensure_refresh,
+    )
+except ImportError:  # pragma: no cover
+    _base_get_checks = None
 
 
 def _read_only(op: Op) -> Op:
@@ -203,6 +217,15 @@ class _StoreBase(BaseStore):
                 "write through a store of the primary"
             )
 
+    def _plan_of(self, ops: Sequence[Op], embedded: Embedded) -> Callable[[], Plan[list[Result]]]:
+        """The plan factory of a batch of prepared ops, stamped now: a lone get takes
+        the lean lane (``_lane.py``: the same statements, less bookkeeping)."""
+        settings, now = self._settings, utc_now()
+        if len(ops) == 1 and type(ops[0]) is GetOp:
+            get = ops[0]
+            return lambda: lone_get_plan(settings, get, now)
+        return lambda: batch_plan(settings, ops, embedded, now)
+
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
         """(prebuilt: every statement the batch will run is cached and compiles for
         the direct path, so that it may take it; writes: the batch has a put).
@@ -312,10 +335,15 @@ class SQLAlchemyStore(_StoreBase):
                 direct_path=direct_path,
                 read_only=read_only,
             )
+            # The engine is the store's: it may keep a connection between calls
+            # (runtime.kept; none where sqlite-vec's checkout listener must see each
+            # call), given back below before the engine is disposed.
+            store._runtime.keep_connection = True
             yield store
         finally:
             if store is not None:
                 store.stop_ttl_sweeper()
+                store._runtime.release_connections()
             engine.dispose()
 
     def setup(self) -> None:
@@ -336,6 +364,26 @@ class SQLAlchemyStore(_StoreBase):
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
         return self._batch_now(self._checked(ops))
 
+    def get(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        """``BaseStore.get``, the same checks and errors, straight to the lean plan of a
+        lone get (``_lane.py``) rather than through ``batch``'s list of ops."""
+        if _base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+            # (A subclass's batch sees every op; a LangGraph without these helpers
+            # gets BaseStore's own get.)
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        validate_labels, ensure_refresh = _base_get_checks
+        validate_labels(namespace)
+        op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
+        check_op(op)
+        if self.read_only and op.refresh_ttl:
+            op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
+        settings, now = self._settings, utc_now()
+        prebuilt, _ = self._kind((op,))
+        found = self._run(lambda: lone_get_plan(settings, op, now), prebuilt, writes=False)
+        return cast("Item | None", found[0])  # (a get's result)
+
     def _batch_now(self, checked: list[Op]) -> list[Result]:
         ops, documents, queries = self._prepare(checked)
         if not ops:
@@ -347,9 +395,8 @@ class SQLAlchemyStore(_StoreBase):
                 doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        return self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
+        return self._run(self._plan_of(ops, embedded), prebuilt, writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread; batches
@@ -448,6 +495,9 @@ class AsyncSQLAlchemyStore(_StoreBase):
                     create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
                 )
                 store._threaded = in_schema(threaded, schema)
+                # Its own engine: batches may keep a connection of it between them
+                # (runtime.kept), given back below before it is disposed.
+                store._runtime.keep_connection = True
                 if index is not None and store._distance in store.sql.native_distances:
                     # Batches run there: so does the ranking.
                     store._native_vectors = store.sql.native_vectors(threaded)
@@ -455,6 +505,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         finally:
             if store is not None:
                 await store.stop_ttl_sweeper()
+                store._runtime.release_connections()
             if threaded is not None:
                 threaded.dispose()
             await engine.dispose()
@@ -501,9 +552,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        return await self._run(lambda: batch_plan(settings, ops, embedded, now), prebuilt, writes)
+        return await self._run(self._plan_of(ops, embedded), prebuilt, writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in

@@ -218,8 +218,23 @@ def refresh_ttl_plan(batch: Batch) -> Plan[None]:
     (executemany)."""
     if not batch.refresh:
         return
+    yield Step(
+        refresh_statement(batch.settings),
+        [
+            {
+                "b_prefix_hash": p,
+                "b_key_hash": k,
+                "b_expires_at": batch.now + dt.timedelta(minutes=ttl),
+            }
+            for (p, k), ttl in sorted(batch.refresh.items())
+        ],
+    )
+
+
+def refresh_statement(settings: Settings) -> sa.Update:
+    """The UPDATE that restarts one item's expiry (``b_expires_at``), by its hashes."""
     t = store_items.c
-    refresh_statement = batch.settings.dialect_ops.cached(
+    return settings.dialect_ops.cached(
         "store.refresh",
         lambda: (
             sa.update(store_items)
@@ -229,15 +244,4 @@ def refresh_ttl_plan(batch: Batch) -> Plan[None]:
             )
             .values(expires_at=sa.bindparam("b_expires_at"))
         ),
-    )
-    yield Step(
-        refresh_statement,
-        [
-            {
-                "b_prefix_hash": p,
-                "b_key_hash": k,
-                "b_expires_at": batch.now + dt.timedelta(minutes=ttl),
-            }
-            for (p, k), ttl in sorted(batch.refresh.items())
-        ],
     )

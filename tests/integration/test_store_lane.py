@@ -1,0 +1,143 @@
+"""The store's lean lane for a lone get (lg_sqla/store/_lane.py) gives what the batch
+plan gives: the same Item (value, timestamps), expiry honoured, the TTL refreshed on
+read when asked and only then; an engine with a cursor listener still sees each of
+its statements; and a SQLite store of ``from_conn_string`` keeps one connection
+between calls (runtime.kept), given back on exit."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from backends import Backend
+from helpers import count_statements
+from langgraph.store.base import GetOp, Item
+from sqlalchemy.pool import QueuePool
+from store_helpers import Stores, open_store, root
+
+from lg_sqla.models import store_items
+from lg_sqla.shared import key_hash
+from lg_sqla.store._common import parse_json
+
+TTL = {"default_ttl": 60.0, "refresh_on_read": True}
+
+
+def _on_own_engine(s: Stores, statement: Any) -> Any:
+    """Run ``statement`` on an engine of the test's own (the store's may be async)."""
+    engine = s.backend.engine()
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(statement)
+            return result.scalar_one() if result.returns_rows else None
+    finally:
+        engine.dispose()
+
+
+def _of_item(namespace: tuple[str, ...], key: str) -> Any:
+    return sa.and_(
+        store_items.c.prefix_hash == key_hash(".".join(namespace)),
+        store_items.c.key_hash == key_hash(key),
+    )
+
+
+def _expires_at(s: Stores, namespace: tuple[str, ...], key: str) -> Any:
+    return _on_own_engine(s, sa.select(store_items.c.expires_at).where(_of_item(namespace, key)))
+
+
+def _expire(s: Stores, namespace: tuple[str, ...], key: str) -> None:
+    past = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    _on_own_engine(
+        s, sa.update(store_items).where(_of_item(namespace, key)).values(expires_at=past)
+    )
+
+
+def _same(a: Item | None, b: Item | None) -> None:
+    assert a is not None and b is not None
+    assert (a.namespace, a.key, a.value, a.created_at, a.updated_at) == (
+        b.namespace,
+        b.key,
+        b.value,
+        b.created_at,
+        b.updated_at,
+    )
+    assert a.created_at.tzinfo is not None and a.updated_at.utcoffset() == dt.timedelta(0)
+
+
+async def test_a_lone_get_reads_what_the_batch_plan_reads(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode, ttl=TTL) as s:  # type: ignore[arg-type]
+        ns = (root(), "u")
+        value = {"n": 1, "s": "é\u2028", "f": 0.1, "l": [None, True, {"x": "y"}]}
+        await s.put(ns, "k", value)
+        await s.put(ns, "other", {"n": 2})
+        lone = await s.get(ns, "k")  # the lean lane
+        # Two gets: the batch plan (one statement of both keys)
+        batched = await s.batch([GetOp(ns, "k"), GetOp(ns, "other")])
+        _same(lone, batched[0])
+        assert lone is not None and lone.value == value
+        assert await s.get(ns, "absent") is None
+        # Expired: gone for both, though the row is still there.
+        _expire(s, ns, "k")
+        assert await s.get(ns, "k") is None
+        assert (await s.batch([GetOp(ns, "k"), GetOp(ns, "other")]))[0] is None
+
+
+async def test_a_lone_get_refreshes_the_ttl_only_when_asked(backend: Backend, mode: str) -> None:
+    async with open_store(backend, mode, ttl=TTL) as s:  # type: ignore[arg-type]
+        ns = (root(), "u")
+        await s.put(ns, "k", {"n": 1})
+        await s.put(ns, "forever", {"n": 2}, ttl=None)
+        stored = _expires_at(s, ns, "k")
+        assert await s.get(ns, "k", refresh_ttl=False) is not None
+        assert _expires_at(s, ns, "k") == stored
+        assert await s.get(ns, "k") is not None  # the TTLConfig's refresh_on_read
+        refreshed = _expires_at(s, ns, "k")
+        assert refreshed > stored
+        with count_statements(s.engine) as counter:  # a listener: every statement seen
+            assert await s.get(ns, "k") is not None
+            assert counter.count == 2  # SELECT, then the UPDATE of its expiry
+            assert await s.get(ns, "forever") is not None
+            assert counter.count == 3  # no TTL: nothing to refresh
+        assert _expires_at(s, ns, "k") >= refreshed
+        assert _expires_at(s, ns, "forever") is None
+
+
+async def test_bad_input_fails_as_basestore_get_does(backend: Backend, mode: str) -> None:
+    from langgraph.store.base import InvalidNamespaceError
+
+    async with open_store(backend, mode) as s:
+        with pytest.raises(InvalidNamespaceError, match="periods"):
+            await s.get(("a.b",), "k")
+        with pytest.raises(InvalidNamespaceError, match="empty"):
+            await s.get(("",), "k")
+
+
+def test_parse_json_reads_as_json_loads() -> None:
+    import json
+
+    for text in (
+        '{"a": 1, "b": [1.5, null, true], "c": "x"}',
+        "[123456789012345678901234567890]",  # beyond 64 bits: an int, not a float
+        "[18446744073709551615, -9223372036854775808]",
+        '"\\ud800"',  # a lone surrogate (orjson refuses it)
+        "[NaN, Infinity]",
+        '{"phone": "123456789012345678901"}',
+    ):
+        assert repr(parse_json(text)) == repr(json.loads(text)), text
+        assert repr(parse_json(text.encode())) == repr(json.loads(text)), text
+
+
+@pytest.mark.sqlite
+def test_a_sqlite_store_keeps_one_connection_between_calls(tmp_path: Any) -> None:
+    from lg_sqla.store import SQLAlchemyStore
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    with SQLAlchemyStore.from_conn_string(url) as store:
+        store.setup()
+        store.put(("u",), "k", {"n": 1})
+        assert store.get(("u",), "k") is not None
+        pool = store.engine.pool
+        assert isinstance(pool, QueuePool)
+        assert pool.checkedout() == 1  # kept for the next call
+    assert pool.checkedout() == 0  # given back before the engine was disposed

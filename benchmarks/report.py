@@ -397,9 +397,10 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
     long_levels = [level for level in long_level.LEVELS if level in results["levels"]]
     if long_levels:
         parts += ["## Long threads", LONG_TEXT]
-        parts += [
-            long_level.text_table(results, level).replace("## ", "### ") for level in long_levels
-        ]
+        for level in long_levels:
+            # The long level's own text table, kept monospaced (a code block).
+            title, _, body = long_level.text_table(results, level).partition("\n")
+            parts += [title.replace("## ", "### "), f"```text\n{body.strip(chr(10))}\n```"]
     if "store" in plots:
         parts += [
             "## Store level (long-term memory)",

@@ -198,12 +198,16 @@ venv_install() {
         log "WARNING: could not install uv; installing with pip (slower)"
     fi
     if [ -x "$UV" ]; then
-        "$UV" pip install -q --python "$venv/bin/python" 'pip>=25.1' "$@" </dev/null
-    else
-        # `--group` (PEP 735 dependency groups) needs pip >= 25.1.
-        "$venv/bin/python" -m pip install -q -U 'pip>=25.1' </dev/null
-        "$venv/bin/python" -m pip install -q "$@" </dev/null
+        if "$UV" pip install -q --python "$venv/bin/python" 'pip>=25.1' "$@" </dev/null; then
+            return 0
+        fi
+        # uv reads no pip.conf: a machine that reaches packages only through an index
+        # configured for pip gets there with pip.
+        log "WARNING: uv could not install into $venv; installing with pip (slower)"
     fi
+    # `--group` (PEP 735 dependency groups) needs pip >= 25.1.
+    "$venv/bin/python" -m pip install -q -U 'pip>=25.1' </dev/null
+    "$venv/bin/python" -m pip install -q "$@" </dev/null
 }
 
 if [ ! -x .venv/bin/python ]; then

@@ -180,6 +180,23 @@ def seed_walk_cte(
     return chain.union_all(step)
 
 
+def _stored_value(
+    dialect_ops: DialectOps, thread_id: Any, nsh: Any, channel: str, checkpoint: Any
+) -> tuple[Any, Any]:
+    """The blob row of ``channel`` at the version ``checkpoint``'s document names (none for
+    an empty version), joined by key from the checkpoint row."""
+    return dialect_ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == thread_id,
+            B.c.checkpoint_ns_hash == nsh,
+            B.c.channel == channel,
+            B.c.version == dialect_ops.channel_version(checkpoint.c.checkpoint, channel),
+            B.c.type != EMPTY_TYPE,
+        ),
+    )
+
+
 def _select_chain(
     dialect_ops: DialectOps, thread_id: Any, nsh: Any, start: Any, channels: Sequence[str]
 ) -> Any:
@@ -211,16 +228,7 @@ def _select_chain(
         # From each ancestor of the walk to its row, then to the channel's blob: never
         # the other way round (PostgreSQL would read every checkpoint of the thread).
         checkpoint, checkpoint_on = ancestor_row()
-        blob, blob_on = dialect_ops.keyed_lookup(
-            B,
-            sa.and_(
-                B.c.thread_id == thread_id,
-                B.c.checkpoint_ns_hash == nsh,
-                B.c.channel == channel,
-                B.c.version == dialect_ops.channel_version(checkpoint.c.checkpoint, channel),
-                B.c.type != EMPTY_TYPE,
-            ),
-        )
+        blob, blob_on = _stored_value(dialect_ops, thread_id, nsh, channel, checkpoint)
         parts.append(
             sa.select(
                 chain.c.depth, chain.c.checkpoint_id, blob.c.channel, blob.c.version, sa.null()
@@ -375,16 +383,7 @@ def _select_history(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: b
         # The seed blob: looked up on the one ancestor where the channel is first found
         # (a stored blob or an inline value there).
         checkpoint, checkpoint_on = ancestor_row()
-        blob, blob_on = dialect_ops.keyed_lookup(
-            B,
-            sa.and_(
-                B.c.thread_id == thread_id,
-                B.c.checkpoint_ns_hash == nsh,
-                B.c.channel == channel,
-                B.c.version == dialect_ops.channel_version(checkpoint.c.checkpoint, channel),
-                B.c.type != EMPTY_TYPE,
-            ),
-        )
+        blob, blob_on = _stored_value(dialect_ops, thread_id, nsh, channel, checkpoint)
         parts.append(
             sa.select(
                 _kind(_SEED_BLOB),

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+
+from lg_sqla.runtime import direct
 
 
 def new_thread() -> str:
@@ -101,3 +104,17 @@ def table_counts(engine: sa.Engine, thread_id: str) -> dict[str, int]:
             ).scalar_one()
             for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
         }
+
+
+class DirectRuns:
+    """Counts the plans the real ``direct.run`` executes (a spy: it still runs them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real: Callable[..., Any] = direct.run
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(direct, "run", spy)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory, new_database
-from helpers import checkpoint, config, count_statements, new_thread
+from helpers import DirectRuns, checkpoint, config, count_statements, new_thread
 from modes import Either, either, saver_from_url, saver_on, store_on
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -30,20 +30,6 @@ from lg_sqla.runtime.drivers import DIRECT_DRIVERS
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).
 pytestmark = pytest.mark.any_charset
-
-
-class DirectRuns:
-    """Counts the plans the real ``direct.run`` executes (a spy: it still runs them)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        real: Callable[..., Any] = direct.run
-
-        def spy(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(direct, "run", spy)
 
 
 async def _calls(saver: Either[SQLAlchemySaver | AsyncSQLAlchemySaver], thread_id: str) -> None:

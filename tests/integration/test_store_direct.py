@@ -12,25 +12,9 @@ from typing import Any
 
 import pytest
 from backends import Backend
-from helpers import count_statements
+from helpers import DirectRuns, count_statements
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
 from store_helpers import Stores, open_store, root
-
-from lg_sqla.runtime import direct
-
-
-class DirectRuns:
-    """Counts the plans the real ``direct.run`` executes (a spy: it still runs them)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        real: Callable[..., Any] = direct.run
-
-        def spy(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(direct, "run", spy)
 
 
 def _mixed(r: str, n: int) -> list[Op]:

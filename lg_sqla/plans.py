@@ -35,12 +35,17 @@ class Step:
     statement is atomic by itself, so where the dialect gains from it
     (``DialectOps.autocommit_single_statements``) the shell runs it without an
     explicit BEGIN/COMMIT, one round trip instead of three.
+
+    ``positional``: the plan reads the fetched rows by position only (``row[i]``, in
+    the statement's column order), so the direct path may hand it the driver's rows
+    as they are, without a mapping per row; Core's rows are sequences too.
     """
 
     statement: Executable | None
     params: Sequence[Record] | Record | None = None
     fetch: bool = False
     whole_plan: bool = False
+    positional: bool = False
 
 
 COMMIT = Step(None)

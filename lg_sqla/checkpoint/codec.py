@@ -459,16 +459,33 @@ def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
     )
 
 
+# A stored channel value: (channel, type, blob).
+StoredBlob = tuple[str, str, bytes | None]
+# A stored pending write, in the order of statements.WRITE_VALUE_COLUMNS:
+# (channel, task_id, task_path, idx, type, blob).
+StoredWrite = tuple[str, str, str | None, int, str, bytes | None]
+
+
+def stored_write(row: Record) -> StoredWrite:
+    """A write row's values, from a mapping (the readers that fetch by name)."""
+    return (row["channel"], row["task_id"], row["task_path"], row["idx"], row["type"], row["blob"])
+
+
+def _write_order(write: StoredWrite) -> tuple[str, str, int]:
+    return writes_sort_key(write[2] or "", write[1], write[3])
+
+
 def build_tuple(
     serde: SerializerProtocol,
     row: Record,
-    blobs: Iterable[Record],
-    writes: Iterable[Record],
-    parent_sends: Iterable[Record] = (),
+    blobs: Iterable[StoredBlob],
+    writes: Iterable[StoredWrite],
+    parent_sends: Iterable[StoredWrite] = (),
     *,
     next_version: Callable[[], Any],
 ) -> CheckpointTuple:
-    """Assemble a CheckpointTuple from a checkpoint row and its blob and write rows.
+    """Assemble a CheckpointTuple from a checkpoint row and its blobs and writes
+    (plain tuples: a checkpoint may have thousands of writes).
 
     ``parent_sends`` are the parent's ``TASKS`` writes, only used for checkpoints
     older than format v4, whose pending sends LangGraph now expects as a channel.
@@ -478,18 +495,15 @@ def build_tuple(
     checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
     checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     values = checkpoint["channel_values"]
-    for blob in blobs:
-        if blob["type"] != EMPTY_TYPE and blob["channel"] not in inline:
-            values[blob["channel"]] = load_value(serde, blob["type"], blob["blob"])
+    for channel, type_, blob in blobs:
+        if type_ != EMPTY_TYPE and channel not in inline:
+            values[channel] = load_value(serde, type_, blob)
     values.update(inline)
 
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
-        sends = sorted(
-            parent_sends,
-            key=lambda w: writes_sort_key(w["task_path"] or "", w["task_id"], w["idx"]),
-        )
+        sends = sorted(parent_sends, key=_write_order)
         if sends:
-            values[TASKS] = [load_value(serde, s["type"], s["blob"]) for s in sends]
+            values[TASKS] = [load_value(serde, s[4], s[5]) for s in sends]
             versions = checkpoint["channel_versions"]
             if versions:
                 versions[TASKS] = max(versions.values())
@@ -497,10 +511,7 @@ def build_tuple(
                 versions[TASKS] = next_version()
 
     pending: list[PendingWrite] = [
-        (w["task_id"], w["channel"], load_value(serde, w["type"], w["blob"]))
-        for w in sorted(
-            writes, key=lambda w: writes_sort_key(w["task_path"] or "", w["task_id"], w["idx"])
-        )
+        (w[1], w[0], load_value(serde, w[4], w[5])) for w in sorted(writes, key=_write_order)
     ]
     thread_id = row["thread_id"]
     checkpoint_ns = row["checkpoint_ns"]

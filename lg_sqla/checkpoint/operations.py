@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -31,12 +31,21 @@ from sqlalchemy.sql import Executable
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.history import delta_channel_history
 from lg_sqla.checkpoint.statements import (
+    AT_BLOB,
+    AT_CHANNEL,
+    AT_CHECKPOINT_ID,
+    AT_KIND,
+    AT_NS_HASH,
+    AT_THREAD_ID,
+    AT_TYPE,
     KIND_BLOB,
     KIND_CHECKPOINT,
     KIND_PARENT_SEND,
     KIND_WRITE,
+    LOAD_COLUMNS,
     PageKey,
     PageQuery,
     load_statement,
@@ -52,6 +61,8 @@ from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step
 from lg_sqla.shared import key_hash, utc_now
+
+V = TypeVar("V")
 
 # --- writing -----------------------------------------------------------------
 
@@ -233,9 +244,9 @@ def _page_key(row: Record) -> PageKey:
 def _assemble(
     ctx: Context,
     checkpoint_rows: Sequence[Record],
-    blobs: Mapping[PageKey, list[Record]],
-    writes: Mapping[PageKey, list[Record]],
-    sends: Mapping[PageKey, list[Record]],
+    blobs: Mapping[PageKey, list[StoredBlob]],
+    writes: Mapping[PageKey, list[StoredWrite]],
+    sends: Mapping[PageKey, list[StoredWrite]],
 ) -> list[CheckpointTuple]:
     ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
     return [
@@ -253,28 +264,48 @@ def _assemble(
 
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
-    if ctx.dialect_ops.joins_channel_versions:
-        rows = (
-            yield Step(
-                load_statement(ctx.dialect_ops, q), page_params(q), fetch=True, whole_plan=True
-            )
-        ).rows
-        by_kind: dict[int, dict[PageKey, list[Record]]] = defaultdict(lambda: defaultdict(list))
-        checkpoint_rows = []
-        for row in rows:
-            m = row._mapping
-            if m["kind"] == KIND_CHECKPOINT:
-                checkpoint_rows.append(m)
-            else:
-                by_kind[m["kind"]][_page_key(m)].append(m)
-        return _assemble(
-            ctx,
-            checkpoint_rows,
-            by_kind[KIND_BLOB],
-            by_kind[KIND_WRITE],
-            by_kind[KIND_PARENT_SEND],
+    if not ctx.dialect_ops.joins_channel_versions:
+        return (yield from _load_page_portable(ctx, q))
+    rows = (
+        yield Step(
+            load_statement(ctx.dialect_ops, q),
+            page_params(q),
+            fetch=True,
+            whole_plan=True,
+            positional=True,
         )
-    return (yield from _load_page_portable(ctx, q))
+    ).rows
+    # Rows by position (statements.LOAD_COLUMNS). A page of one checkpoint
+    # (get_tuple) sends its blobs and writes without keys: all of them are its own.
+    checkpoint_rows: list[Record] = []
+    blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
+    writes: dict[PageKey, list[StoredWrite]] = defaultdict(list)
+    sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
+    owned = {KIND_WRITE: writes, KIND_PARENT_SEND: sends}
+    for row in rows:
+        kind = row[AT_KIND]
+        if kind == KIND_CHECKPOINT:
+            checkpoint_rows.append(dict(zip(LOAD_COLUMNS, row, strict=True)))
+        elif kind == KIND_BLOB:
+            key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
+            blobs[key].append((row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB]))
+        else:
+            key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
+            owned[kind][key].append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
+    if len(checkpoint_rows) == 1:  # the keyless rows of a page of one are its own
+        own = _page_key(checkpoint_rows[0])
+        _give_keyless(blobs, own)
+        _give_keyless(writes, own)
+        _give_keyless(sends, own)
+    return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
+
+
+_KEYLESS = cast(PageKey, (None, None, None))
+
+
+def _give_keyless(found: dict[PageKey, list[V]], owner: PageKey) -> None:
+    if _KEYLESS in found:
+        found[owner] = found.pop(_KEYLESS)
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
@@ -294,7 +325,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             parent = (t, h, row["parent_checkpoint_id"])
             parents[parent].append(_page_key(row))
             write_keys.append(parent)
-    blobs: dict[PageKey, list[Record]] = defaultdict(list)
+    blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
     if wanted:
         found = {
             (r.thread_id, r.checkpoint_ns_hash, r.channel, r.version): r._mapping
@@ -305,16 +336,18 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             versions = codec.json_object(row["checkpoint"])["channel_versions"]
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
-                    blobs[_page_key(row)].append(found[(t, h, ch, v)])
-    writes: dict[PageKey, list[Record]] = defaultdict(list)
-    sends: dict[PageKey, list[Record]] = defaultdict(list)
+                    b = found[(t, h, ch, v)]
+                    blobs[_page_key(row)].append((b["channel"], b["type"], b["blob"]))
+    writes: dict[PageKey, list[StoredWrite]] = defaultdict(list)
+    sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     for r in (yield Step(select_writes_for(write_keys), fetch=True)).rows:
         m = r._mapping
         owner = (m["thread_id"], m["checkpoint_ns_hash"], m["checkpoint_id"])
-        writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(m)
+        write = stored_write(m)
+        writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(write)
         if m["channel"] == TASKS:
             for child in parents.get(owner, ()):
-                sends[child].append(m)
+                sends[child].append(write)
     return _assemble(ctx, page_rows, blobs, writes, sends)
 
 

@@ -32,6 +32,28 @@ KIND_CHECKPOINT, KIND_BLOB, KIND_WRITE, KIND_PARENT_SEND = 0, 1, 2, 3
 # What a pending write is rebuilt from (with its checkpoint's keys).
 WRITE_VALUE_COLUMNS = ("channel", "task_id", "task_path", "idx", "type", "blob")
 
+# The load UNION's columns, in order: its rows are read by position (a page of a
+# thousand pending writes is a thousand rows; a mapping per row cost more than the
+# rows' values did).
+LOAD_COLUMNS = (
+    "kind",
+    "thread_id",
+    "checkpoint_ns_hash",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "parent_checkpoint_id",
+    "checkpoint",
+    "metadata",
+    *WRITE_VALUE_COLUMNS,
+)
+AT_KIND, AT_THREAD_ID, AT_NS_HASH, AT_CHECKPOINT_ID = (
+    LOAD_COLUMNS.index(name)
+    for name in ("kind", "thread_id", "checkpoint_ns_hash", "checkpoint_id")
+)
+AT_CHANNEL, AT_TASK_ID, AT_TASK_PATH, AT_IDX, AT_TYPE, AT_BLOB = (
+    LOAD_COLUMNS.index(name) for name in WRITE_VALUE_COLUMNS
+)
+
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
 
@@ -172,7 +194,12 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
     # and a distributed planner can route the whole statement to one shard.
     def build() -> Executable:
         thread = _param("thread_id") if q.thread_id is not None else None
-        return select_load(dialect_ops, select_page(dialect_ops, q), thread)
+        return select_load(
+            dialect_ops,
+            select_page(dialect_ops, q),
+            thread,
+            one_checkpoint=q.limit == _LITERAL_LIMIT,
+        )
 
     if q.filter:
         return build()
@@ -220,12 +247,23 @@ def versioned_blobs(
 
 
 def select_load(
-    dialect_ops: DialectOps, page_stmt: sa.Select[Any], thread: ColumnElement[Any] | None = None
+    dialect_ops: DialectOps,
+    page_stmt: sa.Select[Any],
+    thread: ColumnElement[Any] | None = None,
+    *,
+    one_checkpoint: bool = False,
 ) -> sa.CompoundSelect[Any]:
     """One statement: the page's checkpoint rows, their blobs, writes and parent sends
-    (``thread``: the page's one thread, as a bound value, where it has one)."""
+    (``thread``: the page's one thread, as a bound value, where it has one), in the
+    columns of ``LOAD_COLUMNS``.
+
+    ``one_checkpoint``: the page holds one checkpoint at most (``get_tuple``), so every
+    other row is its own: those rows carry no checkpoint keys (NULL), which would
+    only repeat its three key strings on each of its blobs and writes.
+    """
     page = dialect_ops.page_cte(page_stmt)
     keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
+    owner_keys = (_null(), _null(), _null()) if one_checkpoint else keys
 
     checkpoints = sa.select(
         _kind(KIND_CHECKPOINT),
@@ -245,7 +283,7 @@ def select_load(
     blob = found.blob
     blobs = sa.select(
         _kind(KIND_BLOB),
-        *keys,
+        *owner_keys,
         *(_null() for _ in range(4)),
         blob.c.channel,
         _null(),
@@ -267,7 +305,7 @@ def select_load(
         )
         return sa.select(
             _kind(kind),
-            *keys,
+            *owner_keys,
             *(_null() for _ in range(4)),
             *(write.c[name] for name in WRITE_VALUE_COLUMNS),
         ).select_from(ordered_join(page, write, write_on))

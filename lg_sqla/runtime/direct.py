@@ -311,9 +311,14 @@ def run(
                 cursor.execute(direct.sql, parameters)
             if step.fetch:
                 fetched = True
-                names = compiler.column_names(direct, cursor)
-                rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
-                step = plan.send(Outcome(rows, len(rows)))  # type: ignore[arg-type]
+                if step.positional:
+                    rows = cursor.fetchall()  # (tuples: read by position, see Step)
+                else:
+                    names = compiler.column_names(direct, cursor)
+                    rows = [
+                        Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()
+                    ]
+                step = plan.send(Outcome(rows, len(rows)))
             else:
                 step = plan.send(Outcome((), cursor.rowcount))
     except StopIteration as done:

@@ -331,9 +331,10 @@ def run(
             _rollback_quietly(dbapi_connection, dialect)
             at_commit = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
             _raise_wrapped(core(), error, statement_sql, parameters, cursor, at_commit)
-        if driver.keeps_cursors and not fetched:
-            # Only a write's cursor: it holds no rows (a read's would keep its result,
-            # blobs and all, as long as the connection lives).
+        if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
+            # A cursor holding no rows: a write's, or a read's once its rows are
+            # dropped (kept, its result would hold blobs and all as long as the
+            # connection lives).
             pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
             cursor = None
         return done.value  # type: ignore[no-any-return]

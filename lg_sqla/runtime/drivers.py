@@ -140,6 +140,22 @@ def _psycopg_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     return partial(setattr, dbapi_connection, "autocommit", False)
 
 
+def _psycopg_drop_results(cursor: Any) -> bool:
+    """Let go of a read's rows so its cursor may be kept (``keeps_cursors``): what
+    psycopg's next execute on the cursor does first (``_reset``, private). False,
+    and the cursor is closed as before, on SQLAlchemy's async adapter (which may
+    buffer rows of its own) or a psycopg without it."""
+    reset = None if hasattr(cursor, "_cursor") else getattr(cursor, "_reset", None)
+    if reset is None:
+        return False
+    reset()
+    return True
+
+
+def _keeps_no_results(cursor: Any) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class DirectDriver:
     """What the direct path does differently on one driver."""
@@ -159,6 +175,9 @@ class DirectDriver:
     # put_writes' statement and closing it took 134k client instructions, the
     # execute on a kept cursor 89k (callgrind; the whole call was 362k).
     keeps_cursors: bool = False
+    # Drops a read's rows from its cursor, so that cursor may be kept too; False: it
+    # cannot, and the cursor is closed.
+    drop_results: Callable[[Any], bool] = _keeps_no_results
 
 
 _PLAIN = DirectDriver()
@@ -167,6 +186,7 @@ _PSYCOPG = DirectDriver(
     native_form=_psycopg_numbered,
     open_cursor=_psycopg_cursor,
     keeps_cursors=True,
+    drop_results=_psycopg_drop_results,
 )
 
 DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {

@@ -99,8 +99,9 @@ class Runtime:
         direct_path: Let prebuilt plans take the direct path where it applies
             (``runtime.routing``); False runs every plan through SQLAlchemy Core.
         keep_connection: Keep one pooled connection between direct-path calls where
-            that changes nothing (``runtime.kept``: SQLite files); the owner calls
-            :meth:`release_connections` before it disposes an engine.
+            that changes nothing (``runtime.kept``: SQLite files, PostgreSQL on sync
+            psycopg); the owner calls :meth:`release_connections` before it disposes
+            an engine.
     """
 
     def __init__(

@@ -1,9 +1,10 @@
-"""One pooled connection a SQLite saver keeps between its direct-path calls.
+"""One pooled connection a saver keeps between its direct-path calls.
 
 A checkout and check-in of SQLAlchemy's pool cost about a tenth of a small
 ``get_tuple`` or ``put_writes`` on a SQLite file (a fairy object, its
-``weakref.finalize``, the queue's lock, both ways): the official SqliteSaver holds
-one ``sqlite3`` connection and pays none of it. A :class:`KeptConnection` keeps one
+``weakref.finalize``, the queue's lock, both ways), about 59k instructions of a
+PostgreSQL ``put_writes`` on psycopg: the official SqliteSaver and PostgresSaver
+hold one connection and pay none of it. A :class:`KeptConnection` keeps one
 connection checked out of the pool for whichever thread calls next, and hands it
 over with one non-blocking lock: a call that finds it taken (another thread is in
 a call) checks out of the pool as before, so threads never wait on each other here.
@@ -11,16 +12,23 @@ a call) checks out of the pool as before, so threads never wait on each other he
 What it must not change, and how it does not:
 
 * Only where the pool would hand out the same kind of connection anyway: a
-  SQLite file on the pysqlite driver with a queue pool of two connections or more
-  (``pool_size``: one at least stays pooled for calls on SQLAlchemy Core and for
-  other threads; a pool of one keeps nothing), no pool event listeners (a ``checkout`` listener
-  such as the store's sqlite-vec loader must see every call), no ``pre_ping`` and
-  no ``pool_recycle``. Anything else checks out per call, as before.
+  SQLite file on the pysqlite driver or PostgreSQL on sync psycopg, with a queue
+  pool of two connections or more (``pool_size``: one at least stays pooled for
+  calls on SQLAlchemy Core and for other threads; a pool of one keeps nothing), no
+  pool event listeners (a ``checkout`` listener such as the store's sqlite-vec
+  loader must see every call), no ``pre_ping`` and no ``pool_recycle``. Anything
+  else checks out per call, as before.
 * Transactions: a kept connection is kept only after a call committed (the pool's
   check-in after a commit skips its reset too, ``direct.check_in_after_commit``), so
   it holds no transaction and no read snapshot between calls. A call that fails
   gives the connection back to the pool its usual way (rolled back, or invalidated
   when dead) and keeps none.
+* Dead connections (a server restarted, an idle timeout, ``pg_terminate_backend``):
+  the call on a dead kept connection fails as on a pooled one, through SQLAlchemy's
+  handler, which invalidates it (and the pool's older connections); the call is
+  retried once on a new connection (``runtime.retry``), and nothing is kept from the
+  failed one. A kept connection older than a disconnect the pool saw elsewhere goes
+  back to the pool before it is used, which replaces it as its checkout would.
 * ``engine.dispose()``: a connection of a pool the engine no longer has is closed
   at the next call; the savers' ``from_conn_string`` give theirs back before they
   dispose their engines (``release``).
@@ -35,10 +43,15 @@ from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 
 from lg_sqla.runtime import direct
 
+# The drivers whose connections are kept, by SQLAlchemy's (dialect.name, dialect.driver):
+# a SQLite file's pysqlite and PostgreSQL's sync psycopg (the async savers' psycopg
+# calls hop to the event loop per statement anyway; not measured to gain).
+_KEEPING_DRIVERS = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+
 
 def keeps_connections(engine: Engine) -> bool:
     """Whether a connection of ``engine`` may be kept between calls (see the module)."""
-    if engine.dialect.name != "sqlite" or engine.dialect.driver != "pysqlite":
+    if (engine.dialect.name, engine.dialect.driver) not in _KEEPING_DRIVERS:
         return False
     pool = engine.pool
     if not isinstance(pool, QueuePool):
@@ -70,6 +83,12 @@ class KeptConnection:
             pooled = self._pooled
             if pooled is not None and (self._pool is not engine.pool or not pooled.is_valid):
                 self._drop_kept(same_pool=self._pool is engine.pool)
+                pooled = None
+            elif pooled is not None and _outdated(pooled, engine.pool):
+                # The pool saw a disconnect on another connection since this one was
+                # opened (a server restart ends them all): back to the pool, whose
+                # checkout below replaces each connection older than that.
+                self._give_back_kept()
                 pooled = None
             # Asked at every call: a pool listener may have been added since. Then the
             # kept connection is closed, not given back: a listener sees every
@@ -119,3 +138,15 @@ class KeptConnection:
         if not same_pool and pooled.is_valid:
             pooled.detach()  # (then close() closes the DBAPI connection itself)
         pooled.close()
+
+
+def _outdated(pooled: PoolProxiedConnection, pool: Pool) -> bool:
+    """Whether the pool would replace this connection at its next checkout: it was
+    opened before the pool last saw a dead connection (``Pool._invalidate``, which a
+    disconnect on any of its connections calls). Private in SQLAlchemy, read with
+    safe defaults: without them, a dead kept connection fails its next call, which
+    invalidates it and is retried on a new one (``runtime.retry``)."""
+    record = getattr(pooled, "_connection_record", None)
+    started = getattr(record, "starttime", None)
+    invalidated = getattr(pool, "_invalidate_time", 0)
+    return isinstance(started, float) and invalidated > started

@@ -1,0 +1,184 @@
+"""The pooled connection a PostgreSQL saver keeps between its calls (``runtime.kept``).
+
+A sync saver opened by ``from_conn_string`` on PostgreSQL (psycopg) keeps one
+connection of its own engine's pool between direct-path calls, as the official
+PostgresSaver holds its one connection. What users rely on: the server sees an
+idle session between calls (no transaction left open), a session the server ended
+(``pg_terminate_backend``, an idle timeout, a restart) fails no call: the next one
+runs on a new connection with the data intact, and threads calling at once all
+work. (Statement counts: test_statement_counts.py, test_direct_path.py.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from backends import Backend
+from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.base import ChannelVersions
+from sqlalchemy.pool import QueuePool
+
+from lg_sqla import SQLAlchemySaver
+
+pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+
+def _checked_out(engine: sa.Engine) -> int:
+    pool = engine.pool
+    assert isinstance(pool, QueuePool)
+    return pool.checkedout()
+
+
+class Sessions:
+    """The server's view of one saver's sessions, found by their application_name."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.name = f"lg_sqla_kept_{uuid.uuid4().hex[:8]}"
+        self._admin = backend.engine(poolclass=sa.pool.NullPool)
+
+    def states(self) -> list[tuple[int, str]]:
+        """(backend pid, state) of each live session, e.g. 'idle', 'idle in transaction'."""
+        with self._admin.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT pid, state FROM pg_stat_activity WHERE application_name = :name"
+                    " ORDER BY pid"
+                ),
+                {"name": self.name},
+            ).all()
+        return [(int(pid), str(state)) for pid, state in rows]
+
+    def terminate(self, pid: int) -> None:
+        with self._admin.connect() as conn:
+            assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+        deadline = time.monotonic() + 10
+        while pid in dict(self.states()):  # gone once the backend has exited
+            assert time.monotonic() < deadline, f"backend {pid} still alive"
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self._admin.dispose()
+
+
+@pytest.fixture
+def sessions(backend: Backend) -> Iterator[Sessions]:
+    found = Sessions(backend)
+    yield found
+    found.close()
+
+
+def test_the_kept_connection_is_idle_between_calls(backend: Backend, sessions: Sessions) -> None:
+    with SQLAlchemySaver.from_conn_string(
+        backend.sync_url, connect_args={"application_name": sessions.name}
+    ) as saver:
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
+        saver.put_writes(stored, [("v", 2)], "task-1")
+        assert _checked_out(saver.engine) == 1  # kept
+        assert [state for _, state in sessions.states()] == ["idle"]  # no open transaction
+        found = saver.get_tuple(config(thread_id))
+        assert found is not None and found.pending_writes == [("task-1", "v", 2)]
+        assert [state for _, state in sessions.states()] == ["idle"]
+        engine = saver.engine
+    assert _checked_out(engine) == 0
+    assert sessions.states() == []  # given back, then closed with the engine
+
+
+@pytest.mark.parametrize("next_call", ["put", "put_writes", "get_tuple"])
+def test_a_terminated_kept_session_fails_no_call(
+    backend: Backend, sessions: Sessions, next_call: str
+) -> None:
+    with SQLAlchemySaver.from_conn_string(
+        backend.sync_url, connect_args={"application_name": sessions.name}
+    ) as saver:
+        thread_id = new_thread()
+        first = saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
+        saver.put_writes(first, [("v", 2)], "task-1")
+        [(kept_pid, _)] = sessions.states()
+        sessions.terminate(kept_pid)
+
+        stored = first
+        if next_call == "put":
+            stored = saver.put(first, checkpoint({"v": 3}, {"v": 2}), {}, {"v": 2})
+        elif next_call == "put_writes":
+            saver.put_writes(first, [("v", 4)], "task-2")
+        else:
+            found = saver.get_tuple(config(thread_id))
+            assert found is not None and found.checkpoint["channel_values"] == {"v": 1}
+
+        # Retried on a new session, which is kept in its turn, idle.
+        [(new_pid, state)] = sessions.states()
+        assert new_pid != kept_pid and state == "idle"
+        assert _checked_out(saver.engine) == 1
+        found = saver.get_tuple(stored)
+        assert found is not None
+        if next_call == "put":
+            assert found.checkpoint["channel_values"] == {"v": 3}
+            assert found.parent_config == first
+        else:
+            assert found.checkpoint["channel_values"] == {"v": 1}
+            expected = [("task-1", "v", 2)]
+            if next_call == "put_writes":
+                expected.append(("task-2", "v", 4))
+            assert sorted(found.pending_writes or []) == expected
+
+
+def test_a_disconnect_seen_elsewhere_replaces_the_kept_connection_before_use(
+    backend: Backend, sessions: Sessions
+) -> None:
+    """After a restart, the pool replaces every connection older than the first
+    disconnect it saw at their checkout; the kept one too, before a call fails on it."""
+    with SQLAlchemySaver.from_conn_string(
+        backend.sync_url, connect_args={"application_name": sessions.name}
+    ) as saver:
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
+        with saver.engine.connect() as conn:  # a second, pooled session
+            conn.execute(sa.text("SELECT 1"))
+        invalidated: list[object] = []
+        sa.event.listen(saver.engine.pool, "invalidate", lambda *_: invalidated.append(1))
+        for pid, _ in sessions.states():  # what a restart does to both
+            sessions.terminate(pid)
+        with pytest.raises(sa.exc.OperationalError), saver.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))  # the pooled one: the pool sees the disconnect
+        assert len(invalidated) == 1
+        saver.put_writes(stored, [("v", 2)], "task-1")
+        assert len(invalidated) == 1  # the kept one was replaced, not failed on
+        found = saver.get_tuple(stored)
+        assert found is not None and found.pending_writes == [("task-1", "v", 2)]
+        assert [state for _, state in sessions.states()] == ["idle"]
+
+
+def test_threads_calling_at_once_all_work(backend: Backend, sessions: Sessions) -> None:
+    errors: list[BaseException] = []
+    with SQLAlchemySaver.from_conn_string(
+        backend.sync_url, connect_args={"application_name": sessions.name}
+    ) as saver:
+
+        def work(thread_id: str) -> None:
+            try:
+                stored = config(thread_id)
+                for step in range(15):
+                    versions: ChannelVersions = {"n": step + 1}
+                    stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
+                    saver.put_writes(stored, [("n", step)], "task")
+                    found = saver.get_tuple(config(thread_id))
+                    assert found is not None and found.checkpoint["channel_values"] == {"n": step}
+                    assert found.pending_writes == [("task", "n", step)]
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(new_thread(),)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert _checked_out(saver.engine) == 1  # one kept; the others back in the pool
+        states = sessions.states()
+        assert len(states) >= 1 and {state for _, state in states} == {"idle"}

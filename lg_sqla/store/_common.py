@@ -223,7 +223,6 @@ class GotRow(NamedTuple):
             prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
         )
 
-
     @classmethod
     def of_lone(cls, row: Any, prefix_hash: str, item_hash: str) -> GotRow:
         """A row of ``_read.lone_get_statement`` (no key-hash columns), whose hashes

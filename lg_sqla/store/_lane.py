@@ -2,11 +2,12 @@
 
 Through the batch plan (``_plan.py``) a lone get pays for what a batch of any size
 needs: its ops sorted by kind, a set of key pairs, a ``Batch`` with its results, and
-four sub-plans that each find nothing to do. This plan runs the same statements
-(the cached SELECT of one key, less the two key-hash columns it knows already, then
-the same UPDATE when the item's TTL is refreshed on read), with the same parameters, through the same runtime, and builds
-the same Item; it only skips that bookkeeping. The store takes it for a batch of one
-``GetOp`` wherever the batch plan would run (``_StoreBase._plan_of``).
+four sub-plans that each find nothing to do. This plan runs the same statements (the
+cached SELECT of one key, less the two key-hash columns it knows already, then the
+same UPDATE when the item's TTL is refreshed on read), with the same parameters,
+through the same runtime, and builds the same Item; it only skips that bookkeeping.
+The store takes it for a batch of one ``GetOp`` wherever the batch plan would run
+(``_StoreBase._plan_of``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from helpers import DirectRuns, count_statements
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
 from store_helpers import Stores, open_store, root
 
-from lg_sqla.runtime import executor
+from lg_sqla.runtime import executor, routing
 
 
 def _mixed(r: str, n: int) -> list[Op]:
@@ -91,7 +91,7 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
     later, each takes the next get to Core (the listener sees its statement); the first
     two undone, back to the direct path."""
     asked: list[Any] = []
-    real_choose = executor.choose_path
+    real_choose = routing.choose_path
 
     def choose(*args: Any, **kwargs: Any) -> Any:
         asked.append(args[1].statement)

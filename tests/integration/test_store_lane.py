@@ -103,9 +103,7 @@ async def test_a_lone_get_refreshes_the_ttl_only_when_asked(backend: Backend, mo
         assert _expires_at(s, ns, "forever") is None
 
 
-async def test_a_lone_get_reads_six_columns_not_the_key_hashes(
-    backend: Backend, mode: str
-) -> None:
+async def test_a_lone_get_reads_six_columns_not_the_key_hashes(backend: Backend, mode: str) -> None:
     """The lone get's SELECT leaves out the two key hashes (it knows them: each column
     costs the driver per row) and still refreshes the item it found by them."""
     widths: list[int] = []

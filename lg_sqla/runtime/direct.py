@@ -25,7 +25,7 @@ import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -36,6 +36,9 @@ from sqlalchemy.sql import Executable
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
+
+if TYPE_CHECKING:
+    from lg_sqla.runtime.routing import Path
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +209,10 @@ class DirectCompiler:
     def __init__(self) -> None:
         self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
         self._column_names: dict[int, list[str]] = {}
+        # The owner's path decisions by first statement (``Runtime._path_of``): the
+        # statement, what the decision read that may change, the path. Forgotten
+        # with the statement, as its compiled form.
+        self.paths: dict[int, tuple[Executable, tuple[Any, ...], Path]] = {}
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         found = self._compiled.get(id(statement))
@@ -216,6 +223,7 @@ class DirectCompiler:
     def forget(self, statement: Executable) -> None:
         """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
         it: nothing here may outlive that cache's bound)."""
+        self.paths.pop(id(statement), None)
         found = self._compiled.pop(id(statement), None)
         if found is not None and found[1] is not None:
             self._column_names.pop(id(found[1]), None)

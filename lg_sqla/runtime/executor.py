@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,35 @@ class Runtime:
             self.schema_checked = True
 
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
+        if self._path_of(engine, first, prebuilt) is Path.DIRECT:
+            return self._run_direct(engine, plan, first)
+        with engine.connect() as connection:
+            self.prepare_session(engine, connection.connection, connection)
+            return self.run_on(connection, plan, first)
+
+    def _path_of(self, engine: Engine, first: Step, prebuilt: bool) -> Path:
+        """``choose_path``'s answer, remembered per engine and first statement while
+        everything it reads is the same: the engine, its execution options (a new
+        mapping whenever they change), the event flags of the engine and of
+        ``Connection``, and whether the engine logs at INFO; read at every call, so a
+        listener added or logging turned on later takes effect at the next call, as
+        before. The rest of what it reads is fixed for a statement on an engine (the
+        driver, the SQLAlchemy internals, the statement cached and compiling): the
+        entry of a statement is dropped with it (``DirectCompiler.forget``). Asking
+        again took 3-5 µs of a 50 µs SQLite get."""
+        statement = first.statement
+        if not (prebuilt and self.direct_path) or statement is None:
+            return Path.CORE
+        live = (
+            engine,
+            engine.get_execution_options(),
+            engine._has_events,
+            getattr(Connection, "_has_events", False),
+            engine.logger.isEnabledFor(logging.INFO),
+        )
+        known = self.compiler.paths.get(id(statement))
+        if known is not None and known[0] is statement and known[1] == live:
+            return known[2]
         path = choose_path(
             engine,
             first,
@@ -191,11 +221,8 @@ class Runtime:
             dialect_ops=self.dialect_ops,
             compiler=self.compiler,
         )
-        if path is Path.DIRECT:
-            return self._run_direct(engine, plan, first)
-        with engine.connect() as connection:
-            self.prepare_session(engine, connection.connection, connection)
-            return self.run_on(connection, plan, first)
+        self.compiler.paths[id(statement)] = (statement, live, path)
+        return path
 
     def prepare_session(
         self, engine: Engine, pooled: PoolProxiedConnection, connection: Connection | None

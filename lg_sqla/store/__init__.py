@@ -380,7 +380,9 @@ class SQLAlchemyStore(_StoreBase):
         if self.read_only and op.refresh_ttl:
             op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
         settings, now = self._settings, utc_now()
-        prebuilt, _ = self._kind((op,))
+        # (_kind of a lone get: prebuilt where the store's statements are, without
+        # the loop over a batch of ops)
+        prebuilt = self.embeddings is None and self.sql.in_sql
         found = self._run(lambda: lone_get_plan(settings, op, now), prebuilt, writes=False)
         return cast("Item | None", found[0])  # (a get's result)
 

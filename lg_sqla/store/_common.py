@@ -223,9 +223,21 @@ class GotRow(NamedTuple):
             prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
         )
 
+    @classmethod
+    def of_lone(cls, row: Any, prefix_hash: str, item_hash: str) -> GotRow:
+        """A row of ``_read.lone_get_statement`` (no key-hash columns), whose hashes
+        the caller knows."""
+        prefix, key, value, created_at, updated_at, ttl = _LONE_COLUMNS(row._mapping)
+        if isinstance(value, (str, bytes)):
+            value = parse_json(value)
+        return cls(
+            prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
+        )
+
 
 # GotRow's columns of a row's mapping, in one C call (a search reads ten rows or more).
 _GOT_COLUMNS = operator.itemgetter(*GotRow._fields)
+_LONE_COLUMNS = operator.itemgetter(*GotRow._fields[:6])
 
 
 # Twenty digits in a row: possibly an integer beyond 64 bits, which orjson would

@@ -2,11 +2,12 @@
 
 Through the batch plan (``_plan.py``) a lone get pays for what a batch of any size
 needs: its ops sorted by kind, a set of key pairs, a ``Batch`` with its results, and
-four sub-plans that each find nothing to do. This plan runs the same statements
-(the same cached SELECT of one key, then the same UPDATE when the item's TTL is
-refreshed on read), with the same parameters, through the same runtime, and builds
-the same Item; it only skips that bookkeeping. The store takes it for a batch of one
-``GetOp`` wherever the batch plan would run (``_StoreBase._plan_of``).
+four sub-plans that each find nothing to do. This plan runs the same statements (the
+cached SELECT of one key, less the two key-hash columns it knows already, then the
+same UPDATE when the item's TTL is refreshed on read), with the same parameters,
+through the same runtime, and builds the same Item; it only skips that bookkeeping.
+The store takes it for a batch of one ``GetOp`` wherever the batch plan would run
+(``_StoreBase._plan_of``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from langgraph.store.base import GetOp, Result
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 from lg_sqla.store._common import GotRow, Settings, as_item, join_namespace
-from lg_sqla.store._read import get_statement, refresh_statement
+from lg_sqla.store._read import lone_get_statement, refresh_statement
 
 
 def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[Result]]:
@@ -27,10 +28,12 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
     common transaction (the UPDATE is atomic by itself): ``whole_plan``, as the batch
     plan marks a batch of reads."""
     prefix = join_namespace(op.namespace)
-    params = {"prefix_hash": key_hash(prefix), "key_hash": key_hash(op.key), "now": now}
-    outcome = yield Step(get_statement(settings, False), params, fetch=True, whole_plan=True)
+    prefix_hash, item_hash = key_hash(prefix), key_hash(op.key)
+    params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
+    outcome = yield Step(lone_get_statement(settings), params, fetch=True, whole_plan=True)
     for fetched in outcome.rows:
-        row = GotRow.of(fetched)
+        # (the statement leaves out the key hashes: they are the parameters')
+        row = GotRow.of_lone(fetched, prefix_hash, item_hash)
         # (by hash, as the batch plan: then the row whose names are the op's)
         if row.prefix != prefix or row.key != op.key:
             continue
@@ -39,8 +42,8 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
                 refresh_statement(settings),
                 [
                     {
-                        "b_prefix_hash": row.prefix_hash,
-                        "b_key_hash": row.key_hash,
+                        "b_prefix_hash": prefix_hash,
+                        "b_key_hash": item_hash,
                         "b_expires_at": now + dt.timedelta(minutes=row.ttl_minutes),
                     }
                 ],

@@ -57,6 +57,22 @@ def get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
     return settings.dialect_ops.cached(("store.get", many, settings.omit_expired), build)
 
 
+def lone_get_statement(settings: Settings) -> sa.Select[Any]:
+    """:func:`get_statement` of one key without the two key-hash columns: a lone get
+    knows them (its own parameters), and each column costs the driver per row
+    (PyMySQL parses every column's descriptor in Python). Columns as ``LONE_COLUMNS``."""
+
+    def build() -> sa.Select[Any]:
+        full = get_statement(settings, False)
+        return full.with_only_columns(*(full.selected_columns[name] for name in LONE_COLUMNS))
+
+    return settings.dialect_ops.cached(("store.get.lone", settings.omit_expired), build)
+
+
+# The columns of lone_get_statement, in order: GotRow's, without the key hashes.
+LONE_COLUMNS = GotRow._fields[:6]
+
+
 def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
     """The items of every GetOp of the batch: one SELECT of all their keys."""
     if not gets:

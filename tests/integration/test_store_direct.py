@@ -6,6 +6,7 @@ on Core, where the listener sees every statement."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,8 @@ from backends import Backend
 from helpers import DirectRuns, count_statements
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
 from store_helpers import Stores, open_store, root
+
+from lg_sqla.runtime import executor, routing
 
 
 def _mixed(r: str, n: int) -> list[Op]:
@@ -77,6 +80,65 @@ async def test_a_cursor_listener_sees_every_statement_of_every_call(
                 counts.append(counter.count - before)
         assert counts == [1, 1, 1, 4]
         assert runs.count == direct_before
+
+
+async def test_the_path_decision_is_remembered_and_follows_the_engine(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's runtime asks ``choose_path`` once per statement while nothing it
+    reads changes (Runtime._path_of); the direct path turned off on the engine later,
+    INFO logging of ``sqlalchemy.engine`` turned on later, or a cursor listener added
+    later, each takes the next get to Core (the listener sees its statement); the first
+    two undone, back to the direct path."""
+    asked: list[Any] = []
+    real_choose = routing.choose_path
+
+    def choose(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args[1].statement)
+        return real_choose(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "choose_path", choose)
+    runs = DirectRuns(monkeypatch)
+    async with open_store(backend, mode) as s:
+        r = root()
+        await s.put((r, "u"), "k0", {"n": 0})
+        await s.get((r, "u"), "k0")
+        asked.clear()
+        before = runs.count
+        for _ in range(5):
+            assert (await s.get((r, "u"), "k0")) is not None
+        assert (asked, runs.count - before) == ([], 5)
+
+        def on_core(changed: str) -> None:
+            assert runs.count == before, f"{changed}: the get ran on the direct path"
+
+        s.engine.update_execution_options(lg_sqla_direct_path=False)
+        before = runs.count
+        assert (await s.get((r, "u"), "k0")) is not None
+        on_core("direct path turned off on the engine")
+        s.engine.update_execution_options(lg_sqla_direct_path=True)
+        before = runs.count
+        assert (await s.get((r, "u"), "k0")) is not None
+        assert runs.count == before + 1  # undone: direct again
+        engine_logger = logging.getLogger("sqlalchemy.engine")
+        level = engine_logger.level
+        try:
+            engine_logger.setLevel(logging.INFO)
+            before = runs.count
+            assert (await s.get((r, "u"), "k0")) is not None
+            on_core("INFO logging turned on")
+            engine_logger.setLevel(logging.WARNING)
+            before = runs.count
+            assert (await s.get((r, "u"), "k0")) is not None
+            assert runs.count == before + 1  # undone: direct again
+        finally:
+            engine_logger.setLevel(level)
+        # Last: SQLAlchemy leaves an engine marked as having events once it had one.
+        with count_statements(s.engine) as counter:
+            before = runs.count
+            assert (await s.get((r, "u"), "k0")) is not None
+            on_core("listener added")
+            assert counter.count == 1
 
 
 @pytest.mark.sqlite

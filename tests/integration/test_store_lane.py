@@ -103,6 +103,29 @@ async def test_a_lone_get_refreshes_the_ttl_only_when_asked(backend: Backend, mo
         assert _expires_at(s, ns, "forever") is None
 
 
+async def test_a_lone_get_reads_six_columns_not_the_key_hashes(backend: Backend, mode: str) -> None:
+    """The lone get's SELECT leaves out the two key hashes (it knows them: each column
+    costs the driver per row) and still refreshes the item it found by them."""
+    widths: list[int] = []
+
+    def width(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            widths.append(len(cursor.description))
+
+    async with open_store(backend, mode, ttl=TTL) as s:  # type: ignore[arg-type]
+        ns = (root(), "u")
+        await s.put(ns, "k", {"n": 1})
+        stored = _expires_at(s, ns, "k")
+        sa.event.listen(s.engine, "after_cursor_execute", width)
+        try:
+            item = await s.get(ns, "k")
+        finally:
+            sa.event.remove(s.engine, "after_cursor_execute", width)
+        assert item is not None and item.value == {"n": 1}
+        assert widths == [6]
+        assert _expires_at(s, ns, "k") > stored
+
+
 async def test_bad_input_fails_as_basestore_get_does(backend: Backend, mode: str) -> None:
     from langgraph.store.base import InvalidNamespaceError
 

@@ -1,18 +1,26 @@
 # Developer entry points. `make test` is the project's test command (also run by .ci/run).
 #   make test PYTEST_ARGS="-k mysql -x"   extra pytest arguments
+#   make test PYTEST_WORKERS=0            one process, no pytest-xdist (default: 2 workers)
 #   make test-min                         a subset at the lowest SQLAlchemy/Alembic allowed
 #   make lint                             ruff check, ruff format --check, mypy --strict
 #   make demo                             run examples/demo.py in .venv-demo (lg_sqla[demo] only)
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` and `make test-min`: 2 = the cores of a CI machine.
+# Each worker starts its own private servers (tests/conftest.py); whole files go to one
+# worker (--dist loadfile), so a module-scoped fixture (the Galera cluster, the PostgreSQL
+# standby) starts once. 0 = a single process, as a plain `.venv/bin/python -m pytest`
+# (what to use for one file: no worker start-up).
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist loadfile)
 
 .PHONY: test test-min lint demo bootstrap
 
 # Installs the PostgreSQL/MariaDB packages if missing and syncs .venv; the servers
 # themselves are started (and stopped) by the pytest fixtures in tests/conftest.py.
 test:
-	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The official conformance suite and the graph tests, on SQLite, PostgreSQL and MariaDB,
 # sync and async, in .venv-min: the lowest SQLAlchemy and Alembic versions pyproject.toml
@@ -23,7 +31,7 @@ MIN_VERSIONS_TESTS := tests/integration/test_conformance.py tests/integration/te
 test-min:
 	bash tests/bootstrap.sh --min-versions && \
 	.venv-min/bin/python -c 'import alembic, sqlalchemy; print(f"SQLAlchemy {sqlalchemy.__version__}, Alembic {alembic.__version__}")' && \
-	.venv-min/bin/python -m pytest -q $(MIN_VERSIONS_TESTS) $(PYTEST_ARGS)
+	.venv-min/bin/python -m pytest -q $(XDIST) $(MIN_VERSIONS_TESTS) $(PYTEST_ARGS)
 
 # ruff (lint + format) and mypy --strict on the package and the tests (pyproject.toml
 # [tool.mypy]; tests/integration/conftest.py on its own: a second module "conftest");

@@ -40,6 +40,7 @@ from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.dialects import DialectOps, store_sql_for
 from lg_sqla.errors import InvalidInputError, NotFoundError
+from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -52,9 +53,6 @@ if TYPE_CHECKING:
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
 MAX_PAGE = 1000
-THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
-# A thread's status, from its latest checkpoint in the root namespace (``thread_status``).
-THREAD_STATUSES = ("interrupted", "pending", "idle", "error")
 ROOT_NS_HASH = key_hash("")
 STAT_GROUPS = ("node", "channel", "thread")
 EMPTY_TYPE = "empty"

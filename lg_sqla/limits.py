@@ -1,7 +1,11 @@
-"""Size limits of key columns, shared by the models, the input checks and the docs.
+"""Size limits of key columns, shared by the models, the input checks and the docs;
+and the fixed choices of the inspector's arguments, shared with the command line.
 
 Every key must fit InnoDB's 3072-byte index limit with utf8mb4 (4 bytes/char);
 tests/unit/test_key_budget.py recomputes the budget from the models.
+
+Nothing is imported here: the ``lg-sqla`` command builds its parser from these
+without loading the inspector (LangGraph, langchain_core).
 """
 
 from __future__ import annotations
@@ -23,3 +27,9 @@ FIELD_PATH_MAX = 255
 # 800 bytes in utf8mb4, a small index entry on every dialect (the full namespace is
 # unbounded: PostgreSQL's B-tree entries stop near 2.7 kB).
 NS_HEAD_LEN = 200
+
+# The orders of ``Inspector.threads`` (``lg-sqla threads --order``).
+THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
+# A thread's status, from its latest checkpoint in the root namespace
+# (``inspect.thread_status``; ``lg-sqla threads --status``).
+THREAD_STATUSES = ("interrupted", "pending", "idle", "error")

@@ -16,7 +16,25 @@ The plans are pure (no I/O); ``lg_sqla.runtime`` runs them, and
 ``lg_sqla.dialects`` answers every question on which the SQL differs.
 """
 
-from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
-from lg_sqla.checkpoint.saver import SQLAlchemySaver
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
+    from lg_sqla.checkpoint.saver import SQLAlchemySaver
+else:
+
+    def __getattr__(name: str) -> object:
+        """The savers on first use (PEP 562): a module of this package that needs
+        neither (``policy``, ``maintenance`` for the ``lg-sqla`` command) is imported
+        without LangGraph's runtime and langchain_core."""
+        if name == "SQLAlchemySaver":
+            from lg_sqla.checkpoint.saver import SQLAlchemySaver as value
+        elif name == "AsyncSQLAlchemySaver":
+            from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver as value
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
 
 __all__ = ["AsyncSQLAlchemySaver", "SQLAlchemySaver"]

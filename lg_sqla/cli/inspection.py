@@ -27,6 +27,7 @@ from lg_sqla.cli.values import (
     value_lines,
 )
 from lg_sqla.errors import NotFoundError
+from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
 
 if TYPE_CHECKING:
     from lg_sqla.inspect import ValueView
@@ -57,8 +58,6 @@ def register(commands: Commands) -> None:
 
 
 def _threads_command(commands: Commands) -> None:
-    from lg_sqla.inspect import THREAD_ORDERS, THREAD_STATUSES
-
     threads = commands.add(
         "threads", "list threads with their status, newest write first", read, commands.reading
     )

@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from lg_sqla import migrate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,3 +49,33 @@ def test_importing_the_models_does_not_import_alembic() -> None:
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert out == "[]", out
+
+
+def test_the_command_line_starts_without_langgraph_runtime() -> None:
+    """`import lg_sqla` and the `lg-sqla` parser load neither the savers nor LangGraph's
+    runtime and langchain_core (PEP 562 in lg_sqla/__init__.py): ~1 s of CPU less for
+    `lg-sqla --help`, `check`, `upgrade`; the commands that read threads import them."""
+    probe = (
+        "import sys, lg_sqla, lg_sqla.cli; lg_sqla.cli._parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain_core', 'pydantic'}),"
+        " 'lg_sqla.checkpoint.saver' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert out == "[] False", out
+
+
+def test_the_savers_import_from_the_package_on_first_use() -> None:
+    import lg_sqla
+    from lg_sqla import AsyncSQLAlchemySaver, CheckpointTTL, SQLAlchemySaver
+    from lg_sqla.checkpoint import aio, policy, saver
+
+    assert SQLAlchemySaver is saver.SQLAlchemySaver
+    assert AsyncSQLAlchemySaver is aio.AsyncSQLAlchemySaver
+    assert CheckpointTTL is policy.CheckpointTTL
+    assert set(lg_sqla.__all__) <= set(dir(lg_sqla))
+    for name in lg_sqla.__all__:
+        assert getattr(lg_sqla, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'SQLAlchemySavr'"):
+        getattr(lg_sqla, "SQLAlchemySavr")  # noqa: B009

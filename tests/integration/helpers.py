@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +15,25 @@ from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from lg_sqla.runtime import direct
+
+
+def errors_in_threads(work: Callable[[str], None], thread_ids: list[str]) -> list[BaseException]:
+    """Run ``work(thread_id)`` for each id on a thread of its own, all at once; what
+    they raised (an empty list when every one succeeded)."""
+    errors: list[BaseException] = []
+
+    def guarded(thread_id: str) -> None:
+        try:
+            work(thread_id)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in thread_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
 
 
 def new_thread() -> str:

@@ -11,7 +11,6 @@ work. (Statement counts: test_statement_counts.py, test_direct_path.py.)
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 from backends import Backend
-from helpers import checkpoint, config, new_thread
+from helpers import checkpoint, config, errors_in_threads, new_thread
 from langgraph.checkpoint.base import ChannelVersions
 from sqlalchemy.pool import QueuePool
 
@@ -155,30 +154,21 @@ def test_a_disconnect_seen_elsewhere_replaces_the_kept_connection_before_use(
 
 
 def test_threads_calling_at_once_all_work(backend: Backend, sessions: Sessions) -> None:
-    errors: list[BaseException] = []
     with SQLAlchemySaver.from_conn_string(
         backend.sync_url, connect_args={"application_name": sessions.name}
     ) as saver:
 
         def work(thread_id: str) -> None:
-            try:
-                stored = config(thread_id)
-                for step in range(15):
-                    versions: ChannelVersions = {"n": step + 1}
-                    stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
-                    saver.put_writes(stored, [("n", step)], "task")
-                    found = saver.get_tuple(config(thread_id))
-                    assert found is not None and found.checkpoint["channel_values"] == {"n": step}
-                    assert found.pending_writes == [("task", "n", step)]
-            except BaseException as error:
-                errors.append(error)
+            stored = config(thread_id)
+            for step in range(15):
+                versions: ChannelVersions = {"n": step + 1}
+                stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
+                saver.put_writes(stored, [("n", step)], "task")
+                found = saver.get_tuple(config(thread_id))
+                assert found is not None and found.checkpoint["channel_values"] == {"n": step}
+                assert found.pending_writes == [("task", "n", step)]
 
-        threads = [threading.Thread(target=work, args=(new_thread(),)) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert errors_in_threads(work, [new_thread() for _ in range(4)]) == []
         assert _checked_out(saver.engine) == 1  # one kept; the others back in the pool
         states = sessions.states()
         assert len(states) >= 1 and {state for _, state in states} == {"idle"}

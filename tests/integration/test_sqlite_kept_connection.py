@@ -11,12 +11,11 @@ pool listeners, an engine the caller owns), nothing is kept.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from helpers import checkpoint, config, new_thread
+from helpers import checkpoint, config, errors_in_threads, new_thread
 from langgraph.checkpoint.base import ChannelVersions
 from sqlalchemy.pool import QueuePool
 
@@ -62,27 +61,18 @@ def test_one_connection_is_kept_between_calls_and_given_back_on_exit(tmp_path: P
 
 def test_threads_share_the_saver_without_waiting_on_the_kept_connection(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'threads.sqlite'}"
-    errors: list[BaseException] = []
     with SQLAlchemySaver.from_conn_string(url) as saver:
         saver.setup()
 
         def work(thread_id: str) -> None:
-            try:
-                stored = config(thread_id)
-                for step in range(15):
-                    versions: ChannelVersions = {"n": step + 1}
-                    stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
-                    found = saver.get_tuple(config(thread_id))
-                    assert found is not None and found.checkpoint["channel_values"] == {"n": step}
-            except BaseException as error:
-                errors.append(error)
+            stored = config(thread_id)
+            for step in range(15):
+                versions: ChannelVersions = {"n": step + 1}
+                stored = saver.put(stored, checkpoint({"n": step}, versions), {}, versions)
+                found = saver.get_tuple(config(thread_id))
+                assert found is not None and found.checkpoint["channel_values"] == {"n": step}
 
-        threads = [threading.Thread(target=work, args=(new_thread(),)) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert errors_in_threads(work, [new_thread() for _ in range(4)]) == []
         assert _checked_out(saver.engine) == 1
         engine = saver.engine
     assert _checked_out(engine) == 0

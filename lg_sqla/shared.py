@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import importlib
 import json
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -51,3 +53,23 @@ def json_text(value: Any) -> str:
         return orjson.dumps(value, option=_ORJSON_STRICT).decode()
     except TypeError:
         return json.dumps(value)
+
+
+def lazy_exports(
+    namespace: MutableMapping[str, Any], modules: dict[str, str]
+) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that imports each name of ``modules``
+    (name -> module) on first use and keeps it in ``namespace`` (the package's
+    globals), so a package re-exports its heavy classes without importing them."""
+
+    def __getattr__(name: str) -> Any:
+        try:
+            module = modules[name]
+        except KeyError:
+            raise AttributeError(
+                f"module {namespace['__name__']!r} has no attribute {name!r}"
+            ) from None
+        value = namespace[name] = getattr(importlib.import_module(module), name)
+        return value
+
+    return __getattr__

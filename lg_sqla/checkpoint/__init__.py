@@ -22,19 +22,19 @@ if TYPE_CHECKING:
     from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 else:
+    from lg_sqla.shared import lazy_exports
 
-    def __getattr__(name: str) -> object:
-        """The savers on first use (PEP 562): a module of this package that needs
-        neither (``policy``, ``maintenance`` for the ``lg-sqla`` command) is imported
-        without LangGraph's runtime and langchain_core."""
-        if name == "SQLAlchemySaver":
-            from lg_sqla.checkpoint.saver import SQLAlchemySaver as value
-        elif name == "AsyncSQLAlchemySaver":
-            from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver as value
-        else:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        globals()[name] = value
-        return value
+    # The savers on first use: a module of this package that needs neither
+    # (``policy``, ``maintenance`` for the ``lg-sqla`` command) is imported without
+    # LangGraph's runtime and langchain_core.
+    __getattr__ = lazy_exports(
+        globals(),
+        {
+            "SQLAlchemySaver": "lg_sqla.checkpoint.saver",
+            "AsyncSQLAlchemySaver": "lg_sqla.checkpoint.aio",
+        },
+    )
+    del lazy_exports  # (not part of the package's namespace)
 
 
 __all__ = ["AsyncSQLAlchemySaver", "SQLAlchemySaver"]

@@ -37,6 +37,13 @@ def test_checkout_uses_the_top_level_alembic_directory() -> None:
     assert migrate.script_location() == REPO / "alembic"
 
 
+def _printed_by(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (nothing imported yet)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def test_importing_the_models_does_not_import_alembic() -> None:
     """A host app that includes lg_sqla.models in its own Alembic env, or only imports
     lg_sqla, pays for Alembic only when it migrates (alembic.config alone imports
@@ -45,9 +52,7 @@ def test_importing_the_models_does_not_import_alembic() -> None:
         "import sys, lg_sqla.models, lg_sqla; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    out = _printed_by(probe)
     assert out == "[]", out
 
 
@@ -60,9 +65,7 @@ def test_the_command_line_starts_without_langgraph_runtime() -> None:
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain_core', 'pydantic'}),"
         " 'lg_sqla.checkpoint.saver' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    out = _printed_by(probe)
     assert out == "[] False", out
 
 

@@ -1,7 +1,8 @@
 """Command line: ``python -m benchmarks MODE [options]`` (``--help`` lists them).
 
 report    graph + api + store levels (--levels) on every database, sync and async; writes
-          docs/benchmarks.md, docs/img/bench-*.png and docs/img/bench-results.json
+          docs/benchmarks.md, docs/img/bench-*.png, docs/img/bench-results.json and (--docs
+          left at docs/) the generated block of README.md's Performance section
 graph     the graph level only, tables printed (the chat graph)
 react     the graph level on LangGraph's prebuilt ReAct agent (fake tool-calling model)
 delta     the graph level on the chat graph with messages on a DeltaChannel
@@ -133,12 +134,20 @@ def main(argv: list[str] | None = None) -> int:
 
     print(text_tables(results))
     if args.mode == "report":
+        if args.note:
+            results["note"] = args.note  # the page is a function of the kept results
         args.docs.mkdir(parents=True, exist_ok=True)
-        if not args.source:
-            raw = args.docs / "img" / "bench-results.json"
-            raw.parent.mkdir(parents=True, exist_ok=True)
-            raw.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {write_docs(results, args.docs, args.note)}")
+        # The results the page is rendered from are kept beside its plots, also when
+        # re-rendering (--from), so page and results never come from different runs.
+        raw = args.docs / "img" / "bench-results.json"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {raw}")
+        print(f"wrote {write_docs(results, args.docs)}")
+        if args.docs.resolve() == (ROOT / "docs").resolve():
+            from . import readme
+
+            print(f"wrote the Performance block of {readme.write(ROOT / 'README.md', results)}")
     return 1 if any("error" in r for r in results["runs"]) else 0
 
 

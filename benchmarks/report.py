@@ -321,22 +321,30 @@ def machine_text(results: dict[str, Any]) -> str:
     )
 
 
-def write_docs(results: dict[str, Any], docs: Path, note: str = "") -> Path:
+def write_docs(results: dict[str, Any], docs: Path) -> Path:
     """Write docs/benchmarks.md and its plots (docs/img/bench-*.png)."""
     img = docs / "img"
-    shown = []
-    if "graph" in results["levels"]:
-        plot(results, "graph", GRAPH_COLUMNS, img / "bench-graph.png")
-        shown.append("graph")
-    if "api" in results["levels"]:
-        plot(results, "api", [*API_COLUMNS, *TINY_COLUMNS, "scaling"], img / "bench-api.png")
-        shown.append("api")
-    if "store" in results["levels"]:
-        plot(results, "store", STORE_COLUMNS, img / "bench-store.png")
-        shown.append("store")
+    for level, metrics in PLOTS.items():
+        if level in results["levels"]:
+            plot(results, level, metrics, img / f"bench-{level}.png")
     path = docs / "benchmarks.md"
-    path.write_text(render(results, shown, note), encoding="utf-8")
+    path.write_text(page(results), encoding="utf-8")
     return path
+
+
+# The levels with a plot on the page, and the metrics each plot shows.
+PLOTS = {
+    "graph": GRAPH_COLUMNS,
+    "api": [*API_COLUMNS, *TINY_COLUMNS, "scaling"],
+    "store": STORE_COLUMNS,
+}
+
+
+def page(results: dict[str, Any]) -> str:
+    """docs/benchmarks.md: a function of the results alone (their ``note`` included),
+    so the page can be checked against the results kept beside it."""
+    plots = [level for level in PLOTS if level in results["levels"]]
+    return render(results, plots, results.get("note", ""))
 
 
 def render(results: dict[str, Any], plots: list[str], note: str) -> str:
@@ -412,7 +420,7 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
         ]
     if "scale" in results:
         parts += ["## Big tables (scale level)", *scale_sections(results["scale"])]
-    parts += [METHOD, STATIC]
+    parts += [METHOD, STATIC_TEXT.format(table=statements_table(), other=other_measurements())]
     return "\n\n".join(parts) + "\n"
 
 
@@ -569,17 +577,54 @@ METHOD = """\
   application crashes; the last commits can be lost to a power cut) and compare code
   without the fsync."""
 
-STATIC = """\
+# Statements per call, asserted by the tests (not timed): the call, its count on SQLite,
+# PostgreSQL and MySQL/MariaDB, and the test that asserts it. The page's table and the
+# README's Performance block (benchmarks/readme.py) are both written from this list.
+STATEMENTS: list[tuple[str, tuple[str, str, str], str]] = [
+    ("`get_tuple`", ("1", "1", "1"), "`test_statement_counts.py`"),
+    ("`list`, per page of `list_page_size` (100)", ("1", "1", "1"), "same"),
+    ("`put`", ("2", "1", "2"), "same"),
+    ("`put_writes`", ("1", "1", "1"), "same"),
+    (
+        "`get_delta_channel_history`, any chain",
+        ("2", "2", "3 (1 `SET SESSION`)"),
+        "`test_delta_history.py`",
+    ),
+    ("`prune` of one thread (no DeltaChannel)", ("4", "4", "4"), "`test_maintenance.py`"),
+]
+
+# Figures of `python -m benchmarks prune` and `storage`, which are not part of the
+# report's run: stated on the page and quoted by the README from here only.
+PRUNE_CHECKPOINTS = 10_000
+PRUNE_SECONDS = {"sqlite": 0.15, "postgres": 0.06, "mysql": 0.38}
+PRUNE_STATEMENTS = 4
+# What `CompressedSerializer` cut a 100-turn chat thread's storage by, per database.
+COMPRESSION_CUT = {"sqlite": "about 20×", "mysql": "about 20×", "postgres": "1.5×"}
+
+
+def statements_table() -> str:
+    rows = [
+        "| call | SQLite | PostgreSQL | MySQL/MariaDB | test |",
+        "|---|---|---|---|---|",
+    ]
+    rows += [f"| {call} | {' | '.join(counts)} | {test} |" for call, counts, test in STATEMENTS]
+    return "\n".join(rows)
+
+
+def other_measurements() -> str:
+    assert COMPRESSION_CUT["sqlite"] == COMPRESSION_CUT["mysql"]  # one clause names both
+    return OTHER_TEXT.format(
+        checkpoints=f"{PRUNE_CHECKPOINTS:,}",
+        seconds=PRUNE_SECONDS,
+        statements=PRUNE_STATEMENTS,
+        cut=COMPRESSION_CUT,
+    )
+
+
+STATIC_TEXT = """\
 ## Statements per call (asserted by the tests, not timed)
 
-| call | SQLite | PostgreSQL | MySQL/MariaDB | test |
-|---|---|---|---|---|
-| `get_tuple` | 1 | 1 | 1 | `test_statement_counts.py` |
-| `list`, per page of `list_page_size` (100) | 1 | 1 | 1 | same |
-| `put` | 2 | 1 | 2 | same |
-| `put_writes` | 1 | 1 | 1 | same |
-| `get_delta_channel_history`, any chain | 2 | 2 | 3 (1 `SET SESSION`) | `test_delta_history.py` |
-| `prune` of one thread (no DeltaChannel) | 4 | 4 | 4 | `test_maintenance.py` |
+{table}
 
 These counts hold on both execution paths: through SQLAlchemy Core (what an engine
 with event listeners, like the tests' statement counter, gets) and on the direct
@@ -588,10 +633,14 @@ SQLite itself executed through its trace callback).
 
 ## Other measurements
 
-`python -m benchmarks prune` (prune a 10,000-checkpoint thread per database) and
+{other}"""
+
+OTHER_TEXT = """\
+`python -m benchmarks prune` (prune a {checkpoints}-checkpoint thread per database) and
 `python -m benchmarks storage` (bytes per checkpoint, compression off / on) print
 their tables; they are not part of this page's run. Earlier results: prune of one
-10,000-checkpoint thread took 0.15 s on SQLite, 0.06 s on PostgreSQL and 0.38 s on
-MariaDB, 4 statements each; `CompressedSerializer` (zstd) cut a 100-turn chat
-thread's storage about 20× on SQLite and MariaDB and 1.5× on PostgreSQL (which
-already compresses large values with TOAST)."""
+{checkpoints}-checkpoint thread took {seconds[sqlite]} s on SQLite,
+{seconds[postgres]} s on PostgreSQL and {seconds[mysql]} s on MariaDB, {statements}
+statements each; `CompressedSerializer` (zstd) cut a 100-turn chat thread's storage
+{cut[sqlite]} on SQLite and MariaDB and {cut[postgres]} on PostgreSQL (which already
+compresses large values with TOAST)."""

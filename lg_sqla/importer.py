@@ -37,6 +37,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from lg_sqla.dialects import ops_for
+from lg_sqla.dialects.base import OfficialSchema
+from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Step
@@ -259,6 +261,38 @@ def _alist(source: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[Ch
 
 
 # --- the official savers' databases ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchemaGaps:
+    """How a database falls short of an official saver's tables (all empty: it has them)."""
+
+    tables: list[str]  # every table of the database, whoever made it
+    missing_tables: list[str]
+    missing_columns: dict[str, list[str]]  # table -> columns it lacks
+
+    @property
+    def is_lg_sqla(self) -> bool:
+        """The database holds lg_sqla's own tables (its migrations' version table)."""
+        return VERSION_TABLE in self.tables
+
+    def __bool__(self) -> bool:
+        return bool(self.is_lg_sqla or self.missing_tables or self.missing_columns)
+
+
+def official_schema_gaps(connection: sa.Connection, expected: OfficialSchema) -> SchemaGaps:
+    """What the database ``connection`` lacks of ``expected``, read from its catalog only
+    (nothing created, nothing read from the tables)."""
+    inspector = sa.inspect(connection)
+    tables = sorted(inspector.get_table_names())
+    missing_columns: dict[str, list[str]] = {}
+    for table, needed in expected.tables.items():
+        if table in tables:
+            present = {str(c["name"]).lower() for c in inspector.get_columns(table)}
+            if lacking := sorted(needed - present):
+                missing_columns[table] = lacking
+    missing_tables = [table for table in expected.tables if table not in tables]
+    return SchemaGaps(tables, missing_tables, missing_columns)
 
 
 def official_thread_ids(connection: sa.Connection) -> list[str]:

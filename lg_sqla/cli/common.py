@@ -62,8 +62,9 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def explain(error: BaseException, url: str | None) -> CommandError:
-    """Turn an exception into one line that says what went wrong and how to fix it."""
+def explain(error: BaseException, url: str | None, what: str = "the database") -> CommandError:
+    """Turn an exception into one line that says what went wrong and how to fix it;
+    ``what`` names the database ``url`` is (``lg-sqla import``: the source or the target)."""
     if isinstance(error, CommandError):
         return error
     if isinstance(error, LgSqlaError):
@@ -83,10 +84,10 @@ def explain(error: BaseException, url: str | None) -> CommandError:
     if isinstance(error, ImportError):
         return _missing_driver(error)
     if isinstance(error, exc.DBAPIError):
-        return _database_failure(error, url)
+        return _database_failure(error, url, what)
     if isinstance(error, OSError):
         # A driver that lets the socket's error through (asyncpg: ConnectionRefusedError).
-        return _unreachable(url, first_line(error))
+        return _unreachable(url, first_line(error), what)
     if isinstance(error, KeyboardInterrupt):
         return CommandError("interrupted", 130)
     return CommandError(
@@ -106,28 +107,35 @@ def _missing_driver(error: ImportError) -> CommandError:
     return CommandError(f"the database driver {module!r} is not installed: {fix}", 2)
 
 
+def shown(url: str) -> str:
+    """A URL as error messages show it: the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "an invalid URL"
+
+
 def _where(url: str | None) -> tuple[str, str]:
     """`` (the URL, password hidden)`` and the fix to suggest for a connection failure."""
     if url is None:
         return "", CONNECT_FIX
-    parsed = make_url(url)
     # The URL's scheme, not a dialect's answer: loading the dialect may be what failed.
-    fix = SQLITE_FIX if parsed.get_backend_name() == "sqlite" else CONNECT_FIX
-    return f" ({parsed.render_as_string(hide_password=True)})", fix
+    fix = SQLITE_FIX if make_url(url).get_backend_name() == "sqlite" else CONNECT_FIX
+    return f" ({shown(url)})", fix
 
 
-def _unreachable(url: str | None, reason: str) -> CommandError:
+def _unreachable(url: str | None, reason: str, what: str) -> CommandError:
     where, fix = _where(url)
-    return CommandError(f"cannot use the database{where}: {reason}; {fix}")
+    return CommandError(f"cannot use {what}{where}: {reason}; {fix}")
 
 
-def _database_failure(error: exc.DBAPIError, url: str | None) -> CommandError:
+def _database_failure(error: exc.DBAPIError, url: str | None, what: str) -> CommandError:
     if error.connection_invalidated or isinstance(
         error, (exc.OperationalError, exc.InterfaceError)
     ):
-        return _unreachable(url, first_line(error))
+        return _unreachable(url, first_line(error), what)
     where, _fix = _where(url)
-    return CommandError(f"the database refused a statement{where}: {first_line(error)}")
+    return CommandError(f"{what} refused a statement{where}: {first_line(error)}")
 
 
 # --- argument types ----------------------------------------------------------------------

@@ -42,6 +42,51 @@ MIGRATION_LOCK_TIMEOUT_S = 300
 MAX_RECURSION = 10_000_000
 
 
+@dataclass(frozen=True)
+class OfficialSchema:
+    """The tables LangGraph's own saver for a database writes, with the columns reading
+    them needs (``lg-sqla import`` checks a source against this before reading it)."""
+
+    saver: str  # the saver, as its users know it
+    tables: Mapping[str, frozenset[str]]
+
+
+# The checkpoints table of every official saver (SqliteSaver's, PostgresSaver's, the
+# community MySQL saver's), as their reads need it.
+OFFICIAL_CHECKPOINTS = frozenset(
+    [
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ]
+)
+# langgraph-checkpoint-postgres's layout, which langgraph-checkpoint-mysql started from:
+# channel values in a table of their own; writes' task_path came with a later migration.
+BLOBS_LAYOUT: Mapping[str, frozenset[str]] = {
+    "checkpoints": OFFICIAL_CHECKPOINTS,
+    "checkpoint_blobs": frozenset(
+        ["thread_id", "checkpoint_ns", "channel", "version", "type", "blob"]
+    ),
+    "checkpoint_writes": frozenset(
+        [
+            "thread_id",
+            "checkpoint_ns",
+            "checkpoint_id",
+            "task_id",
+            "task_path",
+            "idx",
+            "channel",
+            "type",
+            "blob",
+        ]
+    ),
+}
+
+
 class DialectOps:
     """Portable behaviour; subclasses override what their dialect does better."""
 
@@ -70,6 +115,8 @@ class DialectOps:
     # The writes table of LangGraph's own saver for this database ("checkpoints" is its
     # checkpoints table everywhere); None: LangGraph ships no saver for it.
     official_writes_table: str | None = None
+    # The tables of that saver and the columns read from them; None: no such saver.
+    official_schema: OfficialSchema | None = None
     # The statement that gives a database file's freed pages back to the file system,
     # run outside a transaction; None where the server manages its own space.
     vacuum_statement: str | None = None

@@ -27,6 +27,7 @@ from sqlalchemy.util import await_only
 
 from lg_sqla import limits
 from lg_sqla.dialects.base import (
+    BLOBS_LAYOUT,
     MAX_RECURSION,
     MIGRATION_LOCK_NAME,
     MIGRATION_LOCK_TIMEOUT_S,
@@ -35,6 +36,7 @@ from lg_sqla.dialects.base import (
     ChannelVersionsSource,
     DialectOps,
     JsonPath,
+    OfficialSchema,
     OrderedJoin,
     StoreSQL,
     as_text,
@@ -198,6 +200,11 @@ class MySQLOps(DialectOps):
     supports_schemas = True
     # langgraph-checkpoint-mysql, the community saver LangGraph's docs list for MySQL.
     official_writes_table = "checkpoint_writes"
+    # Its reads join on checkpoint_ns_hash, which its later migrations add to each table.
+    official_schema = OfficialSchema(
+        "the community MySQL saver (PyMySQLSaver, langgraph-checkpoint-mysql)",
+        {table: columns | {"checkpoint_ns_hash"} for table, columns in BLOBS_LAYOUT.items()},
+    )
     # Not autocommit_single_statements: MySQL switches autocommit with statements of
     # their own (SET autocommit, and back), which cost more than the COMMIT they save.
     # Connections kept in autocommit mode, with BEGIN sent before plans of several

@@ -18,12 +18,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
 
 from lg_sqla.dialects.base import (
+    BLOBS_LAYOUT,
     MIGRATION_LOCK_NAME,
     NAMESPACE_SORT_SEPARATOR,
     NUMERIC_STRING,
     AnnIndex,
     ChannelVersionsSource,
     JsonPath,
+    OfficialSchema,
     OnConflictOps,
     StoreSQL,
     decimal_param,
@@ -126,6 +128,9 @@ class PostgresOps(OnConflictOps):
     partitions_by_thread = True
     joins_channel_versions = True
     official_writes_table = "checkpoint_writes"  # langgraph-checkpoint-postgres
+    official_schema = OfficialSchema(
+        "LangGraph's PostgresSaver (langgraph-checkpoint-postgres)", BLOBS_LAYOUT
+    )
     # psycopg sends BEGIN and COMMIT as round trips of their own; the official
     # saver's autocommit + pipeline does a put in one. A single statement with
     # data-modifying CTEs is atomic on its own, so we do too.

@@ -19,8 +19,10 @@ from sqlalchemy.sql.selectable import CTE, TableValuedAlias
 
 from lg_sqla.dialects.base import (
     NAMESPACE_SORT_SEPARATOR,
+    OFFICIAL_CHECKPOINTS,
     ChannelVersionsSource,
     JsonPath,
+    OfficialSchema,
     OnConflictOps,
     OrderedJoin,
     StoreSQL,
@@ -37,6 +39,26 @@ class SQLiteOps(OnConflictOps):
     one_writer_at_a_time = True
     joins_channel_versions = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
+    # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
+    # written by a version from before it.
+    official_schema = OfficialSchema(
+        "LangGraph's SqliteSaver (langgraph-checkpoint-sqlite)",
+        {
+            "checkpoints": OFFICIAL_CHECKPOINTS,
+            "writes": frozenset(
+                [
+                    "thread_id",
+                    "checkpoint_ns",
+                    "checkpoint_id",
+                    "task_id",
+                    "idx",
+                    "channel",
+                    "type",
+                    "value",
+                ]
+            ),
+        },
+    )
     vacuum_statement = "VACUUM"
 
     _insert = staticmethod(sqlite_dialect.insert)

@@ -6,6 +6,7 @@ PostgresSaver, the community PyMySQLSaver on MariaDB) are imported through
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sqlite3
 import uuid
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from backends import Backend, EngineFactory, fresh_async_saver, fresh_saver
 from graph_helpers import build_approval_graph, build_article_graph, build_fan_graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -208,8 +210,204 @@ async def test_async_import_from_any_saver_instance(backend: Backend) -> None:
         assert again.checkpoints_imported == 0
 
 
-def test_import_errors_are_one_line(backend: Backend, tmp_path: Any) -> None:
-    done = run_cli(["import", f"sqlite:///{tmp_path / 'missing.sqlite'}"], backend.sync_url)
-    assert done.returncode != 0 and done.stderr.startswith("error: no SQLite database at")
-    done = run_cli(["import", "oracle://u:p@h/db"], backend.sync_url)
-    assert done.returncode != 0 and "error:" in done.stderr and "Traceback" not in done.stderr
+def _official_writes_table(db: Backend) -> str:
+    return "writes" if db.name == "sqlite" else "checkpoint_writes"
+
+
+def _execute(db: Backend, *statements: str) -> None:
+    engine = db.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as connection:
+            for statement in statements:
+                connection.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def _make_source(kind: str, db: Backend) -> None:
+    """A source database that is not what an official saver reads."""
+    if kind == "empty":
+        if db.name == "sqlite":
+            with contextlib.closing(sqlite3.connect(make_url(db.sync_url).database or "")) as c:
+                c.execute("VACUUM")  # a database file without tables
+    elif kind == "unrelated":
+        # An application's own tables, one of them named like the savers' own.
+        _execute(
+            db,
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name VARCHAR(50))",
+            "CREATE TABLE checkpoints (id INTEGER PRIMARY KEY, body VARCHAR(100))",
+        )
+    else:  # "partial": the official schema with its writes table left behind
+        with official_saver(db):
+            pass  # the saver's own setup()
+        _execute(db, f"DROP TABLE {_official_writes_table(db)}")
+
+
+def _as_before_task_path(db: Backend) -> None:
+    """The official schema as a saver from before its task_path migration left it."""
+    from langgraph.checkpoint.mysql.base import MIGRATIONS as MYSQL_MIGRATIONS
+    from langgraph.checkpoint.postgres.base import MIGRATIONS as PG_MIGRATIONS
+
+    migrations = PG_MIGRATIONS if db.name == "postgres" else MYSQL_MIGRATIONS
+    added = next(
+        v for v, sql in enumerate(migrations) if "ADD COLUMN" in sql and "task_path" in sql
+    )
+    with official_saver(db):
+        pass  # the saver's own setup(): every migration
+    _execute(
+        db,
+        "ALTER TABLE checkpoint_writes DROP COLUMN task_path",
+        f"DELETE FROM checkpoint_migrations WHERE v >= {added}",
+    )
+
+
+def _tables(db: Backend) -> list[str]:
+    engine = db.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return sorted(sa.inspect(connection).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def _row_counts(db: Backend) -> dict[str, int]:
+    engine = db.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return {
+                table: connection.execute(
+                    sa.select(sa.func.count()).select_from(sa.table(table))
+                ).scalar_one()
+                for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+            }
+    finally:
+        engine.dispose()
+
+
+def _one_error_line(done: Any) -> str:
+    assert done.returncode != 0
+    assert done.stdout == ""
+    line: str = done.stderr
+    assert line.startswith("error: ") and line.count("\n") == 1, line
+    assert "please report" not in line and "Traceback" not in line, line
+    return line
+
+
+def _shown(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+# What each refused source's error says after "the source database (URL) is not ...".
+NOT_OFFICIAL = {
+    "empty": ["it has no tables at all", "is this the right database?"],
+    "unrelated": [
+        "table {writes} is missing",
+        "table checkpoints lacks column(s) checkpoint, checkpoint_id, checkpoint_ns",
+        "is this the right database?",
+    ],
+    "partial": ["table {writes} is missing", "is this the right database?"],
+}
+SAVERS = {
+    "sqlite": "LangGraph's SqliteSaver (langgraph-checkpoint-sqlite)",
+    "postgres": "LangGraph's PostgresSaver (langgraph-checkpoint-postgres)",
+    "mysql": "the community MySQL saver (PyMySQLSaver, langgraph-checkpoint-mysql)",
+}
+EXPECTED_TABLES = {
+    "sqlite": "checkpoints, writes",
+    "postgres": "checkpoints, checkpoint_blobs, checkpoint_writes",
+    "mysql": "checkpoints, checkpoint_blobs, checkpoint_writes",
+}
+
+
+def _refused(source: Backend, target: Backend) -> str:
+    """``lg-sqla import`` of ``source`` into ``target`` fails on one line naming the
+    source and its expected saver; nothing is written to the target."""
+    before = _row_counts(target)
+    line = _one_error_line(run_cli(["import", source.sync_url], target.sync_url))
+    prefix = f"error: the source database ({_shown(source.sync_url)}) is not a database of "
+    assert line.startswith(prefix + SAVERS[target.name] + ": "), line
+    assert f"(expected its tables {EXPECTED_TABLES[target.name]})" in line, line
+    assert _row_counts(target) == before
+    return line
+
+
+@pytest.mark.parametrize("kind", list(NOT_OFFICIAL))
+def test_a_source_that_is_not_an_official_saver_s_database_is_refused(
+    kind: str, backend: Backend, fresh_database: Backend
+) -> None:
+    """What is missing there and the fix, on one line; the source is left as it was
+    (the official saver, whose setup() creates tables, never opens it)."""
+    _make_source(kind, fresh_database)
+    tables = _tables(fresh_database)
+    line = _refused(fresh_database, backend)
+    for expected in NOT_OFFICIAL[kind]:
+        assert expected.format(writes=_official_writes_table(backend)) in line, line
+    assert _tables(fresh_database) == tables
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)
+def test_a_source_from_an_older_saver_is_refused_with_the_migration_as_fix(
+    backend: Backend, fresh_database: Backend
+) -> None:
+    """The savers' reads need writes.task_path (their last migrations): the error names
+    it and says to let the saver migrate; doing so makes the import work."""
+    tag = uuid.uuid4().hex[:8]
+    with official_saver(fresh_database) as source:
+        graphs = run_graphs(source, tag)
+    _as_before_task_path(fresh_database)
+    line = _refused(fresh_database, backend)
+    assert "table checkpoint_writes lacks column(s) task_path" in line, line
+    assert "open it once with the saver (its setup() migrates the tables)" in line, line
+    with official_saver(fresh_database):
+        pass  # the fix the error names
+    done = run_cli(["import", fresh_database.sync_url], backend.sync_url)
+    assert done.returncode == 0, done.stderr
+    assert f"done: {len(graphs)} thread(s)" in done.stdout
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_an_older_sqlite_saver_file_is_imported(backend: Backend, fresh_database: Backend) -> None:
+    """SqliteSaver reads (and migrates) a file from before writes.task_path itself, so the
+    check does not ask for that column there."""
+    tag = uuid.uuid4().hex[:8]
+    with official_saver(fresh_database) as source:
+        graphs = run_graphs(source, tag)
+    _execute(fresh_database, "ALTER TABLE writes DROP COLUMN task_path")
+    done = run_cli(["import", fresh_database.sync_url], backend.sync_url)
+    assert done.returncode == 0, done.stderr
+    assert f"done: {len(graphs)} thread(s)" in done.stdout
+
+
+def test_a_source_holding_lg_sqla_s_own_tables_is_refused(backend: Backend) -> None:
+    """The mistake of passing the target (or another lg_sqla database) as the source."""
+    before = _row_counts(backend)
+    line = _one_error_line(run_cli(["import", backend.sync_url], backend.sync_url))
+    prefix = f"error: the source database ({_shown(backend.sync_url)}) holds lg_sqla's own tables"
+    assert line.startswith(prefix), line
+    assert SAVERS[backend.name] in line and "point SOURCE_URL at" in line, line
+    assert _row_counts(backend) == before
+
+
+def test_a_missing_source_is_named_as_the_source(backend: Backend, tmp_path: Any) -> None:
+    """Not "create it with lg-sqla upgrade" (the target's fix), nor the target's URL."""
+    if backend.name == "sqlite":
+        path = tmp_path / "missing.sqlite"
+        missing = f"sqlite:///{path}"
+        expected = f"error: the source database does not exist: no SQLite file at '{path}'"
+    else:
+        url = make_url(backend.sync_url).set(database="lg_sqla_no_such_database")
+        missing = url.render_as_string(hide_password=False)
+        expected = f"error: cannot use the source database ({_shown(missing)}): "
+    before = _row_counts(backend)
+    line = _one_error_line(run_cli(["import", missing], backend.sync_url))
+    assert line.startswith(expected), line
+    assert "upgrade" not in line, line
+    assert (make_url(backend.sync_url).database or "") not in line, line
+    assert _row_counts(backend) == before
+    if backend.name == "sqlite":
+        assert not (tmp_path / "missing.sqlite").exists()  # not created by the attempt
+
+
+def test_import_errors_are_one_line(backend: Backend) -> None:
+    line = _one_error_line(run_cli(["import", "oracle://u:p@h/db"], backend.sync_url))
+    assert "the source database (oracle://u:***@h/db)" in line, line

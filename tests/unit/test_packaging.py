@@ -1,36 +1,94 @@
-"""The wheel carries the one copy of the migrations, so pip users can migrate without the repo."""
+"""What pip users get: the sdist, the wheel built from it (as pip builds one), and the
+package's import-time behaviour.
+
+The wheel carries the one copy of the migrations, so pip users can migrate without the
+repo; neither archive carries tests, benchmarks, docs or binaries.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import zipfile
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from lg_sqla import migrate
 
 REPO = Path(__file__).resolve().parents[2]
+# Besides the package: what hatchling writes into every sdist.
+SDIST_EXTRAS = {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", ".gitignore"}
+BINARY_SUFFIXES = {".whl", ".gz", ".zip", ".so", ".pyd", ".dll", ".pyc", ".png", ".jpg"}
 
 
-def test_wheel_ships_migrations_and_types(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
-        check=True,
+@dataclass(frozen=True)
+class Built:
+    sdist: list[str]  # paths inside the sdist, its top directory left out
+    wheel: list[str]
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """`python -m build`: the sdist, then the wheel from the unpacked sdist (so the wheel
+    proves the sdist holds what a build needs). Once per session: a few seconds, most of
+    them installing the build backend (hatchling) into build's isolated environment."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
         capture_output=True,
+        text=True,
     )
-    (wheel,) = tmp_path.glob("lg_sqla-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    assert done.returncode == 0, done.stdout + done.stderr
+    (sdist,) = out.glob("lg_sqla-*.tar.gz")
+    (wheel,) = out.glob("lg_sqla-*.whl")
+    with tarfile.open(sdist) as archive:
+        members = [m.name for m in archive.getmembers() if m.isfile()]
+    return Built(
+        sdist=[str(PurePosixPath(*PurePosixPath(name).parts[1:])) for name in members],
+        wheel=zipfile.ZipFile(wheel).namelist(),
+    )
+
+
+def _tracked(under: str) -> set[str]:
+    out = subprocess.run(
+        ["git", "ls-files", under], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+    return set(out.split())
+
+
+@pytest.mark.packaging
+def test_wheel_holds_the_package_its_migrations_and_types_only(built: Built) -> None:
     revisions = sorted(p.name for p in (REPO / "alembic" / "versions").glob("*.py"))
     assert revisions, "no revisions in alembic/versions"
+    migrations = {
+        "lg_sqla/_migrations/env.py",
+        "lg_sqla/_migrations/script.py.mako",
+        *(f"lg_sqla/_migrations/versions/{revision}" for revision in revisions),
+    }
+    package = {name for name in _tracked("lg_sqla") if not name.startswith("lg_sqla/_migrations")}
+    # At the top: the package and one .dist-info directory, nothing else.
+    (dist_info,) = {name.split("/")[0] for name in built.wheel} - {"lg_sqla"}
+    assert dist_info.startswith("lg_sqla-") and dist_info.endswith(".dist-info")
+    assert {name for name in built.wheel if name.startswith("lg_sqla/")} == package | migrations
+    assert "lg_sqla/py.typed" in built.wheel
+    # One copy of each revision: none under another path (alembic/versions, a test).
     for revision in revisions:
-        assert f"lg_sqla/_migrations/versions/{revision}" in names
-    assert "lg_sqla/_migrations/env.py" in names
-    assert "lg_sqla/_migrations/script.py.mako" in names
-    assert "lg_sqla/py.typed" in names
+        assert [n for n in built.wheel if n.endswith(f"/{revision}")] == [
+            f"lg_sqla/_migrations/versions/{revision}"
+        ]
     # The checkout itself has one copy: no lg_sqla/_migrations directory in the repo.
     assert not (REPO / "lg_sqla" / "_migrations").exists()
+
+
+@pytest.mark.packaging
+def test_sdist_holds_what_the_build_needs_and_no_binaries(built: Built) -> None:
+    needed = _tracked("lg_sqla") | _tracked("alembic") | {"alembic.ini"}
+    assert set(built.sdist) == needed | SDIST_EXTRAS
+    assert not [n for n in built.sdist if PurePosixPath(n).suffix in BINARY_SUFFIXES]
+    assert not [n for n in built.sdist if n.split("/")[0] in {"tests", "benchmarks", "docs"}]
 
 
 def test_checkout_uses_the_top_level_alembic_directory() -> None:

@@ -502,7 +502,9 @@ Every figure can be reproduced:
 PostgreSQL and MariaDB are private servers started by `tests/servers.py` (or the
 ones named by `LG_SQLA_TEST_POSTGRES_URL` / `LG_SQLA_TEST_MYSQL_URL`); SQLite is a
 file. `python -m benchmarks report --from docs/img/bench-results.json` re-renders
-this page from the raw results of the run shown, which are kept beside the plots.
+this page, and the figures of README.md's Performance section, from the raw results
+of the run shown, which are kept beside the plots; `tests/unit/test_benchmark_claims.py`
+fails when either no longer matches them.
 Wall-clock figures depend on the machine and its load: compare the two savers within
 one run (that is what the ratios do), not runs of different days."""
 

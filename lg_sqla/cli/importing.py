@@ -100,9 +100,9 @@ def blamed_on(what: str, url: str) -> Iterator[None]:
         raise explain(error, url, what) from error
     except Exception as error:
         explained = explain(error, url)
-        if str(explained).startswith("unexpected "):
-            # Raised by the official saver's own driver (psycopg, PyMySQL, sqlite3): no
-            # SQLAlchemy wrapper says which database it came from, the phase does.
+        if what == SOURCE and str(explained).startswith("unexpected "):
+            # Raised by the official saver or its own driver (psycopg, PyMySQL, sqlite3),
+            # on a source that passed check_source: not lg_sqla's to report.
             explained = CommandError(f"{type(error).__name__}: {first_line(error)}")
         raise CommandError(f"{what} ({shown(url)}): {explained}", explained.code) from error
 

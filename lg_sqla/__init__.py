@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from lg_sqla.errors import (
+    ExactSearchWarning,
     InvalidInputError,
     LgSqlaError,
     MissingDriverError,
@@ -38,6 +39,7 @@ else:
 __all__ = [
     "AsyncSQLAlchemySaver",
     "CheckpointTTL",
+    "ExactSearchWarning",
     "InvalidInputError",
     "LgSqlaError",
     "MissingDriverError",

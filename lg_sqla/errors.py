@@ -38,3 +38,11 @@ class NoOfficialSaverError(LgSqlaError, LookupError):
 class NotFoundError(InvalidInputError, LookupError):
     """An inspection names a thread or checkpoint that does not exist (the CLI
     exits 1 on it, as on every error that is not a usage error)."""
+
+
+class ExactSearchWarning(UserWarning):
+    """A store index option the database cannot honour (an approximate index where
+    there is no pgvector, half-precision vectors on pgvector < 0.7): the store does what
+    the message says instead (exact search, full-precision vectors), with the same or
+    better results. An index option is a speed hint, so one configuration runs on every
+    database; ``warnings.simplefilter("error", ExactSearchWarning)`` makes it an error."""

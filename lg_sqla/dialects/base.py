@@ -539,8 +539,15 @@ class StoreSQL:
         raise NotImplementedError
 
     def ann_setup(self, connection: Connection, ann: AnnIndex, distance: str, dims: int) -> None:
-        """``setup()`` of a store with an approximate index: create it (idempotent)."""
+        """``setup()`` of a store with an approximate index: create the one
+        :meth:`ann_in_force` says this database can have (idempotent)."""
         raise NotImplementedError
+
+    def ann_in_force(self, ann: AnnIndex) -> AnnIndex | None:
+        """The index ``ann`` asks for as this database can have it, known after the
+        vector probe: ``ann``, a nearest one (e.g. full-precision vectors), or None
+        (exact search); anything but ``ann`` is said once, with an ExactSearchWarning."""
+        return None
 
     def ann_distance(
         self,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,7 +33,7 @@ from lg_sqla.dialects.base import (
     decimal_param,
     one_of,
 )
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import ExactSearchWarning
 
 logger = logging.getLogger(__name__)
 
@@ -400,6 +402,8 @@ class PostgresStoreSQL(StoreSQL):
     # The extension's schema is found by the probe and named in the SQL, so it need
     # not be on the search_path.
     _vector_schema: str | None = None
+    _pgvector_version: str | None = None  # None: no pgvector (or not asked yet)
+    _ann_warned = False
     native_distances = frozenset({"cosine", "l2", "inner_product"})
     ann_indexes = True
 
@@ -416,8 +420,32 @@ class PostgresStoreSQL(StoreSQL):
         return sa.text(_PGVECTOR_FOUND)
 
     def vectors_found(self, answer: Any) -> bool:
-        self._vector_schema = None if answer is None else answer[0]
+        self._vector_schema, self._pgvector_version = (None, None) if answer is None else answer
         return answer is not None
+
+    def ann_in_force(self, ann: AnnIndex) -> AnnIndex | None:
+        # Known once the probe (or setup()) asked for pgvector. What it cannot build
+        # is searched the nearest way it can, with one warning per store: no pgvector,
+        # exact ranking (in Python); halfvec before pgvector 0.7, full-precision vectors.
+        version = self._pgvector_version
+        if version is not None and (ann.vector_type != "halfvec" or _version(version) >= (0, 7)):
+            return ann
+        if version is None:
+            in_force, instead = None, "no pgvector in this database: the store searches exactly"
+        else:
+            in_force = replace(ann, vector_type="vector")
+            instead = (
+                f"halfvec needs pgvector >= 0.7, this database has {version}: "
+                "full-precision vectors"
+            )
+        if not self._ann_warned:
+            self._ann_warned = True
+            warnings.warn(
+                f"ann_index_config {ann.kind!r} ({ann.vector_type}): {instead}",
+                ExactSearchWarning,
+                stacklevel=2,
+            )
+        return in_force
 
     def vector_setup(self, connection: Connection) -> None:
         # As LangGraph's PostgresStore with an index: create pgvector where the server
@@ -474,18 +502,11 @@ class PostgresStoreSQL(StoreSQL):
     # operator, ascending, and the same predicate: what the planner needs to use it.
 
     def ann_setup(self, connection: Connection, ann: AnnIndex, distance: str, dims: int) -> None:
-        found = connection.execute(sa.text(_PGVECTOR_FOUND)).first()
-        if found is None:
-            raise InvalidInputError(
-                f"ann_index_config {ann.kind!r} needs pgvector, which this database does "
-                "not have (CREATE EXTENSION vector, or leave ann_index_config out: exact search)"
-            )
-        self._vector_schema, version = found
-        if ann.vector_type == "halfvec" and _version(version) < (0, 7):
-            raise InvalidInputError(
-                f"ann_index_config vector_type 'halfvec' needs pgvector >= 0.7; this "
-                f"database has {version} (use vector_type 'vector')"
-            )
+        self.vectors_found(connection.execute(sa.text(_PGVECTOR_FOUND)).first())
+        in_force = self.ann_in_force(ann)
+        if in_force is None:
+            return
+        ann = in_force
         # A table of its own for the DDL: an Index on the model's would join its metadata.
         vectors = sa.Table(
             "store_vectors",

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from langgraph.store.base import SearchItem, SearchOp
 
+from lg_sqla.dialects import AnnIndex
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import store_items, store_vectors
 from lg_sqla.plans import Plan, Step
@@ -48,8 +49,9 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
     approximate: dict[int, list[_RankedRow]] = {}
     if native:
         searches = [(i, sop) for i, sop in searches if not (sop.query and settings.indexed)]
-        if settings.ann is not None:
-            approximate = yield from _approximate_pages(batch, native)
+        ann = None if settings.ann is None else settings.sql.ann_in_force(settings.ann)
+        if ann is not None:
+            approximate = yield from _approximate_pages(batch, native, ann)
             native = [(i, sop) for i, sop in native if i not in approximate]
     if native:
         ranked_rows = yield from _ranked_rows(
@@ -87,10 +89,7 @@ def _native_ranking_plan(
         mode.known = settings.sql.vectors_found(probe.rows[0] if probe.rows else None)
     if not mode.known:
         if settings.ann is not None:
-            raise InvalidInputError(
-                "the store's ann_index_config needs pgvector, which this database does not "
-                "have: setup() creates it where the server has it"
-            )
+            settings.sql.ann_in_force(settings.ann)  # says once: exact search
         return []
     return [(i, sop) for i, sop in searches if sop.query]
 
@@ -265,7 +264,7 @@ def _ranked_rows(
 
 
 def _approximate_pages(
-    batch: Batch, searches: Sequence[tuple[int, SearchOp]]
+    batch: Batch, searches: Sequence[tuple[int, SearchOp]], ann: AnnIndex
 ) -> Plan[dict[int, list[_RankedRow]]]:
     """The pages the store's approximate index (pgvector HNSW/IVFFlat) serves, by op:
     per search the nearest vectors of the filtered items, in the index's order (the
@@ -275,8 +274,7 @@ def _approximate_pages(
     fewer items than its offset + limit (selective filters, a short index scan) is
     left out: it ranks exactly (``_ranked_rows``), items without vectors filling its
     page as there."""
-    settings, sql, ann = batch.settings, batch.settings.sql, batch.settings.ann
-    assert ann is not None
+    settings, sql = batch.settings, batch.settings.sql
     selects = []
     params: dict[str, Any] = {"now": batch.now}
     fetched = 0

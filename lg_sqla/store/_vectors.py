@@ -5,11 +5,12 @@ store is made."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from lg_sqla.dialects import AnnIndex, StoreSQL
-from lg_sqla.errors import InvalidInputError
+from lg_sqla.errors import ExactSearchWarning, InvalidInputError
 from lg_sqla.store._match import SIMILARITY
 
 # The build options each kind of index takes (PostgresStore's names; nlist is
@@ -31,7 +32,8 @@ def distance_of(index: Mapping[str, Any]) -> str:
 
 def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIndex | None:
     """The approximate index ``index`` asks for; None for exact search (no
-    ``ann_index_config``, or kind 'flat'). Refused where the dialect has none."""
+    ``ann_index_config``, or kind 'flat'; or a dialect without approximate indexes,
+    which says so with an ``ExactSearchWarning``). Malformed options are refused."""
     config = index.get("ann_index_config")
     if config is None:
         return None
@@ -66,10 +68,15 @@ def ann_index_of(index: Mapping[str, Any], sql: StoreSQL, dialect: str) -> AnnIn
         else:
             options["lists" if name == "nlist" else name] = value
     if not sql.ann_indexes:
-        raise InvalidInputError(
-            f"ann_index_config {kind!r}: approximate indexes need PostgreSQL with pgvector; "
-            f"{dialect} searches exactly (leave ann_index_config out)"
+        # A speed hint, not a requirement: the configuration a PostgreSQL deployment
+        # uses must run on the SQLite of its tests too, with exact (better) recall.
+        warnings.warn(
+            f"ann_index_config {kind!r} ({vector_type}): {dialect} has no approximate "
+            "indexes (pgvector's); the store searches exactly, full-precision vectors",
+            ExactSearchWarning,
+            stacklevel=4,
         )
+        return None
     return AnnIndex(
         kind, vector_type, tuple(sorted(options.items())), tuple(sorted(search.items()))
     )

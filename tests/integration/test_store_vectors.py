@@ -17,6 +17,7 @@ import math
 import sqlite3
 import struct
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,7 +33,7 @@ from servers import create_database, sqlalchemy_url
 from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
 from store_helpers import DIMS, Stores, fake_embed, open_store, root
 
-from lg_sqla import InvalidInputError, SQLAlchemySaver, migrate
+from lg_sqla import ExactSearchWarning, InvalidInputError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import sqlite_vec_engine_options
 from lg_sqla.models import store_vectors
 from lg_sqla.store import SQLAlchemyStore
@@ -486,22 +487,62 @@ async def test_bad_vector_options_are_refused(
         ({"ann_index_config": {"kind": "hnsw", "lists": 4}}, "for hnsw takes m, ef_construction"),
         ({"ann_index_config": {"kind": "ivfflat", "lists": 0}}, "lists must be an int >= 1"),
     ]
-    if engines.name != "postgres":
-        bad.append(({"ann_index_config": {"kind": "hnsw"}}, "approximate indexes need PostgreSQL"))
     for options, message in bad:
         with pytest.raises(InvalidInputError, match=message):
             async with open_store(engines.portable, mode, index={**index(), **options}):
                 pass
-    # kind "flat" is exact search: accepted everywhere.
+    # kind "flat" is exact search: accepted everywhere, without a word.
     flat: Any = {**index(), "ann_index_config": {"kind": "flat"}}
-    async with open_store(engines.portable, mode, index=flat, setup=True) as s:
-        await s.put((root(),), "k", {"text": "memory 1"})
-    if engines.name == "postgres":
-        # A PostgreSQL without pgvector cannot build the index: setup() says so.
-        hnsw: Any = {**index(), "ann_index_config": {"kind": "hnsw"}}
-        with pytest.raises(InvalidInputError, match="needs pgvector, which this database"):
-            async with open_store(engines.portable, mode, index=hnsw, setup=True):
-                pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        async with open_store(engines.portable, mode, index=flat, setup=True) as s:
+            await s.put((root(),), "k", {"text": "memory 1"})
+
+
+# The index options LangGraph's PostgresStore accepts (and LangGraph's own store test
+# suites pass to every store): a speed hint that every database must take.
+PORTABLE_ANN_OPTIONS: list[dict[str, Any]] = [
+    {"kind": "hnsw"},
+    {"kind": "hnsw", "m": 8, "ef_construction": 32, "ef_search": 20},
+    {"kind": "ivfflat", "lists": 2, "probes": 2},
+    {"kind": "ivfflat", "nlist": 2},
+    {"kind": "hnsw", "vector_type": "halfvec"},
+    {"kind": "ivfflat", "vector_type": "halfvec", "lists": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "options", PORTABLE_ANN_OPTIONS, ids=lambda o: "-".join(map(str, o.values()))
+)
+async def test_index_options_a_database_cannot_honour_search_exactly(
+    backend: Backend, request: pytest.FixtureRequest, mode: str, options: dict[str, Any]
+) -> None:
+    """SQLite, MariaDB and a PostgreSQL without pgvector have no approximate index:
+    the store opens, says so once (ExactSearchWarning, naming the option and what it
+    does instead) and returns exactly the pages of a store configured without it."""
+    engines = Engines(backend, request)
+    config: Any = {**index(), "ann_index_config": options}
+    r = root()
+    texts = [f"memory {n}" for n in range(12)]
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        async with (
+            open_store(engines.portable, mode, index=config, setup=True) as hinted,
+            open_store(engines.portable, mode, index=index()) as exact,
+        ):
+            for n, text in enumerate(texts):
+                await hinted.put((r, "notes"), f"k{n}", {"text": text, "n": n % 3})
+            for query, where in [("memory 3", None), ("memory 7", {"n": 1})]:
+                got = await hinted.search((r,), query=query, filter=where, limit=5)
+                expected = await exact.search((r,), query=query, filter=where, limit=5)
+                assert [(i.key, i.score) for i in got] == [(i.key, i.score) for i in expected]
+                assert got[0].key == f"k{query.split()[1]}"  # its own text ranks first
+    ours = [w for w in said if issubclass(w.category, ExactSearchWarning)]
+    assert len(ours) == 1, [str(w.message) for w in said]
+    message = str(ours[0].message)
+    assert f"ann_index_config {options['kind']!r}" in message
+    assert "exactly" in message
+    assert options.get("vector_type", "vector") in message
 
 
 def planned_indexes(engine: sa.Engine, statement: str, params: Any) -> str:
@@ -654,8 +695,9 @@ _EXACT_FUNCTION = {
 async def test_halfvec_index_where_pgvector_has_it(
     request: pytest.FixtureRequest, mode: str
 ) -> None:
-    """halfvec came with pgvector 0.7: built there, refused before (the test server's
-    pgserver build has 0.6.2), saying which version the database has."""
+    """halfvec came with pgvector 0.7: built there; before (the test server's pgserver
+    build has 0.6.2) the index is built over full-precision vectors, with one warning
+    naming the version the database has."""
     database: Backend = request.getfixturevalue("pgvector_database")
     config: Any = {**index(), "ann_index_config": {"kind": "hnsw", "vector_type": "halfvec"}}
     looker = database.engine()
@@ -674,9 +716,16 @@ async def test_halfvec_index_where_pgvector_has_it(
                 names = conn.execute(sa.text("SELECT indexname FROM pg_indexes")).scalars().all()
             assert f"store_vectors_hnsw_halfvec_cosine_{DIMS}" in names
         else:
-            with pytest.raises(InvalidInputError, match=f"needs pgvector >= 0.7; .* {version}"):
-                async with open_store(database, mode, index=config, setup=True):
-                    pass
+            with pytest.warns(ExactSearchWarning, match=f"needs pgvector >= 0.7, .* {version}"):
+                async with open_store(database, mode, index=config, setup=True) as s:
+                    r = root()
+                    await s.put((r,), "k", {"text": "memory 1"})
+                    hits = await s.search((r,), query="memory 1", limit=1)
+                    assert hits[0].score == pytest.approx(1.0, abs=1e-6)  # full precision
+            with looker.connect() as conn:
+                names = conn.execute(sa.text("SELECT indexname FROM pg_indexes")).scalars().all()
+            assert f"store_vectors_hnsw_vector_cosine_{DIMS}" in names
+            assert f"store_vectors_hnsw_halfvec_cosine_{DIMS}" not in names
     finally:
         looker.dispose()
 

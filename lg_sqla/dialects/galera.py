@@ -239,47 +239,7 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
     try:
         _ensure_lock_table(connection, deadline)
         holder = _holder(connection)
-        table = migration_lock_table
-        now = sa.func.utc_timestamp(6)
-        take = sa.insert(table).values(
-            name=MIGRATION_LOCK_NAME,
-            holder=holder,
-            expires_at=sa.func.date_add(now, sa.text(f"INTERVAL {MIGRATION_LEASE_S} SECOND")),
-        )
-        expired = sa.delete(table).where(
-            table.c.name == MIGRATION_LOCK_NAME, table.c.expires_at < now
-        )
-        pause = 0.01
-        while True:
-            try:
-                connection.execute(take)
-                connection.commit()
-                break
-            except sa.exc.DBAPIError as error:
-                _rollback(connection)
-                if _error_number(error) not in _LEASE_BUSY:
-                    raise
-            try:
-                if connection.execute(expired).rowcount:
-                    logger.warning(
-                        "lg_sqla: the migration lock's lease had expired (a migration "
-                        "died holding it); taking it over"
-                    )
-                connection.commit()
-            except sa.exc.DBAPIError as error:
-                _rollback(connection)
-                if _error_number(error) not in _LEASE_BUSY:
-                    raise
-            if time.monotonic() > deadline:
-                rows = connection.execute(sa.select(table.c.holder, table.c.expires_at)).all()
-                _rollback(connection)
-                raise TimeoutError(
-                    f"could not take the migration lock (row {MIGRATION_LOCK_NAME!r} of "
-                    f"{MIGRATION_LOCK_TABLE}) within {MIGRATION_LOCK_TIMEOUT_S}s; held by "
-                    f"{rows}. If no migration is running, delete that row."
-                )
-            _pause(connection, random.uniform(pause / 2, pause))
-            pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
+        _take_lease(connection, holder, deadline)
         # The migration's statements autobegin the next transaction; the caller
         # (alembic/env.py) wants one open before Alembic is configured.
         connection.exec_driver_sql("SELECT 1").all()
@@ -296,6 +256,51 @@ def galera_migration_lock(connection: Connection) -> Iterator[None]:
         if not connection.invalidated:
             with contextlib.suppress(sa.exc.DBAPIError):
                 connection.exec_driver_sql(f"SET SESSION wsrep_sync_wait = {int(previous_wait)}")
+
+
+def _take_lease(connection: Connection, holder: str, deadline: float) -> None:
+    """INSERT the lease row as ``holder``, each attempt committed on its own, with a
+    growing pause between attempts; delete the row first when its lease expired.
+    TimeoutError naming the holder at ``deadline``."""
+    table = migration_lock_table
+    now = sa.func.utc_timestamp(6)
+    take = sa.insert(table).values(
+        name=MIGRATION_LOCK_NAME,
+        holder=holder,
+        expires_at=sa.func.date_add(now, sa.text(f"INTERVAL {MIGRATION_LEASE_S} SECOND")),
+    )
+    expired = sa.delete(table).where(table.c.name == MIGRATION_LOCK_NAME, table.c.expires_at < now)
+    pause = 0.01
+    while True:
+        try:
+            connection.execute(take)
+            connection.commit()
+            return
+        except sa.exc.DBAPIError as error:
+            _rollback(connection)
+            if _error_number(error) not in _LEASE_BUSY:
+                raise
+        try:
+            if connection.execute(expired).rowcount:
+                logger.warning(
+                    "lg_sqla: the migration lock's lease had expired (a migration "
+                    "died holding it); taking it over"
+                )
+            connection.commit()
+        except sa.exc.DBAPIError as error:
+            _rollback(connection)
+            if _error_number(error) not in _LEASE_BUSY:
+                raise
+        if time.monotonic() > deadline:
+            rows = connection.execute(sa.select(table.c.holder, table.c.expires_at)).all()
+            _rollback(connection)
+            raise TimeoutError(
+                f"could not take the migration lock (row {MIGRATION_LOCK_NAME!r} of "
+                f"{MIGRATION_LOCK_TABLE}) within {MIGRATION_LOCK_TIMEOUT_S}s; held by "
+                f"{rows}. If no migration is running, delete that row."
+            )
+        _pause(connection, random.uniform(pause / 2, pause))
+        pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
 
 
 def _release_lease(connection: Connection, holder: str) -> None:

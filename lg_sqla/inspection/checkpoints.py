@@ -201,24 +201,29 @@ def diff(
             continue
         old = view(old_id, channel) if before is not None else None
         new = view(new_id, channel) if after is not None else None
-        values = [None if v is None else v.value for v in (old, new)]
-        lists = [v for v in values if isinstance(v, list)]
-        items = (  # a list channel (absent on one side: an empty list there)
-            list_change(values[0] or [], values[1] or [])
-            if lists and all(v is None or isinstance(v, list) for v in values)
-            else None
-        )
-        changes.append(
-            ChannelChange(
-                channel,
-                None if before is None else str(before),
-                None if after is None else str(after),
-                old,
-                new,
-                items,
-            )
-        )
+        changes.append(_channel_change(channel, before, after, old, new))
     return changes
+
+
+def _channel_change(
+    channel: str, before: Any, after: Any, old: ValueView | None, new: ValueView | None
+) -> ChannelChange:
+    """A changed channel; for a list channel, also what changed in the list."""
+    values = [None if v is None else v.value for v in (old, new)]
+    lists = [v for v in values if isinstance(v, list)]
+    items = (  # a list channel (absent on one side: an empty list there)
+        list_change(values[0] or [], values[1] or [])
+        if lists and all(v is None or isinstance(v, list) for v in values)
+        else None
+    )
+    return ChannelChange(
+        channel,
+        None if before is None else str(before),
+        None if after is None else str(after),
+        old,
+        new,
+        items,
+    )
 
 
 def show(
@@ -280,6 +285,24 @@ def latest(
             f"latest needs JSON functions of the database ({ctx.dialect_ops.name} has none lg_sqla "
             "knows); use SQLite, PostgreSQL or MySQL/MariaDB"
         )
+    stmt = _latest_select(ctx, channel, ids, checkpoint_ns)
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    out: dict[str, LatestValue] = {}
+    for r in sorted(rows, key=lambda r: r.inline is not None):  # inline read last, wins
+        if r.inline is not None:
+            value = codec.inline_value_json(r.inline)
+        elif r.type == EMPTY_TYPE:
+            continue
+        else:
+            value = codec.load_value(ctx.serde, r.type, r.blob)
+        out[r.thread_id] = LatestValue(r.thread_id, r.checkpoint_id, r.version, value)
+    return out
+
+
+def _latest_select(
+    ctx: Context, channel: str, ids: list[str], checkpoint_ns: str
+) -> sa.CompoundSelect[Any]:
+    """``channel``'s blob row, or its value kept inline, in each thread's latest checkpoint."""
     rank = (
         sa.func.row_number()
         .over(partition_by=C.c.thread_id, order_by=C.c.checkpoint_id.desc())
@@ -314,14 +337,4 @@ def latest(
         sa.null(),
         inline_member,
     ).where(inline_member.is_not(None))
-    rows = (yield Step(sa.union_all(stored, inline), fetch=True, whole_plan=True)).rows
-    out: dict[str, LatestValue] = {}
-    for r in sorted(rows, key=lambda r: r.inline is not None):  # inline read last, wins
-        if r.inline is not None:
-            value = codec.inline_value_json(r.inline)
-        elif r.type == EMPTY_TYPE:
-            continue
-        else:
-            value = codec.load_value(ctx.serde, r.type, r.blob)
-        out[r.thread_id] = LatestValue(r.thread_id, r.checkpoint_id, r.version, value)
-    return out
+    return sa.union_all(stored, inline)

@@ -57,25 +57,37 @@ def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bo
     * ``idle``: none of these (the run finished; also threads without a root checkpoint).
     """
     head_id = _latest_root_checkpoint(thread)
-    head = C.alias("head")
+    return {
+        "error": _written(thread, ERROR, head_id),
+        "interrupted": _written(thread, INTERRUPT, head_id),
+        "pending": sa.or_(_triggered(thread, head_id), _sends_queued(thread, head_id)),
+    }
 
-    def written(channel: str, checkpoint_id: ColumnElement[Any]) -> ColumnElement[bool]:
-        write = W.alias(f"{channel.strip('_')}_write")
-        return (
-            sa.exists()
-            .where(
-                write.c.thread_id == thread,
-                write.c.checkpoint_ns_hash == ROOT_NS_HASH,
-                write.c.checkpoint_id == checkpoint_id,
-                write.c.channel == channel,
-            )
-            .correlate_except(write)
+
+def _written(
+    thread: ColumnElement[Any], channel: str, checkpoint_id: ColumnElement[Any]
+) -> ColumnElement[bool]:
+    """Whether a task wrote ``channel`` on the root checkpoint ``checkpoint_id``."""
+    write = W.alias(f"{channel.strip('_')}_write")
+    return (
+        sa.exists()
+        .where(
+            write.c.thread_id == thread,
+            write.c.checkpoint_ns_hash == ROOT_NS_HASH,
+            write.c.checkpoint_id == checkpoint_id,
+            write.c.channel == channel,
         )
+        .correlate_except(write)
+    )
 
+
+def _triggered(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> ColumnElement[bool]:
+    """Whether the step that made the head checkpoint wrote a trigger channel."""
+    head = C.alias("head")
     # The document's updated_channels as JSON text: a trigger is an element
     # beginning "branch:to:" or the element "__start__".
     updated = head.c.checkpoint["updated_channels"].as_string()
-    triggered = (
+    return (
         sa.exists()
         .where(
             head.c.thread_id == thread,
@@ -88,22 +100,22 @@ def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bo
         )
         .correlate_except(head)
     )
+
+
+def _sends_queued(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> ColumnElement[bool]:
+    """Whether ``Send`` packets wait for the head's step: ``__pregel_tasks`` writes
+    on its parent."""
     parent = C.alias("parent_of_head")
-    sends = (
+    return (
         sa.exists()
         .where(
             parent.c.thread_id == thread,
             parent.c.checkpoint_ns_hash == ROOT_NS_HASH,
             parent.c.checkpoint_id == head_id,
-            written(TASKS, parent.c.parent_checkpoint_id),
+            _written(thread, TASKS, parent.c.parent_checkpoint_id),
         )
         .correlate_except(parent)
     )
-    return {
-        "error": written(ERROR, head_id),
-        "interrupted": written(INTERRUPT, head_id),
-        "pending": sa.or_(triggered, sends),
-    }
 
 
 def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
@@ -177,6 +189,104 @@ def _newest_rows(
     return stmt, row.c.updated_at
 
 
+def _of_thread(thread: ColumnElement[Any], *columns: Any) -> sa.ScalarSelect[Any]:
+    """``columns`` (functions of a checkpoints alias) over the rows of ``thread``."""
+    own = C.alias("own")
+    return (
+        sa.select(*(c(own) for c in columns))
+        .where(own.c.thread_id == thread)
+        .correlate_except(own)
+        .scalar_subquery()
+    )
+
+
+def _last_write(t: sa.FromClause) -> Any:
+    return sa.func.max(t.c.updated_at)
+
+
+def _matching_threads(
+    ctx: Context,
+    filter: Mapping[str, Any] | None,
+    status: str | None,
+    written_after: dt.datetime | None,
+    written_before: dt.datetime | None,
+) -> sa.Select[Any]:
+    """Every thread id once: the primary key's leading column (an index-only pass);
+    conditions per thread, not per checkpoint."""
+    return (
+        sa.select(C.c.thread_id)
+        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
+        .group_by(C.c.thread_id)
+        .having(
+            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+            *_thread_filters(ctx, C.c.thread_id, None, status),
+        )
+    )
+
+
+def _ordered_threads(
+    keys: sa.Select[Any],
+    order: str,
+    unfiltered: bool,
+    written_after: dt.datetime | None,
+    written_before: dt.datetime | None,
+) -> sa.Select[Any]:
+    """The thread ids in page order: unfiltered by ``last_write``, along the
+    ``updated_at`` index; else ``keys`` sorted."""
+    if order == "last_write" and unfiltered:
+        newest, updated_at = _newest_rows(written_after, written_before)
+        # Newest first, ties by key descending: the updated_at index's own order
+        # (InnoDB's secondary indexes end with the primary key).
+        return newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
+    sort = {
+        # Looked up for the matching threads only (the filters come first).
+        "last_write": (_of_thread(C.c.thread_id, _last_write).desc(), C.c.thread_id.desc()),
+        "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
+        "checkpoints": (sa.func.count().desc(), C.c.thread_id),
+        "thread_id": (C.c.thread_id,),
+    }[order]
+    return keys.order_by(*sort)
+
+
+def _page_select(
+    ctx: Context, page: sa.Subquery, keys: sa.Select[Any], order: str, count: bool
+) -> sa.Select[Any]:
+    """The page's threads with their sizes and status (and, with ``count``, how many
+    threads ``keys`` matches), in ``order``."""
+
+    def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
+        return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
+
+    last = _of_thread(page.c.thread_id, _last_write).label("last_write")
+    first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
+    checkpoints = size_of(C, sa.func.count()).label("checkpoints")
+    columns: list[Any] = [
+        page.c.thread_id,
+        last,
+        first,
+        checkpoints,
+        size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
+        thread_status(page.c.thread_id).label("status"),
+        _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
+        _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
+    ]
+    outer_sort = {
+        "last_write": (last.desc(), page.c.thread_id.desc()),
+        "first_write": (first.desc(), page.c.thread_id),
+        "checkpoints": (checkpoints.desc(), page.c.thread_id),
+        "thread_id": (page.c.thread_id,),
+    }[order]
+    source: Any = page
+    if count:
+        # One row even when the page is empty: the page joined to a one-row anchor.
+        matching = keys.subquery("matching")
+        matching_count = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
+        columns.append(matching_count.label("total"))
+        anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")
+        source = anchor.outerjoin(page, sa.true())
+    return sa.select(*columns).select_from(source).order_by(*outer_sort)
+
+
 def threads(
     ctx: Context,
     *,
@@ -204,77 +314,11 @@ def threads(
         raise InvalidInputError(
             f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
         )
-
-    def of_thread(thread: ColumnElement[Any], *columns: Any) -> sa.ScalarSelect[Any]:
-        own = C.alias("own")
-        return (
-            sa.select(*(c(own) for c in columns))
-            .where(own.c.thread_id == thread)
-            .correlate_except(own)
-            .scalar_subquery()
-        )
-
-    def last_write(t: sa.FromClause) -> Any:
-        return sa.func.max(t.c.updated_at)
-
-    # Every thread id once: the primary key's leading column (an index-only pass);
-    # conditions per thread, not per checkpoint.
-    keys = (
-        sa.select(C.c.thread_id)
-        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
-        .group_by(C.c.thread_id)
-        .having(
-            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
-            *_thread_filters(ctx, C.c.thread_id, None, status),
-        )
-    )
-    if order == "last_write" and not filter and status is None:
-        newest, updated_at = _newest_rows(written_after, written_before)
-        # Newest first, ties by key descending: the updated_at index's own order
-        # (InnoDB's secondary indexes end with the primary key).
-        candidates = newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
-    else:
-        sort = {
-            # Looked up for the matching threads only (the filters come first).
-            "last_write": (of_thread(C.c.thread_id, last_write).desc(), C.c.thread_id.desc()),
-            "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
-            "checkpoints": (sa.func.count().desc(), C.c.thread_id),
-            "thread_id": (C.c.thread_id,),
-        }[order]
-        candidates = keys.order_by(*sort)
+    keys = _matching_threads(ctx, filter, status, written_after, written_before)
+    unfiltered = not filter and status is None
+    candidates = _ordered_threads(keys, order, unfiltered, written_after, written_before)
     page = candidates.limit(limit + 1).offset(offset).subquery("page")
-
-    def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
-        return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
-
-    last = of_thread(page.c.thread_id, last_write).label("last_write")
-    first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
-    checkpoints = size_of(C, sa.func.count()).label("checkpoints")
-    columns: list[Any] = [
-        page.c.thread_id,
-        last,
-        first,
-        checkpoints,
-        size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
-        thread_status(page.c.thread_id).label("status"),
-        _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
-        _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
-    ]
-    outer_sort = {
-        "last_write": (last.desc(), page.c.thread_id.desc()),
-        "first_write": (first.desc(), page.c.thread_id),
-        "checkpoints": (checkpoints.desc(), page.c.thread_id),
-        "thread_id": (page.c.thread_id,),
-    }[order]
-    source: Any = page
-    if count:
-        # One row even when the page is empty: the page joined to a one-row anchor.
-        matching = keys.subquery("matching")
-        matching_count = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
-        columns.append(matching_count.label("total"))
-        anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")
-        source = anchor.outerjoin(page, sa.true())
-    stmt = sa.select(*columns).select_from(source).order_by(*outer_sort)
+    stmt = _page_select(ctx, page, keys, order, count)
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     total = _int(rows[0].total) if count and rows else None
     found = [r for r in rows if r.thread_id is not None]

@@ -272,25 +272,13 @@ def _take_lease(connection: Connection, holder: str, deadline: float) -> None:
     expired = sa.delete(table).where(table.c.name == MIGRATION_LOCK_NAME, table.c.expires_at < now)
     pause = 0.01
     while True:
-        try:
-            connection.execute(take)
-            connection.commit()
+        if _commit_alone(connection, take) is not None:
             return
-        except sa.exc.DBAPIError as error:
-            _rollback(connection)
-            if _error_number(error) not in _LEASE_BUSY:
-                raise
-        try:
-            if connection.execute(expired).rowcount:
-                logger.warning(
-                    "lg_sqla: the migration lock's lease had expired (a migration "
-                    "died holding it); taking it over"
-                )
-            connection.commit()
-        except sa.exc.DBAPIError as error:
-            _rollback(connection)
-            if _error_number(error) not in _LEASE_BUSY:
-                raise
+        if _commit_alone(connection, expired):
+            logger.warning(
+                "lg_sqla: the migration lock's lease had expired (a migration "
+                "died holding it); taking it over"
+            )
         if time.monotonic() > deadline:
             rows = connection.execute(sa.select(table.c.holder, table.c.expires_at)).all()
             _rollback(connection)
@@ -301,6 +289,20 @@ def _take_lease(connection: Connection, holder: str, deadline: float) -> None:
             )
         _pause(connection, random.uniform(pause / 2, pause))
         pause = min(pause * 2, _LEASE_MAX_PAUSE_S)
+
+
+def _commit_alone(connection: Connection, statement: sa.Executable) -> int | None:
+    """Run ``statement`` on the lease table in a transaction of its own: the rows it
+    changed, or None when the row was busy (taken, or another node's at the same time)."""
+    try:
+        changed = connection.execute(statement).rowcount
+        connection.commit()
+        return changed
+    except sa.exc.DBAPIError as error:
+        _rollback(connection)
+        if _error_number(error) not in _LEASE_BUSY:
+            raise
+        return None
 
 
 def _release_lease(connection: Connection, holder: str) -> None:

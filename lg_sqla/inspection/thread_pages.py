@@ -64,21 +64,32 @@ def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bo
     }
 
 
+def _exists_on(
+    rows: sa.FromClause,
+    thread: ColumnElement[Any],
+    checkpoint_id: ColumnElement[Any],
+    *conditions: ColumnElement[bool],
+) -> ColumnElement[bool]:
+    """Whether ``rows`` (an alias of a checkpoint table) has a row of ``thread``'s root
+    checkpoint ``checkpoint_id`` meeting ``conditions``: one key lookup."""
+    return (
+        sa.exists()
+        .where(
+            rows.c.thread_id == thread,
+            rows.c.checkpoint_ns_hash == ROOT_NS_HASH,
+            rows.c.checkpoint_id == checkpoint_id,
+            *conditions,
+        )
+        .correlate_except(rows)
+    )
+
+
 def _written(
     thread: ColumnElement[Any], channel: str, checkpoint_id: ColumnElement[Any]
 ) -> ColumnElement[bool]:
     """Whether a task wrote ``channel`` on the root checkpoint ``checkpoint_id``."""
     write = W.alias(f"{channel.strip('_')}_write")
-    return (
-        sa.exists()
-        .where(
-            write.c.thread_id == thread,
-            write.c.checkpoint_ns_hash == ROOT_NS_HASH,
-            write.c.checkpoint_id == checkpoint_id,
-            write.c.channel == channel,
-        )
-        .correlate_except(write)
-    )
+    return _exists_on(write, thread, checkpoint_id, write.c.channel == channel)
 
 
 def _triggered(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> ColumnElement[bool]:
@@ -87,18 +98,14 @@ def _triggered(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> Col
     # The document's updated_channels as JSON text: a trigger is an element
     # beginning "branch:to:" or the element "__start__".
     updated = head.c.checkpoint["updated_channels"].as_string()
-    return (
-        sa.exists()
-        .where(
-            head.c.thread_id == thread,
-            head.c.checkpoint_ns_hash == ROOT_NS_HASH,
-            head.c.checkpoint_id == head_id,
-            sa.or_(
-                updated.contains('"branch:to:', autoescape=True),
-                updated.contains('"__start__"', autoescape=True),
-            ),
-        )
-        .correlate_except(head)
+    return _exists_on(
+        head,
+        thread,
+        head_id,
+        sa.or_(
+            updated.contains('"branch:to:', autoescape=True),
+            updated.contains('"__start__"', autoescape=True),
+        ),
     )
 
 
@@ -106,15 +113,8 @@ def _sends_queued(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> 
     """Whether ``Send`` packets wait for the head's step: ``__pregel_tasks`` writes
     on its parent."""
     parent = C.alias("parent_of_head")
-    return (
-        sa.exists()
-        .where(
-            parent.c.thread_id == thread,
-            parent.c.checkpoint_ns_hash == ROOT_NS_HASH,
-            parent.c.checkpoint_id == head_id,
-            _written(thread, TASKS, parent.c.parent_checkpoint_id),
-        )
-        .correlate_except(parent)
+    return _exists_on(
+        parent, thread, head_id, _written(thread, TASKS, parent.c.parent_checkpoint_id)
     )
 
 

@@ -198,11 +198,13 @@ def _readme_table() -> dict[str, frozenset[str]]:
             names = {"*"} | {f"-{n}" for n in names}
         for concern in re.findall(r"`([^`]+)`", concerns):
             table[concern] = frozenset(names)
-    everyone = frozenset(table) - {"*"}
-    for concern, names in table.items():
-        if "*" in names:
-            table[concern] = everyone - {n[1:] for n in names if n.startswith("-")} - {concern}
-    return table
+    everyone = frozenset(table)
+    return {
+        concern: (everyone - {n[1:] for n in may if n.startswith("-")} - {concern})
+        if "*" in may
+        else may
+        for concern, may in table.items()
+    }
 
 
 def test_the_readme_shows_the_same_table() -> None:

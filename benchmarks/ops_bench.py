@@ -7,7 +7,7 @@ Fills a fresh database per dialect with ``--threads`` threads (3 checkpoints,
 as rows in bulk so the set-up is quick), then times ``lg-sqla threads`` (one
 page of 50, newest write first), ``threads --filter`` (metadata) and
 ``lg-sqla stats`` (writes per node over every thread, and over the last day)
-through ``lg_sqla.inspect``: the median of 5 runs after one warm-up, each one
+through ``lg_sqla.inspection``: the median of 5 runs after one warm-up, each one
 statement. The same queries run from the command line add the interpreter's
 start-up (about 0.8 s here).
 """
@@ -40,7 +40,7 @@ from servers import (  # noqa: E402
 )
 
 from lg_sqla import SQLAlchemySaver  # noqa: E402
-from lg_sqla.inspect import Inspector  # noqa: E402
+from lg_sqla.inspection import Inspector  # noqa: E402
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints  # noqa: E402
 from lg_sqla.shared import key_hash  # noqa: E402
 

@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import empty_checkpoint
 
 from lg_sqla import SQLAlchemySaver
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 from .databases import LABELS, Database, Servers, servers

@@ -31,5 +31,5 @@ NS_HEAD_LEN = 200
 # The orders of ``Inspector.threads`` (``lg-sqla threads --order``).
 THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
 # A thread's status, from its latest checkpoint in the root namespace
-# (``inspect.thread_status``; ``lg-sqla threads --status``).
+# (``inspection.thread_status``; ``lg-sqla threads --status``).
 THREAD_STATUSES = ("interrupted", "pending", "idle", "error")

@@ -10,7 +10,8 @@ data) works one partition at a time. It changes no result and no statement.
 :func:`partition_by_thread` turns the tables of an *empty* database (fresh, or just
 set up) into partitioned ones, with the same columns, keys, indexes and names as the
 migrations create, so Alembic's revision check and its model comparison see the
-schema they expect. For a database with data, see docs/scaling.md.
+schema they expect. For a database with data, see docs/scaling.md. The PostgreSQL
+DDL itself (and the catalog query) is in ``lg_sqla.dialects.postgresql_partitioning``.
 """
 
 from __future__ import annotations
@@ -20,42 +21,25 @@ from sqlalchemy.engine import Connection, Engine
 
 from lg_sqla import migrate
 from lg_sqla.dialects import ops_for
+from lg_sqla.dialects.postgresql_partitioning import (
+    partition_statements,
+    partitioned_copy,
+    partitions_of,
+)
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 THREAD_TABLES = (checkpoints, checkpoint_writes, checkpoint_blobs)
 MAX_PARTITIONS = 1024
 
-
-def partition_statements(table: sa.Table, partitions: int) -> list[str]:
-    """The partitions of ``table`` (a partitioned table already), as DDL."""
-    return [
-        f"CREATE TABLE {table.name}_p{n} PARTITION OF {table.name} "
-        f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {n})"
-        for n in range(partitions)
-    ]
-
-
-def partitioned_copy(table: sa.Table) -> sa.Table:
-    """``table`` as the same model, declared ``PARTITION BY HASH (thread_id)``."""
-    copy = table.to_metadata(sa.MetaData(naming_convention=table.metadata.naming_convention))
-    copy.dialect_options["postgresql"]["partition_by"] = "HASH (thread_id)"
-    return copy
-
-
-def partitions_of(connection: Connection, table: str) -> int:
-    """How many partitions ``table`` has in the current schema (0: not partitioned)."""
-    return int(
-        connection.execute(
-            sa.text(
-                "SELECT count(*) FROM pg_inherits i "
-                "JOIN pg_class parent ON parent.oid = i.inhparent "
-                "JOIN pg_namespace ns ON ns.oid = parent.relnamespace "
-                "WHERE parent.relname = :table AND ns.nspname = current_schema()"
-            ),
-            {"table": table},
-        ).scalar_one()
-    )
+__all__ = [
+    "MAX_PARTITIONS",
+    "THREAD_TABLES",
+    "partition_by_thread",
+    "partition_statements",
+    "partitioned_copy",
+    "partitions_of",
+]
 
 
 def partition_by_thread(engine: Engine, partitions: int) -> None:

@@ -475,6 +475,23 @@ def _write_order(write: StoredWrite) -> tuple[str, str, int]:
     return writes_sort_key(write[2] or "", write[1], write[3])
 
 
+def _add_parent_sends(
+    serde: SerializerProtocol,
+    checkpoint: Checkpoint,
+    parent_sends: Iterable[StoredWrite],
+    next_version: Callable[[], Any],
+) -> None:
+    """A checkpoint older than format v4: its parent's Send packets as the TASKS channel."""
+    sends = sorted(parent_sends, key=_write_order)
+    if sends:
+        checkpoint["channel_values"][TASKS] = [load_value(serde, s[4], s[5]) for s in sends]
+        versions = checkpoint["channel_versions"]
+        if versions:
+            versions[TASKS] = max(versions.values())
+        else:
+            versions[TASKS] = next_version()
+
+
 def build_tuple(
     serde: SerializerProtocol,
     row: Record,
@@ -501,14 +518,7 @@ def build_tuple(
     values.update(inline)
 
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
-        sends = sorted(parent_sends, key=_write_order)
-        if sends:
-            values[TASKS] = [load_value(serde, s[4], s[5]) for s in sends]
-            versions = checkpoint["channel_versions"]
-            if versions:
-                versions[TASKS] = max(versions.values())
-            else:
-                versions[TASKS] = next_version()
+        _add_parent_sends(serde, checkpoint, parent_sends, next_version)
 
     pending: list[PendingWrite] = [
         (w[1], w[0], load_value(serde, w[4], w[5])) for w in sorted(writes, key=_write_order)

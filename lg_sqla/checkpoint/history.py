@@ -344,32 +344,51 @@ def _select_history(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: b
     with the ancestor's ``depth``): see the module docstring."""
     thread_id, nsh, start = _bound_start(by_id)
     chain = seed_walk_cte(dialect_ops, thread_id, nsh, start, channels)
-    null = dialect_ops.typed_null
+    walk = _Walk(dialect_ops, chain, thread_id, nsh)
+    return sa.union_all(
+        _write_rows(walk, channels),
+        *(_seed_blob_rows(walk, bit, channel) for bit, channel in enumerate(channels)),
+        _inline_rows(walk),
+    )
 
-    def ancestor_row() -> tuple[Any, Any]:
-        return dialect_ops.keyed_lookup(
+
+@dataclass(frozen=True)
+class _Walk:
+    """The parent walk of one history statement, and the keys its lookups bind."""
+
+    dialect_ops: DialectOps
+    chain: CTE  # one row per ancestor (depth, found, nearer masks)
+    thread_id: Any
+    nsh: Any
+
+    def ancestor_row(self) -> tuple[Any, Any]:
+        """A keyed lookup of each ancestor's checkpoint row (a new alias each call)."""
+        return self.dialect_ops.keyed_lookup(
             C,
             sa.and_(
-                C.c.thread_id == thread_id,
-                C.c.checkpoint_ns_hash == nsh,
-                C.c.checkpoint_id == chain.c.checkpoint_id,
+                C.c.thread_id == self.thread_id,
+                C.c.checkpoint_ns_hash == self.nsh,
+                C.c.checkpoint_id == self.chain.c.checkpoint_id,
             ),
         )
 
+
+def _write_rows(walk: _Walk, channels: tuple[str, ...]) -> Any:
+    """The ancestors' writes of ``channels`` (rows of kind _WRITE)."""
+    chain, null = walk.chain, walk.dialect_ops.typed_null
     # Each ancestor's writes by key, never the thread's writes matched to ancestors;
     # a channel's only up to its seed (its bit not yet found nearer).
-    write, write_on = dialect_ops.keyed_lookup(
+    write, write_on = walk.dialect_ops.keyed_lookup(
         W,
         sa.and_(
-            W.c.thread_id == thread_id,
-            W.c.checkpoint_ns_hash == nsh,
+            W.c.thread_id == walk.thread_id,
+            W.c.checkpoint_ns_hash == walk.nsh,
             W.c.checkpoint_id == chain.c.checkpoint_id,
             # One bound value each (an expanding IN is rendered per call: not cacheable).
             W.c.channel.in_([sa.literal(name, W.c.channel.type) for name in channels]),
         ),
     )
-    nearer = chain.c.nearer
-    parts: list[Any] = [
+    return (
         sa.select(
             _kind(_WRITE),
             chain.c.depth,
@@ -377,38 +396,43 @@ def _select_history(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: b
             null(C.c.checkpoint_ns.type).label("inline"),
         )
         .select_from(ordered_join(chain, write, write_on))
-        .where(nearer.op("&")(_bit_of(write.c.channel, channels)) == 0)
-    ]
-    for bit, channel in enumerate(channels):
-        # The seed blob: looked up on the one ancestor where the channel is first found
-        # (a stored blob or an inline value there).
-        checkpoint, checkpoint_on = ancestor_row()
-        blob, blob_on = _stored_value(dialect_ops, thread_id, nsh, channel, checkpoint)
-        parts.append(
-            sa.select(
-                _kind(_SEED_BLOB),
-                chain.c.depth,
-                blob.c.channel,
-                null(W.c.task_id.type),
-                null(W.c.task_path.type),
-                null(W.c.idx.type),
-                blob.c.type,
-                blob.c.blob,
-                null(C.c.checkpoint_ns.type),
-            )
-            .select_from(
-                ordered_join(ordered_join(chain, checkpoint, checkpoint_on), blob, blob_on)
-            )
-            .where(
-                chain.c.found.op("&")(sa.literal_column(str(1 << bit))) != 0,
-                nearer.op("&")(sa.literal_column(str(1 << bit))) == 0,
-            )
+        .where(chain.c.nearer.op("&")(_bit_of(write.c.channel, channels)) == 0)
+    )
+
+
+def _seed_blob_rows(walk: _Walk, bit: int, channel: str) -> Any:
+    """``channel``'s seed blob (a row of kind _SEED_BLOB): looked up on the one
+    ancestor where the channel is first found (a stored blob or an inline value there)."""
+    chain, null = walk.chain, walk.dialect_ops.typed_null
+    checkpoint, checkpoint_on = walk.ancestor_row()
+    blob, blob_on = _stored_value(walk.dialect_ops, walk.thread_id, walk.nsh, channel, checkpoint)
+    return (
+        sa.select(
+            _kind(_SEED_BLOB),
+            chain.c.depth,
+            blob.c.channel,
+            null(W.c.task_id.type),
+            null(W.c.task_path.type),
+            null(W.c.idx.type),
+            blob.c.type,
+            blob.c.blob,
+            null(C.c.checkpoint_ns.type),
         )
-    # The inline values of the ancestors where some channel is first found (one of
-    # them may be that channel's seed; at one checkpoint the inline value wins).
-    document, document_on = ancestor_row()
-    inline = dialect_ops.json_member(document.c.checkpoint, INLINE_KEY)
-    parts.append(
+        .select_from(ordered_join(ordered_join(chain, checkpoint, checkpoint_on), blob, blob_on))
+        .where(
+            chain.c.found.op("&")(sa.literal_column(str(1 << bit))) != 0,
+            chain.c.nearer.op("&")(sa.literal_column(str(1 << bit))) == 0,
+        )
+    )
+
+
+def _inline_rows(walk: _Walk) -> Any:
+    """The inline values of the ancestors where some channel is first found (one of
+    them may be that channel's seed; at one checkpoint the inline value wins)."""
+    chain, null = walk.chain, walk.dialect_ops.typed_null
+    document, document_on = walk.ancestor_row()
+    inline = walk.dialect_ops.json_member(document.c.checkpoint, INLINE_KEY)
+    return (
         sa.select(
             _kind(_INLINE),
             chain.c.depth,
@@ -421,9 +445,8 @@ def _select_history(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: b
             inline,
         )
         .select_from(ordered_join(chain, document, document_on))
-        .where(chain.c.found != nearer, inline.is_not(None))
+        .where(chain.c.found != chain.c.nearer, inline.is_not(None))
     )
-    return sa.union_all(*parts)
 
 
 def history_statement(dialect_ops: DialectOps, channels: tuple[str, ...], by_id: bool) -> Any:

@@ -25,7 +25,7 @@ from lg_sqla.errors import LgSqlaError
 
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
-    from lg_sqla.inspect import StorageReport
+    from lg_sqla.inspection import StorageReport
 
 # The extra that installs each driver module lg_sqla is tested with.
 DRIVER_EXTRAS = {
@@ -361,7 +361,7 @@ def storage_of(connection: Connection, tables: Collection[str] | None = None) ->
     """``lg_sqla.inspect.storage`` of these tables (default: all) on an open connection."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
     from lg_sqla.checkpoint.base import Context
     from lg_sqla.runtime.executor import drive
 

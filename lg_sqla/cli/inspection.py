@@ -1,6 +1,6 @@
 """Read commands: threads, history, show, diff, writes, stats, latest, storage.
 
-Each runs one call of :class:`lg_sqla.inspect.Inspector` (``AsyncInspector`` when the
+Each runs one call of :class:`lg_sqla.inspection.Inspector` (``AsyncInspector`` when the
 URL's driver is async) and prints its result as a table, or as JSON with ``--json``.
 """
 
@@ -30,7 +30,7 @@ from lg_sqla.errors import NotFoundError
 from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
 
 if TYPE_CHECKING:
-    from lg_sqla.inspect import ValueView
+    from lg_sqla.inspection import ValueView
 
 # An inspection: awaits the calls of an Inspector or AsyncInspector (``_ask``).
 Call = Callable[[Any], Coroutine[Any, Any, Any]]
@@ -208,7 +208,7 @@ def _inspect(args: argparse.Namespace, call: Call) -> Any:
     """``call`` on an inspector of ``--url``: through the async saver if its driver is.
     Read commands open their saver read-only: they never write, so they run on a
     replica as on the primary."""
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
 
     if make_url(args.url).get_dialect().is_async:
         from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
@@ -632,7 +632,7 @@ def _latest_json(args: argparse.Namespace, result: Any) -> Any:
 
 
 def _print_latest(args: argparse.Namespace, result: Any) -> None:
-    from lg_sqla.inspect import summarize
+    from lg_sqla.inspection import summarize
 
     width = _width(args)
     missing = [t for t in dict.fromkeys(args.thread_ids) if t not in result]

@@ -120,7 +120,7 @@ def _would(report: dict[str, Any], strategy: str) -> str:
 
 def _dry_run(saver: SQLAlchemySaver, plan: Any, thread_ids: Sequence[str] | None) -> dict[str, Any]:
     """Run a deleting plan in one transaction, measure, and roll it all back."""
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
     from lg_sqla.plans import in_one_transaction
     from lg_sqla.runtime.executor import drive
 
@@ -240,7 +240,7 @@ def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
     index): ``delete`` removes whole threads, so each page's threads are counted once;
     ``keep_latest`` prunes a page's threads and counts them before and after. Only those
     threads are counted, never whole tables; the transaction is rolled back."""
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
     from lg_sqla.checkpoint import maintenance
     from lg_sqla.runtime.executor import drive
 
@@ -353,7 +353,7 @@ def _say_swept(args: argparse.Namespace, swept: SweepReport) -> None:
 
 
 def reencrypt(args: argparse.Namespace) -> int:
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
     from lg_sqla.serde import CompressedSerializer, EncryptedSerializer, SerdeError
 
     try:

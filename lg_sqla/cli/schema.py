@@ -24,7 +24,7 @@ from lg_sqla.cli.common import (
 from lg_sqla.cli.output import confirm, emit_json, human_bytes, say, table
 
 if TYPE_CHECKING:
-    from lg_sqla.inspect import StorageReport
+    from lg_sqla.inspection import StorageReport
 
 
 def register(commands: Commands) -> None:
@@ -234,7 +234,7 @@ class _Survey:
 def _survey(connection: Connection, revision: str) -> _Survey:
     from alembic.script import ScriptDirectory
 
-    from lg_sqla.inspect import StorageReport
+    from lg_sqla.inspection import StorageReport
 
     current_ = migrate.current_revision(connection)
     if current_ is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from lg_sqla.store import SQLAlchemyStore
 
 DEFAULT_LIMIT = 100
+# Adds a store subcommand: name, help, handler, parent parsers; returns its parser.
+AddCommand = Callable[..., argparse.ArgumentParser]
 
 
 def register(commands: Commands) -> None:
@@ -45,11 +47,19 @@ def register(commands: Commands) -> None:
     )
     family = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
 
-    def add(name: str, help: str, handler: Any, *parents: argparse.ArgumentParser) -> Any:
+    def add(
+        name: str, help: str, handler: Any, *parents: argparse.ArgumentParser
+    ) -> argparse.ArgumentParser:
         parser = family.add_parser(name, parents=list(parents), help=help, description=help)
         parser.set_defaults(handler=handler)
         return parser
 
+    _add_reading(add, commands)
+    _add_sweep(add, commands)
+
+
+def _add_reading(add: AddCommand, commands: Commands) -> None:
+    """The store commands that only read: namespaces, search, get, stats."""
     listing = add("namespaces", "list the store's namespaces", namespaces, commands.reading)
     listing.add_argument("--prefix", type=namespace, help="only namespaces starting with this")
     listing.add_argument("--suffix", type=namespace, help="only namespaces ending with this")
@@ -94,6 +104,9 @@ def register(commands: Commands) -> None:
         commands.reading,
     )
 
+
+def _add_sweep(add: AddCommand, commands: Commands) -> None:
+    """``store sweep-ttl``."""
     sweeping = add(
         "sweep-ttl",
         "delete the items whose TTL has passed (and their vectors) now",

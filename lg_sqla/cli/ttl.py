@@ -182,7 +182,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _dry_run(args: argparse.Namespace, saver: Any) -> None:
     """Which threads the sweep would delete, and their rows and bytes, counted once
     per page of expired threads (an expired thread is deleted whole); nothing written."""
-    from lg_sqla import inspect as insp
+    from lg_sqla import inspection as insp
     from lg_sqla.checkpoint import retention
     from lg_sqla.checkpoint.policy import Policy, policy_from
 

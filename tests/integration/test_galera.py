@@ -9,7 +9,7 @@ What a cluster changes, and what each test holds lg_sqla to:
   and on distinct ones: no error reaches the caller, no write is lost;
 * ``setup()`` from three processes, one per node, at once on a fresh database: every
   caller succeeds and the schema is at head once (the lease lock of
-  ``dialects.mysql.galera_migration_lock``; GET_LOCK holds on one node only);
+  ``dialects.galera.galera_migration_lock``; GET_LOCK holds on one node only);
 * a graph whose turns alternate between nodes sees its whole state at every turn, and
   a ``get_tuple`` on node 3 right after a ``put`` on node 1 sees it (lg_sqla's default
   ``wsrep_sync_wait``);
@@ -41,7 +41,7 @@ from servers import create_database, drop_database, sqlalchemy_url
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
-from lg_sqla.dialects.mysql import (
+from lg_sqla.dialects.galera import (
     MIGRATION_LOCK_TABLE,
     WSREP_SYNC_WAIT_OPTION,
     migration_lock_table,

@@ -27,7 +27,7 @@ from test_cli import read_json, run_cli
 
 from lg_sqla import SQLAlchemySaver
 from lg_sqla.importer import aimport_threads, import_threads, official_task_paths
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from modes import saver_on
 
 from lg_sqla import SQLAlchemySaver
 from lg_sqla.checkpoint import codec
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoints
 from lg_sqla.serde import EncryptedSerializer
 from lg_sqla.shared import key_hash, utc_now

@@ -1,4 +1,4 @@
-"""lg_sqla.inspect on every dialect, sync and async: results checked against what
+"""lg_sqla.inspection on every dialect, sync and async: results checked against what
 the savers' own API (get_state_history, get_tuple, list) and the raw tables say,
 and every query counted: one statement each."""
 
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.errors import NotFoundError
-from lg_sqla.inspect import AsyncInspector, Inspector, node_of, summarize
+from lg_sqla.inspection import AsyncInspector, Inspector, node_of, summarize
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 TABLES = {t.name: t for t in (checkpoints, checkpoint_writes, checkpoint_blobs)}

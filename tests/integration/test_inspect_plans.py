@@ -15,7 +15,7 @@ from backends import Backend
 from test_query_plans import _fill, _work_of
 
 from lg_sqla import SQLAlchemySaver
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 
 FEW, MORE = 6, 60
 PAGE = 5

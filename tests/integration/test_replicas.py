@@ -18,7 +18,7 @@ from servers import create_database, postgres_with_standby, sqlalchemy_url
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.errors import ReadOnlyError, SchemaError
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 
 pytestmark = pytest.mark.postgres
 

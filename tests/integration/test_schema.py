@@ -19,7 +19,7 @@ from test_cli import read_json, run_cli
 from test_import import official_saver, snapshot_view
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
-from lg_sqla.inspect import Inspector
+from lg_sqla.inspection import Inspector
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Causal reads on Galera sessions (dialects.mysql.prepare_galera_session), against a
+"""Causal reads on Galera sessions (dialects.galera.prepare_galera_session), against a
 fake DBAPI connection that answers like a server: what is sent, and when nothing is."""
 
 from __future__ import annotations

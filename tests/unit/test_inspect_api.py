@@ -1,10 +1,10 @@
-"""lg_sqla.inspect without a database: sync/async parity and the pure helpers."""
+"""lg_sqla.inspection without a database: sync/async parity and the pure helpers."""
 
 from __future__ import annotations
 
 import inspect as pyinspect
 
-from lg_sqla.inspect import AsyncInspector, Inspector, next_nodes, node_of, summarize
+from lg_sqla.inspection import AsyncInspector, Inspector, next_nodes, node_of, summarize
 
 
 def test_sync_and_async_inspectors_have_the_same_methods_and_signatures() -> None:
@@ -65,7 +65,7 @@ def test_width_reaches_nested_strings() -> None:
 def test_list_changes_by_message_id_and_by_position() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from lg_sqla.inspect import list_change
+    from lg_sqla.inspection import list_change
 
     hi, reply = HumanMessage("hi", id="1"), AIMessage("hello", id="2")
     edited = HumanMessage("hi!", id="1")
@@ -104,3 +104,39 @@ def test_conversations_render_as_chats_and_json_as_langchain_dicts() -> None:
     assert value_lines({"a": 1}, "dict [1] {'a': 1}", 120) == ["dict [1] {'a': 1}"]
     ids = ["1f1e9a42-1255-60f9", "1f1e9a42-1251-6d0c", "1f1e9b00-0000-6000"]
     assert short_ids(ids) == {i: i[:13] for i in ids}  # unique, not ending on "-"
+
+
+def test_the_former_module_name_gives_the_same_objects() -> None:
+    """``lg_sqla.inspect`` (the package's first name) re-exports ``lg_sqla.inspection``:
+    code written against either name gets the very same classes and functions."""
+    import lg_sqla.inspect as former
+    import lg_sqla.inspection as inspection
+
+    assert former.__all__ == inspection.__all__
+    assert "Inspector" in former.__all__ and "summarize" in former.__all__
+    for name in inspection.__all__:
+        assert getattr(former, name) is getattr(inspection, name), name
+    from lg_sqla.inspect import AsyncInspector as FormerAsync
+    from lg_sqla.inspect import Inspector as FormerInspector
+
+    assert FormerInspector is Inspector and FormerAsync is AsyncInspector
+
+
+def test_the_package_exports_every_public_name_of_its_modules() -> None:
+    """A public function or class added to a module of ``lg_sqla.inspection`` is
+    importable from the package (and so from ``lg_sqla.inspect``) too."""
+    import importlib
+    import pkgutil
+
+    import lg_sqla.inspection as inspection
+
+    defined = set()
+    for info in pkgutil.iter_modules(inspection.__path__):
+        module = importlib.import_module(f"lg_sqla.inspection.{info.name}")
+        defined |= {
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        }
+    assert defined, "no module found"
+    assert defined <= set(inspection.__all__), sorted(defined - set(inspection.__all__))

@@ -2,18 +2,60 @@
 
 Each module belongs to a concern: its sub-package (``checkpoint``, ``store``,
 ``dialects``, ``runtime``, ``serde``, ``cli``...) or, for a top-level module, the
-module itself (``plans``, ``shared``, ``models``...). The imports between concerns
-form no circle, and no concern imports another's private module (``store._plan``).
-Imports for type checking only (``if TYPE_CHECKING:``) do not count: they create no
-run-time dependency.
+module itself (``plans``, ``shared``, ``models``...). Every import between concerns is
+one the README's table allows (``ALLOWED``, kept equal to that table); the imports
+form no circle; no concern imports another's private module (``store._plan``); the
+features never import each other, and neither the runtime nor the dialects import a
+feature. Imports for type checking only (``if TYPE_CHECKING:``) do not count: they
+create no run-time dependency. No module is longer than ``MAX_MODULE_LINES``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lg_sqla"
+README = PACKAGE.parent / "README.md"
+
+# The README's "What may import what" table, as data: concern -> the concerns it may
+# import. A new concern, or a new kind of import, is a decision: make it in both places.
+FOUNDATION = frozenset({"plans", "shared", "errors", "limits"})
+SCHEMA = frozenset({"types", "models", "migrate", "engines"})
+FEATURES = frozenset({"checkpoint", "store", "cache"})
+_EXECUTION = frozenset({"dialects", "runtime"})
+ALLOWED: dict[str, frozenset[str]] = {
+    "plans": frozenset(),
+    "shared": frozenset(),
+    "errors": frozenset(),
+    "limits": frozenset(),
+    "sweeper": frozenset(),
+    "serde": frozenset({"errors"}),
+    "dialects": frozenset({"plans", "errors", "limits"}),
+    "types": frozenset({"dialects", "shared"}),
+    "migrate": frozenset({"dialects", "errors"}),
+    "engines": frozenset({"dialects", "errors"}),
+    "models": frozenset({"limits", "types", "migrate"}),
+    "runtime": FOUNDATION | {"dialects", "migrate"},
+    "cache": FOUNDATION | SCHEMA | _EXECUTION,
+    "store": FOUNDATION | SCHEMA | _EXECUTION | {"sweeper"},
+    "checkpoint": FOUNDATION | SCHEMA | _EXECUTION | {"sweeper", "serde"},
+    # The tools over checkpoints read the checkpointer's codec and plans.
+    "inspection": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
+    "importer": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
+    "partitioning": FOUNDATION | SCHEMA | {"dialects"},
+    "inspect": frozenset({"inspection"}),  # the former name of inspection: a re-export
+    "lg_sqla": FOUNDATION,  # the package's __init__
+    "cli": frozenset(),  # every concern but __main__: filled in below
+    "__main__": frozenset({"cli"}),
+}
+ALLOWED["cli"] = frozenset(ALLOWED) - {"cli", "__main__"}
+
+# No module longer than this. Modules allowed to be longer for now, each with why and
+# until when: none.
+MAX_MODULE_LINES = 800
+LONG_MODULES: dict[str, str] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -110,3 +152,73 @@ def test_the_bottom_layers_import_nothing_above_them() -> None:
     assert graph.get("plans", set()) == set()
     assert graph.get("shared", set()) == set()
     assert graph.get("dialects", set()) <= {"plans", "errors", "limits"}, graph["dialects"]
+
+
+def test_every_import_between_concerns_is_in_the_table() -> None:
+    graph = _graph()
+    unknown = sorted(set(graph) - set(ALLOWED))
+    assert not unknown, f"concerns missing from ALLOWED (and the README's table): {unknown}"
+    offences = sorted(
+        f"{here} imports {there}"
+        for here, theirs in graph.items()
+        for there in theirs - ALLOWED[here]
+    )
+    assert not offences, offences
+
+
+def test_the_features_never_import_each_other() -> None:
+    graph = _graph()
+    for feature in sorted(FEATURES):
+        assert not (graph.get(feature, set()) & FEATURES), (feature, graph.get(feature))
+        assert not (ALLOWED[feature] & FEATURES), feature
+
+
+def test_the_runtime_and_the_dialects_import_no_feature() -> None:
+    """Execution and databases know plans, not what the plans are for: no feature, no
+    tool over the features (inspection, importer), no command line."""
+    above = FEATURES | {"inspection", "inspect", "importer", "partitioning", "cli"}
+    graph = _graph()
+    for concern in ("runtime", "dialects"):
+        assert not (graph.get(concern, set()) & above), (concern, graph.get(concern))
+        assert not (ALLOWED[concern] & above), concern
+    assert "runtime" not in ALLOWED["dialects"] and "runtime" not in graph.get("dialects", ())
+
+
+def _readme_table() -> dict[str, frozenset[str]]:
+    """The README's "What may import what" table, its words expanded to concerns."""
+    text = README.read_text(encoding="utf-8")
+    rows = text[text.index("| concern | may import |") :].split("\n\n", 1)[0].splitlines()[2:]
+    table: dict[str, frozenset[str]] = {}
+    words = {"foundation": FOUNDATION, "schema": SCHEMA}
+    for row in rows:
+        concerns, allowed = (cell.strip() for cell in row.strip("|").split("|"))
+        names = set(re.findall(r"`([^`]+)`", re.sub(r"\(.*?\)", "", allowed)))
+        names |= {n for word, group in words.items() if word in allowed for n in group}
+        if allowed.startswith("every concern but"):
+            names = {"*"} | {f"-{n}" for n in names}
+        for concern in re.findall(r"`([^`]+)`", concerns):
+            table[concern] = frozenset(names)
+    everyone = frozenset(table)
+    return {
+        concern: (everyone - {n[1:] for n in may if n.startswith("-")} - {concern})
+        if "*" in may
+        else may
+        for concern, may in table.items()
+    }
+
+
+def test_the_readme_shows_the_same_table() -> None:
+    assert _readme_table() == ALLOWED
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    lengths = {
+        str(path.relative_to(PACKAGE.parent)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    too_long = {
+        name: n for name, n in lengths.items() if n > MAX_MODULE_LINES and name not in LONG_MODULES
+    }
+    assert not too_long, f"split these modules (at most {MAX_MODULE_LINES} lines): {too_long}"
+    stale = sorted(name for name in LONG_MODULES if lengths.get(name, 0) <= MAX_MODULE_LINES)
+    assert not stale, f"no longer long: remove from LONG_MODULES: {stale}"

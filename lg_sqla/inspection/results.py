@@ -1,0 +1,151 @@
+"""What the inspection calls return: frozen dataclasses, no behaviour beyond sums."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One thread: its status, how many checkpoints, namespaces, when written, how large."""
+
+    thread_id: str
+    status: str  # one of THREAD_STATUSES
+    checkpoints: int
+    namespaces: int
+    first_write: dt.datetime
+    last_write: dt.datetime
+    value_bytes: int  # serialized channel values (checkpoint_blobs)
+    write_bytes: int  # serialized pending writes (checkpoint_writes)
+
+    @property
+    def bytes(self) -> int:
+        return self.value_bytes + self.write_bytes
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    threads: list[ThreadInfo]
+    next_offset: int | None  # pass as ``offset`` for the next page; None on the last one
+    total: int | None = None  # threads matching the filters, when asked for (``count=True``)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One checkpoint of a thread's history, as ``get_state_history`` would list it."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    step: int | None
+    source: str | None
+    created_at: dt.datetime
+    next: tuple[str, ...]  # nodes whose trigger channels changed since they last ran
+    sends: int  # Send packets queued for the next step (their node is in the packet)
+    pending_writes: int
+
+
+@dataclass(frozen=True)
+class ValueView:
+    """A channel value: the value itself, and for humans its type and a bounded preview."""
+
+    type: str
+    preview: str
+    size: int | None = None  # len() of strings, bytes and collections
+    value: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    metadata: dict[str, Any]
+    channel_versions: dict[str, str]
+    values: dict[str, ValueView]
+    pending_writes: list[tuple[str, str, ValueView]]  # (task_id, channel, value)
+
+
+@dataclass(frozen=True)
+class ListChange:
+    """How a list value changed: items appended (or inserted), removed, replaced.
+
+    LangChain messages are matched by ``id`` (``add_messages`` replaces a message
+    by id); other items by position, aligned as difflib aligns sequences.
+    """
+
+    appended: list[Any]
+    removed: list[Any]
+    replaced: list[tuple[Any, Any]]  # (old, new)
+
+
+@dataclass(frozen=True)
+class ChannelChange:
+    channel: str
+    old_version: str | None
+    new_version: str | None
+    old: ValueView | None
+    new: ValueView | None
+    items: ListChange | None = None  # when both values are lists
+
+
+@dataclass(frozen=True)
+class WriteInfo:
+    """One pending write, without its value unless asked for."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    bytes: int
+    created_at: dt.datetime
+    value: ValueView | None = None
+
+
+@dataclass(frozen=True)
+class WriteStats:
+    key: str  # the node, channel or thread, per ``by``
+    writes: int
+    bytes: int
+    threads: int
+    first_write: dt.datetime | None
+    last_write: dt.datetime | None
+
+    @property
+    def avg_bytes(self) -> float:
+        return self.bytes / self.writes if self.writes else 0.0
+
+
+@dataclass(frozen=True)
+class LatestValue:
+    thread_id: str
+    checkpoint_id: str
+    version: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class TableUsage:
+    rows: int
+    bytes: int  # payload bytes: JSON documents of checkpoints, serialized values/writes
+
+
+@dataclass
+class StorageReport:
+    tables: dict[str, TableUsage] = field(default_factory=dict)
+
+    @property
+    def writes_to_values(self) -> float | None:
+        """Writes volume over values volume (above 1: several tasks wrote the same channel)."""
+        values, writes = self.tables.get("checkpoint_blobs"), self.tables.get("checkpoint_writes")
+        if values is None or writes is None or not values.bytes:
+            return None
+        return writes.bytes / values.bytes
+
+    @property
+    def bytes(self) -> int:
+        """Payload bytes of every table reported."""
+        return sum(t.bytes for t in self.tables.values())

@@ -1,0 +1,338 @@
+"""Threads: their status (from the latest root checkpoint's keys) and a page of them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
+from sqlalchemy.sql.elements import ColumnElement
+
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.inspection.checks import ROOT_NS_HASH, _check_page, _int, _window
+from lg_sqla.inspection.results import ThreadInfo, ThreadPage
+from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
+from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_writes as W
+from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Plan, Step
+
+
+def _bytes_of(table: sa.Table, ctx: Context, thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    return (
+        sa.select(sa.func.coalesce(sa.func.sum(ctx.dialect_ops.byte_length(table.c.blob)), 0))
+        .where(table.c.thread_id == thread)
+        .scalar_subquery()
+    )
+
+
+def _latest_root_checkpoint(thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """The id of ``thread``'s latest checkpoint in the root namespace: one index probe."""
+    latest = C.alias("latest")
+    return (
+        sa.select(latest.c.checkpoint_id)
+        .where(latest.c.thread_id == thread, latest.c.checkpoint_ns_hash == ROOT_NS_HASH)
+        .order_by(latest.c.checkpoint_id.desc())
+        .limit(1)
+        .correlate_except(latest)  # to ``thread``'s table, however deep it is nested
+        .scalar_subquery()
+    )
+
+
+def _status_conditions(thread: ColumnElement[Any]) -> dict[str, ColumnElement[bool]]:
+    """What makes ``thread``'s status, first match wins, from its latest root
+    checkpoint, by key lookups only (no value decoded):
+
+    * ``error``: a task's ``__error__`` write on it (the step failed);
+    * ``interrupted``: an ``__interrupt__`` write on it (``interrupt()`` waits for a
+      human; ``Command(resume=...)`` continues it);
+    * ``pending``: tasks to run next: the step that made it wrote a trigger channel
+      (``branch:to:<node>``, ``__start__``: its ``updated_channels``) or queued
+      ``Send`` packets (``__pregel_tasks`` writes on its parent); a run in progress,
+      one that crashed, or a static ``interrupt_before``/``interrupt_after`` stop;
+    * ``idle``: none of these (the run finished; also threads without a root checkpoint).
+    """
+    head_id = _latest_root_checkpoint(thread)
+    return {
+        "error": _written(thread, ERROR, head_id),
+        "interrupted": _written(thread, INTERRUPT, head_id),
+        "pending": sa.or_(_triggered(thread, head_id), _sends_queued(thread, head_id)),
+    }
+
+
+def _exists_on(
+    rows: sa.FromClause,
+    thread: ColumnElement[Any],
+    checkpoint_id: ColumnElement[Any],
+    *conditions: ColumnElement[bool],
+) -> ColumnElement[bool]:
+    """Whether ``rows`` (an alias of a checkpoint table) has a row of ``thread``'s root
+    checkpoint ``checkpoint_id`` meeting ``conditions``: one key lookup."""
+    return (
+        sa.exists()
+        .where(
+            rows.c.thread_id == thread,
+            rows.c.checkpoint_ns_hash == ROOT_NS_HASH,
+            rows.c.checkpoint_id == checkpoint_id,
+            *conditions,
+        )
+        .correlate_except(rows)
+    )
+
+
+def _written(
+    thread: ColumnElement[Any], channel: str, checkpoint_id: ColumnElement[Any]
+) -> ColumnElement[bool]:
+    """Whether a task wrote ``channel`` on the root checkpoint ``checkpoint_id``."""
+    write = W.alias(f"{channel.strip('_')}_write")
+    return _exists_on(write, thread, checkpoint_id, write.c.channel == channel)
+
+
+def _triggered(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> ColumnElement[bool]:
+    """Whether the step that made the head checkpoint wrote a trigger channel."""
+    head = C.alias("head")
+    # The document's updated_channels as JSON text: a trigger is an element
+    # beginning "branch:to:" or the element "__start__".
+    updated = head.c.checkpoint["updated_channels"].as_string()
+    return _exists_on(
+        head,
+        thread,
+        head_id,
+        sa.or_(
+            updated.contains('"branch:to:', autoescape=True),
+            updated.contains('"__start__"', autoescape=True),
+        ),
+    )
+
+
+def _sends_queued(thread: ColumnElement[Any], head_id: sa.ScalarSelect[Any]) -> ColumnElement[bool]:
+    """Whether ``Send`` packets wait for the head's step: ``__pregel_tasks`` writes
+    on its parent."""
+    parent = C.alias("parent_of_head")
+    return _exists_on(
+        parent, thread, head_id, _written(thread, TASKS, parent.c.parent_checkpoint_id)
+    )
+
+
+def thread_status(thread: ColumnElement[Any]) -> ColumnElement[str]:
+    """The status of ``thread``, one of ``THREAD_STATUSES`` (``_status_conditions``)."""
+    conditions = _status_conditions(thread)
+    return sa.case(
+        *((conditions[s], sa.literal(s)) for s in ("error", "interrupted", "pending")),
+        else_=sa.literal("idle"),
+    )
+
+
+def _status_is(thread: ColumnElement[Any], status: str) -> ColumnElement[bool]:
+    """Whether ``thread`` is in ``status``: the CASE of ``thread_status`` as conditions,
+    so a filter on ``error`` or ``interrupted`` costs one or two key lookups."""
+    conditions = _status_conditions(thread)
+    earlier = ("error", "interrupted", "pending")
+    if status == "idle":
+        return sa.and_(*(~conditions[s] for s in earlier))
+    before = earlier[: earlier.index(status)]
+    return sa.and_(*(~conditions[s] for s in before), conditions[status])
+
+
+def _thread_filters(
+    ctx: Context,
+    thread: ColumnElement[Any],
+    filter: Mapping[str, Any] | None,
+    status: str | None,
+) -> list[ColumnElement[bool]]:
+    """Conditions on a thread id column: metadata of one of its checkpoints, its status."""
+    out: list[ColumnElement[bool]] = []
+    if filter:
+        codec.check_json("filter", dict(filter))
+        # One pass over the metadata (a semi-join), not a lookup per thread.
+        matching = C.alias("matching")
+        out.append(
+            thread.in_(
+                sa.select(matching.c.thread_id).where(
+                    *(
+                        ctx.dialect_ops.metadata_equals(matching.c.metadata, key, value)
+                        for key, value in filter.items()
+                    )
+                )
+            )
+        )
+    if status is not None:
+        out.append(_status_is(thread, status))
+    return out
+
+
+def _newest_rows(
+    written_after: dt.datetime | None, written_before: dt.datetime | None
+) -> tuple[sa.Select[Any], ColumnElement[Any]]:
+    """Each thread's newest checkpoint row (by ``updated_at``, ties broken by key):
+    walked newest first along the ``updated_at`` index, a page of threads reads only
+    the rows written since its oldest thread's last write."""
+    row, newer = C.alias("row"), C.alias("newer")
+    is_newest = ~sa.exists().where(
+        newer.c.thread_id == row.c.thread_id,
+        sa.or_(
+            newer.c.updated_at > row.c.updated_at,
+            sa.and_(
+                newer.c.updated_at == row.c.updated_at,
+                sa.tuple_(newer.c.checkpoint_ns_hash, newer.c.checkpoint_id)
+                > sa.tuple_(row.c.checkpoint_ns_hash, row.c.checkpoint_id),
+            ),
+        ),
+    )
+    stmt = sa.select(row.c.thread_id, row.c.updated_at.label("last_write")).where(
+        *_window(row.c.updated_at, written_after, written_before), is_newest
+    )
+    return stmt, row.c.updated_at
+
+
+def _of_thread(thread: ColumnElement[Any], *columns: Any) -> sa.ScalarSelect[Any]:
+    """``columns`` (functions of a checkpoints alias) over the rows of ``thread``."""
+    own = C.alias("own")
+    return (
+        sa.select(*(c(own) for c in columns))
+        .where(own.c.thread_id == thread)
+        .correlate_except(own)
+        .scalar_subquery()
+    )
+
+
+def _last_write(t: sa.FromClause) -> Any:
+    return sa.func.max(t.c.updated_at)
+
+
+def _matching_threads(
+    ctx: Context,
+    filter: Mapping[str, Any] | None,
+    status: str | None,
+    written_after: dt.datetime | None,
+    written_before: dt.datetime | None,
+) -> sa.Select[Any]:
+    """Every thread id once: the primary key's leading column (an index-only pass);
+    conditions per thread, not per checkpoint."""
+    return (
+        sa.select(C.c.thread_id)
+        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
+        .group_by(C.c.thread_id)
+        .having(
+            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+            *_thread_filters(ctx, C.c.thread_id, None, status),
+        )
+    )
+
+
+def _ordered_threads(
+    keys: sa.Select[Any],
+    order: str,
+    unfiltered: bool,
+    written_after: dt.datetime | None,
+    written_before: dt.datetime | None,
+) -> sa.Select[Any]:
+    """The thread ids in page order: unfiltered by ``last_write``, along the
+    ``updated_at`` index; else ``keys`` sorted."""
+    if order == "last_write" and unfiltered:
+        newest, updated_at = _newest_rows(written_after, written_before)
+        # Newest first, ties by key descending: the updated_at index's own order
+        # (InnoDB's secondary indexes end with the primary key).
+        return newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
+    sort = {
+        # Looked up for the matching threads only (the filters come first).
+        "last_write": (_of_thread(C.c.thread_id, _last_write).desc(), C.c.thread_id.desc()),
+        "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
+        "checkpoints": (sa.func.count().desc(), C.c.thread_id),
+        "thread_id": (C.c.thread_id,),
+    }[order]
+    return keys.order_by(*sort)
+
+
+def _page_select(
+    ctx: Context, page: sa.Subquery, keys: sa.Select[Any], order: str, count: bool
+) -> sa.Select[Any]:
+    """The page's threads with their sizes and status (and, with ``count``, how many
+    threads ``keys`` matches), in ``order``."""
+
+    def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
+        return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
+
+    last = _of_thread(page.c.thread_id, _last_write).label("last_write")
+    first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
+    checkpoints = size_of(C, sa.func.count()).label("checkpoints")
+    columns: list[Any] = [
+        page.c.thread_id,
+        last,
+        first,
+        checkpoints,
+        size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
+        thread_status(page.c.thread_id).label("status"),
+        _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
+        _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
+    ]
+    outer_sort = {
+        "last_write": (last.desc(), page.c.thread_id.desc()),
+        "first_write": (first.desc(), page.c.thread_id),
+        "checkpoints": (checkpoints.desc(), page.c.thread_id),
+        "thread_id": (page.c.thread_id,),
+    }[order]
+    source: Any = page
+    if count:
+        # One row even when the page is empty: the page joined to a one-row anchor.
+        matching = keys.subquery("matching")
+        matching_count = sa.select(sa.func.count()).select_from(matching).scalar_subquery()
+        columns.append(matching_count.label("total"))
+        anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")
+        source = anchor.outerjoin(page, sa.true())
+    return sa.select(*columns).select_from(source).order_by(*outer_sort)
+
+
+def threads(
+    ctx: Context,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    status: str | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    order: str = "last_write",
+    limit: int = 50,
+    offset: int = 0,
+    count: bool = False,
+) -> Plan[ThreadPage]:
+    """A page of threads with their status and sizes; one statement.
+
+    Unfiltered, ``last_write`` (newest first) walks the ``updated_at`` index and
+    ``thread_id`` the primary key: a page costs the rows of the threads it passes
+    over, not the table. ``filter`` and ``status`` (and the other orders) take one
+    pass over the threads, the status by key lookups on each thread's latest
+    checkpoint. ``count`` adds the number of threads matching the filters (one pass).
+    """
+    _check_page(limit, offset)
+    if order not in THREAD_ORDERS:
+        raise InvalidInputError(f"order must be one of {', '.join(THREAD_ORDERS)}, got {order!r}")
+    if status is not None and status not in THREAD_STATUSES:
+        raise InvalidInputError(
+            f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
+        )
+    keys = _matching_threads(ctx, filter, status, written_after, written_before)
+    unfiltered = not filter and status is None
+    candidates = _ordered_threads(keys, order, unfiltered, written_after, written_before)
+    page = candidates.limit(limit + 1).offset(offset).subquery("page")
+    stmt = _page_select(ctx, page, keys, order, count)
+    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+    total = _int(rows[0].total) if count and rows else None
+    found = [r for r in rows if r.thread_id is not None]
+    items = [
+        ThreadInfo(
+            r.thread_id,
+            r.status,
+            r.checkpoints,
+            r.namespaces,
+            r.first_write,
+            r.last_write,
+            _int(r.value_bytes),
+            _int(r.write_bytes),
+        )
+        for r in found[:limit]
+    ]
+    return ThreadPage(items, offset + limit if len(found) > limit else None, total)

@@ -44,6 +44,7 @@ from lg_sqla.dialects.mysql import (
     mysql_json_text,
     mysql_key_collation,
     mysql_member_path,
+    offline_target_note,
 )
 from lg_sqla.dialects.postgresql import PostgresOps, PostgresStoreSQL, bulk_params, bulk_rows_shape
 from lg_sqla.dialects.sqlite import SQLiteOps, SQLiteStoreSQL, sqlite_vec_engine_options
@@ -72,6 +73,7 @@ __all__ = [
     "mysql_json_text",
     "mysql_key_collation",
     "mysql_member_path",
+    "offline_target_note",
     "ops_for",
     "ordered_join",
     "sqlite_vec_engine_options",

@@ -25,6 +25,7 @@ import ast
 import operator
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -209,6 +210,18 @@ def print_history(db: Path) -> None:
     )
 
 
+def print_cli_hint(db: Path) -> None:
+    """What to run next: lg_sqla's command line on the file the demo wrote."""
+    url = shlex.quote(_url(db))
+    print(
+        "\n=== look at what was stored with lg_sqla's command line (`lg-sqla` once installed):"
+        f"\n    python -m lg_sqla --url {url} threads"
+        f"\n    python -m lg_sqla --url {url} history {THREAD_ID}"
+        f"\n    python -m lg_sqla --url {url} show {THREAD_ID}"
+        f"\n    python -m lg_sqla --url {url} storage"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -249,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("--- child process exited; a new saver in this process opens the same file")
     run_turn(db, 2)
     print_history(db)
+    print_cli_hint(db)
     return 0
 
 

@@ -7,8 +7,9 @@ as the savers and the `lg-sqla` command read it (lg_sqla.engines.saver_url:
 `postgres://`, and psycopg 3 / PyMySQL where the URL names no driver); an
 already open connection may be passed in `config.attributes["connection"]`.
 
-Offline (`--sql`) no server is asked which MySQL it is: a `mysql://` URL prints
-MySQL 8 DDL, a `mariadb://` URL MariaDB DDL; the output's first line says which.
+Offline (`--sql`) no server says whether a `mysql://` URL means MySQL or MariaDB:
+the DDL then runs on both (lg_sqla.dialects.mysql_offline); a `mariadb://` URL
+prints MariaDB's alone. The output's first line says which.
 
 The tables (and the version table) go into the connection's default schema,
 or into the schema named by the connection's ``schema_translate_map`` (the
@@ -28,7 +29,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.schema import CreateSchema
 
 from alembic import context
-from lg_sqla.dialects import offline_target_note, ops_for
+from lg_sqla.dialects import ops_for, prepare_offline_ddl
 from lg_sqla.engines import driver_hint, saver_url
 from lg_sqla.migrate import VERSION_TABLE, ensure_alembic_impl, schema_of
 from lg_sqla.models import metadata
@@ -101,9 +102,11 @@ def run_offline() -> None:
         version_table=VERSION_TABLE,
         literal_binds=True,
     )
-    note = offline_target_note(dialect)
+    migration = context.get_context()
+    # MySQL or MariaDB: no server to ask which (lg_sqla.dialects.mysql_offline).
+    note = prepare_offline_ddl(migration.dialect)
     if note is not None:
-        context.get_context().impl.static_output(note)
+        migration.impl.static_output(note)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -44,8 +44,8 @@ from lg_sqla.dialects.mysql import (
     mysql_json_text,
     mysql_key_collation,
     mysql_member_path,
-    offline_target_note,
 )
+from lg_sqla.dialects.mysql_offline import prepare_offline_ddl
 from lg_sqla.dialects.postgresql import PostgresOps, PostgresStoreSQL, bulk_params, bulk_rows_shape
 from lg_sqla.dialects.sqlite import SQLiteOps, SQLiteStoreSQL, sqlite_vec_engine_options
 from lg_sqla.errors import UnsupportedDriverError
@@ -73,9 +73,9 @@ __all__ = [
     "mysql_json_text",
     "mysql_key_collation",
     "mysql_member_path",
-    "offline_target_note",
     "ops_for",
     "ordered_join",
+    "prepare_offline_ddl",
     "sqlite_vec_engine_options",
     "store_sql_for",
 ]

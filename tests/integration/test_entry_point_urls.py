@@ -72,6 +72,16 @@ def _schema_diff(engine: sa.Engine) -> list[object]:
         return list(compare_metadata(context, metadata))
 
 
+def _columns(engine: sa.Engine) -> list[tuple[str, ...]]:
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, COALESCE(COLLATION_NAME, '')"
+            " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+            " ORDER BY TABLE_NAME, ORDINAL_POSITION"
+        )
+        return [tuple(row) for row in rows]
+
+
 def _saver_round_trip(engine: sa.Engine) -> None:
     saver = SQLAlchemySaver(engine)
     cfg = config(new_thread())
@@ -105,25 +115,34 @@ def _statements(script: str) -> list[str]:
 
 
 @pytest.mark.parametrize("backend", ["mysql"], indirect=True)
-def test_offline_mariadb_sql_applies_on_mariadb(
-    make_engine: EngineFactory, fresh_database: Backend
+@pytest.mark.parametrize("scheme", ["mysql", "mariadb"])
+def test_offline_mysql_sql_applies_on_mariadb(
+    make_engine: EngineFactory, backend: Backend, fresh_database: Backend, scheme: str
 ) -> None:
-    """`upgrade --sql` with a `mariadb://` URL (lg-sqla and alembic print the same DDL)
-    builds, run by a DBA's client, the schema the saver opens; a `mysql://` URL's DDL
-    says it is for MySQL and names the way to MariaDB's."""
+    """`upgrade --sql` (lg-sqla and alembic print the same DDL), run by a DBA's client,
+    builds on MariaDB the schema the saver opens: from a `mariadb://` URL, and from a
+    `mysql://` one, whose key collation is named for MySQL and MariaDB each in an
+    executable comment only that server runs (MariaDB refuses MySQL's, ERROR 1273)."""
     url = sa.make_url(fresh_database.sync_url)
-    mariadb_url = _without_driver(fresh_database, "mariadb")
-    script = _alembic("-x", f"url={mariadb_url}", "upgrade", "head", "--sql")
+    offline_url = _without_driver(fresh_database, scheme)
+    script = _alembic("-x", f"url={offline_url}", "upgrade", "head", "--sql")
     printed = subprocess.run(
-        [sys.executable, "-m", "lg_sqla", "--url", mariadb_url, "upgrade", "--sql"],
+        [sys.executable, "-m", "lg_sqla", "--url", offline_url, "upgrade", "--sql"],
         env=ENV,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     assert printed == script
-    assert script.splitlines()[0].startswith("-- lg_sqla DDL for MariaDB")
-    assert "utf8mb4_0900_bin" not in script
+    first, keys = script.splitlines()[0], script.count("COLLATE /*!80017 utf8mb4_0900_bin */")
+    if scheme == "mysql":
+        assert first.startswith("-- lg_sqla DDL for MySQL 8.0.17+ and MariaDB 10.6+")
+        # Every key column names both collations; none names MySQL's alone.
+        assert keys > 0 and script.count("utf8mb4_0900_bin") == keys
+        assert script.count("/*M!100202 utf8mb4_nopad_bin */") == keys
+    else:
+        assert first.startswith("-- lg_sqla DDL for MariaDB 10.6+")
+        assert keys == 0 and "utf8mb4_0900_bin" not in script
 
     connection = pymysql.connect(
         host=url.host,
@@ -143,10 +162,6 @@ def test_offline_mariadb_sql_applies_on_mariadb(
     engine = make_engine(fresh_database)
     assert _revision(engine) == migrate.head_revision()
     assert _schema_diff(engine) == []
+    # Column for column, the types and collations setup() gives on this server.
+    assert _columns(engine) == _columns(make_engine(backend))
     _saver_round_trip(engine)
-
-    mysql_script = _alembic(
-        "-x", f"url={_without_driver(fresh_database, 'mysql')}", "upgrade", "head", "--sql"
-    )
-    first = mysql_script.splitlines()[0]
-    assert first.startswith("-- lg_sqla DDL for MySQL 8.0.17+") and "mariadb://" in first

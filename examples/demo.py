@@ -12,6 +12,8 @@ What happens:
    checkpoints turn 1 left in the database.
 3. The thread's full message history and its checkpoint history
    (`graph.get_state_history`) are printed, with the row counts of the tables.
+4. The `lg-sqla` commands that show the same thread from the database file
+   (threads, history, show, storage) are printed, with the file's URL.
 
 The "model" is a tiny deterministic chat model (no network, no API key): it
 calls a calculator tool for arithmetic and reads earlier tool results from the
@@ -214,7 +216,7 @@ def print_cli_hint(db: Path) -> None:
     """What to run next: lg_sqla's command line on the file the demo wrote."""
     url = shlex.quote(_url(db))
     print(
-        "\n=== look at what was stored with lg_sqla's command line (`lg-sqla` once installed):"
+        "\n=== look at what was stored with lg_sqla's command line (or its `lg-sqla` script):"
         f"\n    python -m lg_sqla --url {url} threads"
         f"\n    python -m lg_sqla --url {url} history {THREAD_ID}"
         f"\n    python -m lg_sqla --url {url} show {THREAD_ID}"

@@ -12,6 +12,8 @@ mysql.py         MySQL 8.0.4+ / MariaDB 10.6+: ON DUPLICATE KEY, JSON_TABLE,
                  STRAIGHT_JOIN, binary NO PAD collations, GET_LOCK
 generic.py       any other dialect: portable SQL only (existence checks,
                  a second batched query for blobs)
+mysql_offline.py MySQL and MariaDB offline (``--sql``) DDL, without a server:
+                 the key collation named for each in an executable comment
 ================ ==========================================================
 
 A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect

@@ -62,21 +62,6 @@ def mysql_key_collation(dialect: Dialect) -> str:
     return "utf8mb4_nopad_bin" if getattr(dialect, "is_mariadb", False) else "utf8mb4_0900_bin"
 
 
-def offline_target_note(dialect: Dialect) -> str | None:
-    """The first line of offline (``--sql``) DDL for MySQL or MariaDB: which server it
-    is for. Offline no server tells them apart, and the two name the key collation
-    differently (mysql_key_collation): MariaDB 10.11 refuses utf8mb4_0900_bin with
-    ERROR 1273, MySQL 8 has no utf8mb4_nopad_bin. None for other databases."""
-    if not is_mysql_family(dialect):
-        return None
-    if getattr(dialect, "is_mariadb", False):
-        return "-- lg_sqla DDL for MariaDB 10.6+ (a mariadb:// URL); for MySQL use a mysql:// URL"
-    return (
-        "-- lg_sqla DDL for MySQL 8.0.17+ (a mysql:// URL); MariaDB refuses its "
-        "utf8mb4_0900_bin collation: for MariaDB, print it with a mariadb:// URL"
-    )
-
-
 # A JSON string token in json.dumps output.
 _MYSQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 # Inside a JSON string: an escape sequence (kept as it is), a quote's escape, or

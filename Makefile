@@ -22,11 +22,13 @@ XDIST := -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist loadfil
 test:
 	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-# The official conformance suite and the graph tests, on SQLite, PostgreSQL and MariaDB,
+# The official conformance suite, the graph tests and the Alembic CLI's URLs (a driverless
+# postgresql:// would pick psycopg2 on SQLAlchemy 2.0), on SQLite, PostgreSQL and MariaDB,
 # sync and async, in .venv-min: the lowest SQLAlchemy and Alembic versions pyproject.toml
 # allows (pins derived from its lower bounds by tests/min_versions.py). .ci/run runs it
 # after `make test`.
-MIN_VERSIONS_TESTS := tests/integration/test_conformance.py tests/integration/test_graphs.py
+MIN_VERSIONS_TESTS := tests/integration/test_conformance.py tests/integration/test_graphs.py \
+	tests/integration/test_entry_point_urls.py
 
 test-min:
 	bash tests/bootstrap.sh --min-versions && \

@@ -2,8 +2,14 @@
 
 Used by `alembic upgrade head` from a checkout and, shipped in the wheel, by
 `saver.setup()` / `python -m lg_sqla upgrade`. The URL comes from
-`-x url=...`, else $LG_SQLA_DATABASE_URL, else `sqlalchemy.url`; an already
-open connection may be passed in `config.attributes["connection"]`.
+`-x url=...`, else $LG_SQLA_DATABASE_URL, else `sqlalchemy.url`, and is read
+as the savers and the `lg-sqla` command read it (lg_sqla.engines.saver_url:
+`postgres://`, and psycopg 3 / PyMySQL where the URL names no driver); an
+already open connection may be passed in `config.attributes["connection"]`.
+
+Offline (`--sql`) no server says whether a `mysql://` URL means MySQL or MariaDB:
+the DDL then runs on both (lg_sqla.dialects.mysql_offline); a `mariadb://` URL
+prints MariaDB's alone. The output's first line says which.
 
 The tables (and the version table) go into the connection's default schema,
 or into the schema named by the connection's ``schema_translate_map`` (the
@@ -23,7 +29,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.schema import CreateSchema
 
 from alembic import context
-from lg_sqla.dialects import ops_for
+from lg_sqla.dialects import ops_for, prepare_offline_ddl
+from lg_sqla.engines import driver_hint, saver_url
 from lg_sqla.migrate import VERSION_TABLE, ensure_alembic_impl, schema_of
 from lg_sqla.models import metadata
 
@@ -40,7 +47,8 @@ def _url() -> str:
         raise SystemExit(
             "no database URL: pass `alembic -x url=<url> upgrade head` or set LG_SQLA_DATABASE_URL"
         )
-    return url
+    # One reading of a URL for every entry point: the CLI, from_conn_string and this.
+    return saver_url(url, is_async=False)
 
 
 def _schema(connection: Connection | None = None) -> str | None:
@@ -84,14 +92,21 @@ def _migrate(connection: Connection) -> None:
 
 
 def run_offline() -> None:
-    url = make_url(_url())
-    ensure_alembic_impl(url.get_dialect()())
+    url = _url()
+    with driver_hint(url):
+        dialect = make_url(url).get_dialect()()
+    ensure_alembic_impl(dialect)
     context.configure(
         url=url,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
         literal_binds=True,
     )
+    migration = context.get_context()
+    # MySQL or MariaDB: no server to ask which (lg_sqla.dialects.mysql_offline).
+    note = prepare_offline_ddl(migration.dialect)
+    if note is not None:
+        migration.impl.static_output(note)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -101,11 +116,14 @@ def run_online() -> None:
     if connection is not None:
         _migrate(connection)
         return
-    url = make_url(_url())
-    if url.get_dialect().is_async:
-        asyncio.run(_run_async(url.render_as_string(hide_password=False)))
+    url = _url()
+    # A missing driver or dialect: an error naming the extra to install, not a traceback.
+    with driver_hint(url):
+        is_async = make_url(url).get_dialect().is_async
+        engine = None if is_async else create_engine(url, poolclass=pool.NullPool)
+    if engine is None:
+        asyncio.run(_run_async(url))
         return
-    engine = create_engine(url, poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
             _migrate(connection)
@@ -115,7 +133,8 @@ def run_online() -> None:
 
 
 async def _run_async(url: str) -> None:
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    with driver_hint(url):
+        engine = create_async_engine(url, poolclass=pool.NullPool)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_migrate)

@@ -12,6 +12,8 @@ What happens:
    checkpoints turn 1 left in the database.
 3. The thread's full message history and its checkpoint history
    (`graph.get_state_history`) are printed, with the row counts of the tables.
+4. The `lg-sqla` commands that show the same thread from the database file
+   (threads, history, show, storage) are printed, with the file's URL.
 
 The "model" is a tiny deterministic chat model (no network, no API key): it
 calls a calculator tool for arithmetic and reads earlier tool results from the
@@ -25,6 +27,7 @@ import ast
 import operator
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -209,6 +212,18 @@ def print_history(db: Path) -> None:
     )
 
 
+def print_cli_hint(db: Path) -> None:
+    """What to run next: lg_sqla's command line on the file the demo wrote."""
+    url = shlex.quote(_url(db))
+    print(
+        "\n=== look at what was stored with lg_sqla's command line (or its `lg-sqla` script):"
+        f"\n    python -m lg_sqla --url {url} threads"
+        f"\n    python -m lg_sqla --url {url} history {THREAD_ID}"
+        f"\n    python -m lg_sqla --url {url} show {THREAD_ID}"
+        f"\n    python -m lg_sqla --url {url} storage"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -249,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("--- child process exited; a new saver in this process opens the same file")
     run_turn(db, 2)
     print_history(db)
+    print_cli_hint(db)
     return 0
 
 

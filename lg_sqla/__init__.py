@@ -12,6 +12,10 @@ from lg_sqla.errors import (
     UnsupportedDriverError,
 )
 
+# The one place the version is written: the wheel's metadata reads it from here
+# (pyproject.toml: [tool.hatch.version]).
+__version__ = "0.1.0"
+
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
     from lg_sqla.checkpoint.policy import CheckpointTTL

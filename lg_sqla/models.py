@@ -3,9 +3,12 @@
 Checkpoints since revision 0001; the store and the node cache since 0002; the index
 in ``list``'s cross-thread order since 0005.
 
-Host apps that run their own Alembic env can include ``lg_sqla.models.metadata``
-in ``target_metadata`` (or exclude these tables with ``include_object``); the
-naming convention keeps constraint names stable across dialects.
+Host apps that run their own Alembic env keep these tables out of it: pass
+``include_name=exclude_lg_sqla_tables`` to ``context.configure`` and leave
+``metadata`` out of their ``target_metadata`` (lg_sqla migrates its own tables;
+docs/configuration.md, "Host applications with their own Alembic"). The models are
+public for queries; the naming convention keeps constraint names stable across
+dialects.
 
 Keys use ``checkpoint_ns_hash`` (MD5 of ``checkpoint_ns``, computed in Python)
 so nested subgraph namespaces of any length fit InnoDB's 3072-byte key limit;

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import lg_sqla
 from lg_sqla import migrate
 from lg_sqla.cli import importing, inspection, maintenance, schema, store, ttl
 from lg_sqla.cli.common import (
@@ -49,7 +50,7 @@ def _version() -> str:
             return "not installed"
 
     return (
-        f"lg-sqla {of('lg_sqla')} (SQLAlchemy {of('sqlalchemy')}, Alembic {of('alembic')}, "
+        f"lg-sqla {lg_sqla.__version__} (SQLAlchemy {of('sqlalchemy')}, Alembic {of('alembic')}, "
         f"langgraph-checkpoint {of('langgraph-checkpoint')}; schema head {migrate.head_revision()})"
     )
 
@@ -66,7 +67,8 @@ class _VersionAction(argparse.Action):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lg-sqla",
-        description=__doc__,
+        # The module docstring, in plain text: a terminal shows no reStructuredText.
+        description=(__doc__ or "").replace("``", "`"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

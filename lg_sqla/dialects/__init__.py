@@ -12,6 +12,8 @@ mysql.py         MySQL 8.0.4+ / MariaDB 10.6+: ON DUPLICATE KEY, JSON_TABLE,
                  STRAIGHT_JOIN, binary NO PAD collations, GET_LOCK
 generic.py       any other dialect: portable SQL only (existence checks,
                  a second batched query for blobs)
+mysql_offline.py MySQL and MariaDB offline (``--sql``) DDL, without a server:
+                 the key collation named for each in an executable comment
 ================ ==========================================================
 
 A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect
@@ -45,6 +47,7 @@ from lg_sqla.dialects.mysql import (
     mysql_key_collation,
     mysql_member_path,
 )
+from lg_sqla.dialects.mysql_offline import prepare_offline_ddl
 from lg_sqla.dialects.postgresql import PostgresOps, PostgresStoreSQL, bulk_params, bulk_rows_shape
 from lg_sqla.dialects.sqlite import SQLiteOps, SQLiteStoreSQL, sqlite_vec_engine_options
 from lg_sqla.errors import UnsupportedDriverError
@@ -74,6 +77,7 @@ __all__ = [
     "mysql_member_path",
     "ops_for",
     "ordered_join",
+    "prepare_offline_ddl",
     "sqlite_vec_engine_options",
     "store_sql_for",
 ]

@@ -12,10 +12,13 @@ import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
+from email.message import Message
+from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
 import pytest
 
+import lg_sqla
 from lg_sqla import migrate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,6 +31,8 @@ BINARY_SUFFIXES = {".whl", ".gz", ".zip", ".so", ".pyd", ".dll", ".pyc", ".png",
 class Built:
     sdist: list[str]  # paths inside the sdist, its top directory left out
     wheel: list[str]
+    wheel_metadata: Message  # the .dist-info/METADATA what pip and the index read
+    sdist_metadata: Message  # the sdist's PKG-INFO
 
 
 @pytest.fixture(scope="session")
@@ -46,10 +51,24 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (wheel,) = out.glob("lg_sqla-*.whl")
     with tarfile.open(sdist) as archive:
         members = [m.name for m in archive.getmembers() if m.isfile()]
+        (pkg_info,) = [
+            name for name in members if name.count("/") == 1 and name.endswith("/PKG-INFO")
+        ]
+        sdist_metadata = (archive.extractfile(pkg_info) or _missing(pkg_info)).read().decode()
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+        wheel_metadata = archive.read(metadata).decode()
     return Built(
         sdist=[str(PurePosixPath(*PurePosixPath(name).parts[1:])) for name in members],
-        wheel=zipfile.ZipFile(wheel).namelist(),
+        wheel=names,
+        wheel_metadata=HeaderParser().parsestr(wheel_metadata),
+        sdist_metadata=HeaderParser().parsestr(sdist_metadata),
     )
+
+
+def _missing(name: str) -> tarfile.ExFileObject:
+    raise AssertionError(f"{name} is not a file in the sdist")
 
 
 def _tracked(under: str) -> set[str]:
@@ -89,6 +108,34 @@ def test_sdist_holds_what_the_build_needs_and_no_binaries(built: Built) -> None:
     assert set(built.sdist) == needed | SDIST_EXTRAS
     assert not [n for n in built.sdist if PurePosixPath(n).suffix in BINARY_SUFFIXES]
     assert not [n for n in built.sdist if n.split("/")[0] in {"tests", "benchmarks", "docs"}]
+
+
+@pytest.mark.packaging
+def test_metadata_is_publishable(built: Built) -> None:
+    """What the index shows: the version lg_sqla.__version__ says (its one source), the
+    licence as an SPDX expression with its file, the author, and classifiers."""
+    for metadata in (built.wheel_metadata, built.sdist_metadata):
+        assert metadata["Name"] == "lg_sqla"
+        assert metadata["Version"] == lg_sqla.__version__
+        assert metadata["License-Expression"] == "MIT"
+        assert metadata.get_all("License-File") == ["LICENSE"]
+        assert metadata["Author"] == "The lg_sqla authors"
+        classifiers = set(metadata.get_all("Classifier") or [])
+        assert {
+            "Programming Language :: Python :: 3 :: Only",
+            "Programming Language :: Python :: 3.10",
+            "Typing :: Typed",
+            "Topic :: Database",
+            "Framework :: AsyncIO",
+        } <= classifiers
+        # PEP 639: an SPDX expression replaces the licence classifiers.
+        assert not [c for c in classifiers if c.startswith("License ::")]
+        assert metadata["Requires-Python"] == ">=3.10"
+        # Project-URLs are written once the project has a public home (pyproject.toml):
+        # none invented meanwhile, and any there must be absolute https addresses.
+        for url in metadata.get_all("Project-URL") or []:
+            assert url.split(", ", 1)[1].startswith("https://"), url
+    assert f"lg_sqla-{lg_sqla.__version__}.dist-info/licenses/LICENSE" in built.wheel
 
 
 def test_checkout_uses_the_top_level_alembic_directory() -> None:

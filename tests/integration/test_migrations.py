@@ -109,7 +109,8 @@ def put_as_before_0008(engine: sa.Engine, thread_id: str, metadata: dict[str, An
     with scratch.connect() as source, engine.begin() as target:
         for table, into in ((checkpoints, before_0008), (checkpoint_blobs, checkpoint_blobs)):
             rows = [dict(r._mapping) for r in source.execute(sa.select(table))]
-            target.execute(sa.insert(into), [{c.name: r[c.name] for c in into.columns} for r in rows])
+            names = [c.name for c in into.columns]
+            target.execute(sa.insert(into), [{name: r[name] for name in names} for r in rows])
     scratch.dispose()
     return stored
 

@@ -376,7 +376,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             self._writing("asweep_ttl")
         return await self.arun(self._ttl_sweep(batch_size, progress, dry_run, now))
 
-    async def aapply_ttl(
+    async def aset_threads_ttl(
         self,
         ttl_minutes: float,
         *,
@@ -385,7 +385,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         batch_size: int = 500,
         dry_run: bool = False,
     ) -> ApplyReport:
-        """Give existing threads a TTL of their own; see ``SQLAlchemySaver.apply_ttl``."""
+        """Give existing threads a TTL of their own; see ``SQLAlchemySaver.set_threads_ttl``."""
         return await self.arun(
             self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
         )
@@ -545,7 +545,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         )
         return report
 
-    def apply_ttl(
+    def set_threads_ttl(
         self,
         ttl_minutes: float,
         *,
@@ -555,7 +555,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         dry_run: bool = False,
     ) -> ApplyReport:
         report: ApplyReport = self._on_loop(
-            self.aapply_ttl(
+            self.aset_threads_ttl(
                 ttl_minutes,
                 replace_existing=replace_existing,
                 idle_for=idle_for,

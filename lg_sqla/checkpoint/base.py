@@ -146,13 +146,13 @@ class SaverBase(BaseCheckpointSaver[str]):
         from lg_sqla.checkpoint import ttl_sweep
 
         if not dry_run:
-            self._writing("apply_ttl")
+            self._writing("set_threads_ttl")
         if idle_for is not None and (
             not isinstance(idle_for, dt.timedelta) or idle_for < dt.timedelta(0)
         ):
             raise InvalidInputError(f"idle_for must be a non-negative timedelta, got {idle_for!r}")
         idle_since = None if idle_for is None else utc_now() - idle_for
-        return lambda: ttl_sweep.apply_ttl(
+        return lambda: ttl_sweep.set_threads_ttl(
             self.context,
             ttl_minutes,
             replace_existing=replace_existing,

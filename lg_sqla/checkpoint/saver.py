@@ -512,7 +512,7 @@ class SQLAlchemySaver(SaverBase):
             self._writing("sweep_ttl")
         return self.run(self._ttl_sweep(batch_size, progress, dry_run, now))
 
-    def apply_ttl(
+    def set_threads_ttl(
         self,
         ttl_minutes: float,
         *,
@@ -583,7 +583,7 @@ class SQLAlchemySaver(SaverBase):
             )
         )
 
-    async def aapply_ttl(
+    async def aset_threads_ttl(
         self,
         ttl_minutes: float,
         *,
@@ -593,7 +593,7 @@ class SQLAlchemySaver(SaverBase):
         dry_run: bool = False,
     ) -> ApplyReport:
         return await asyncio.to_thread(
-            lambda: self.apply_ttl(
+            lambda: self.set_threads_ttl(
                 ttl_minutes,
                 replace_existing=replace_existing,
                 idle_for=idle_for,

@@ -169,7 +169,7 @@ def delete_threads(thread_ids: Sequence[str]) -> Plan[RowCounts]:
 
 @dataclass
 class ApplyReport:
-    """What ``apply_ttl`` / ``lg-sqla ttl apply`` found and (unless a dry run) did."""
+    """What ``set_threads_ttl`` / ``lg-sqla ttl apply`` found and (unless a dry run) did."""
 
     ttl_minutes: float
     dry_run: bool
@@ -178,7 +178,7 @@ class ApplyReport:
     batches: int = 0
 
 
-def apply_ttl(
+def set_threads_ttl(
     ctx: Context,
     ttl_minutes: float,
     *,
@@ -196,7 +196,7 @@ def apply_ttl(
     """
     minutes = check_ttl_minutes(ttl_minutes)
     if minutes is None:
-        raise InvalidInputError("apply_ttl: ttl_minutes must be a positive number of minutes")
+        raise InvalidInputError("set_threads_ttl: ttl_minutes must be a positive number of minutes")
     _check_batch_size(batch_size)
     report = ApplyReport(ttl_minutes=minutes, dry_run=dry_run)
     after: str | None = None

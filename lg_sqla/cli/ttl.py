@@ -206,7 +206,7 @@ def _apply(args: argparse.Namespace) -> int:
     with sync_saver(args) as saver:
 
         def run(dry_run: bool) -> ApplyReport:
-            return saver.apply_ttl(
+            return saver.set_threads_ttl(
                 minutes,
                 replace_existing=args.replace,
                 idle_for=idle,

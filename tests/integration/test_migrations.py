@@ -25,6 +25,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from backends import Backend, EngineFactory, assert_no_leaked_connections, checked_engine
 from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.base import CheckpointMetadata
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
@@ -94,7 +95,7 @@ def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
     assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
 
 
-def put_as_before_0008(engine: sa.Engine, thread_id: str, metadata: dict[str, Any]) -> Any:
+def put_as_before_0008(engine: sa.Engine, thread_id: str, metadata: CheckpointMetadata) -> Any:
     """A checkpoint as lg_sqla wrote it before revision 0008 (no ``expires_at``): put by
     today's saver on a scratch SQLite database, its rows copied without the column."""
     scratch = sa.create_engine("sqlite://")

@@ -386,7 +386,7 @@ def test_ttl_apply_counts_first_and_its_dry_run_changes_nothing(
     assert done["threads"] == 1 and done["pinned_skipped"] == 1  # `never` only
     assert plain.thread_ttl(never).ttl_minutes == 90
     assert plain.thread_ttl(stamped).ttl_minutes is None  # its stamped TTL stays
-    replaced = plain.apply_ttl(120, replace_existing=True, dry_run=True)
+    replaced = plain.set_threads_ttl(120, replace_existing=True, dry_run=True)
     assert replaced.threads == 3 and replaced.pinned_skipped == 1
     assert plain.thread_ttl(stamped).ttl_minutes is None
     swept = plain.sweep_ttl()
@@ -397,7 +397,7 @@ def test_ttl_apply_counts_first_and_its_dry_run_changes_nothing(
         assert settings_rows(engine, thread_id) == 0
 
 
-async def test_apply_ttl_in_python(
+async def test_set_threads_ttl_in_python(
     make_engine: EngineFactory, swept_database: Backend, mode: str
 ) -> None:
     backend = swept_database
@@ -406,12 +406,12 @@ async def test_apply_ttl_in_python(
     saver = saver_on(engine)
     thread_id = new_thread()
     await put_thread(saver, thread_id)
-    counted = await saver.apply_ttl(5, dry_run=True, batch_size=1)
+    counted = await saver.set_threads_ttl(5, dry_run=True, batch_size=1)
     assert counted.threads == 1 and counted.dry_run
     assert settings_rows(sync, thread_id) == 0
-    applied = await saver.apply_ttl(5, batch_size=1)
+    applied = await saver.set_threads_ttl(5, batch_size=1)
     assert applied.threads == 1 and (await saver.thread_ttl(thread_id)).ttl_minutes == 5
-    assert (await saver.apply_ttl(5)).threads == 0  # it has a TTL now
+    assert (await saver.set_threads_ttl(5)).threads == 0  # it has a TTL now
     with sync.connect() as conn:  # nothing stamped: the TTL is the row's
         assert (
             conn.execute(

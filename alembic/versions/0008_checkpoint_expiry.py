@@ -52,10 +52,23 @@ def _on_duckdb() -> bool:
 
 
 def _has_column() -> bool:
-    if op.get_context().as_sql:  # offline (--sql): nothing to inspect, as from a new schema
+    """Whether a downgraded DuckDB database still has the column (duckdb-engine reflects
+    no columns: information_schema is asked)."""
+    if op.get_context().as_sql:  # offline (--sql): nothing to ask, as from a new schema
         return False
-    columns = sa.inspect(op.get_bind()).get_columns("checkpoints", schema=_schema())
-    return any(column["name"] == "expires_at" for column in columns)
+    columns = sa.table(
+        "columns",
+        sa.column("table_schema"),
+        sa.column("table_name"),
+        sa.column("column_name"),
+        schema="information_schema",
+    )
+    query = sa.select(sa.func.count()).where(
+        columns.c.table_name == "checkpoints", columns.c.column_name == "expires_at"
+    )
+    if _schema() is not None:
+        query = query.where(columns.c.table_schema == _schema())
+    return bool(op.get_bind().execute(query).scalar())
 
 
 def upgrade() -> None:

@@ -1,7 +1,8 @@
 """ORM models of lg_sqla's tables, importable by host applications.
 
 Checkpoints since revision 0001; the store and the node cache since 0002; the index
-in ``list``'s cross-thread order since 0005.
+in ``list``'s cross-thread order since 0005; retention settings since 0006; the stored
+expiry of each checkpoint since 0008.
 
 Host apps that run their own Alembic env keep these tables out of it: pass
 ``include_name=exclude_lg_sqla_tables`` to ``context.configure`` and leave
@@ -77,10 +78,16 @@ class CheckpointRow(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", json_document(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
     updated_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # When the thread expires if this stays its newest checkpoint (revision 0008):
+    # updated_at plus the TTL of the saver that wrote it, stamped by the put's own
+    # statement; NULL: written under no TTL (it never expires unless given one).
+    expires_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
 
     __table_args__ = (
         Index(None, "run_id"),
         Index(None, "updated_at"),
+        # The TTL sweep's candidates: a range of this index (expires_at < now).
+        Index(None, "expires_at"),
         # `list`'s order across threads (revision 0005): a page reads its rows, not the table.
         Index(None, "checkpoint_id", "thread_id", "checkpoint_ns_hash"),
         {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
@@ -142,15 +149,17 @@ class CheckpointRetentionRow(Base):
     """A thread's retention settings (revision 0006): a TTL of its own, a pin, and
     when a read last refreshed its TTL.
 
-    Only threads given a setting (or read with ``refresh_on_read``) have a row;
-    the clock of every other thread is its newest checkpoint's ``updated_at``,
-    so a put costs nothing extra (docs/operations.md, "Retention by policy").
+    Only threads given a setting (or read with ``refresh_on_read``) have a row; every
+    other thread expires as its newest checkpoint's ``expires_at`` says (stamped by the
+    put), so a put costs no statement more (docs/operations.md, "Retention by policy").
+    No row outlives its thread: whatever deletes a whole thread deletes its row too.
     """
 
     __tablename__ = "checkpoint_retention"
 
     thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
-    # NULL: the saver's policy default_ttl applies.
+    # Set by an operator (set_thread_ttl, `lg-sqla ttl set/apply`); it overrides the TTL
+    # stamped on the thread's checkpoints. NULL: the stamped one applies.
     ttl_minutes: Mapped[float | None] = mapped_column(Double(), nullable=True)
     pinned: Mapped[bool] = mapped_column(Boolean(), nullable=False, server_default=false())
     # The last read that refreshed the TTL (refresh_on_read); NULL: never.

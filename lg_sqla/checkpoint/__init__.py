@@ -9,6 +9,8 @@ statements.py   the statements the plans run: the page query, the blob load
 codec.py        rows <-> LangGraph objects, input validation
 history.py      ``get_delta_channel_history``: the parent-chain walk in SQL
 maintenance.py  prune, delete_for_runs, copy_thread, retention sweep
+retention.py    TTLs as stored data: a thread's expiry facts, pins, keep_last on put
+ttl_sweep.py    the TTL sweep, giving existing threads a TTL (``set_threads_ttl``)
 rotation.py     rewriting stored values into the current serializer (keys)
 =============== ==============================================================
 

@@ -28,6 +28,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
@@ -87,6 +88,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         self._init_common(
             engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
         )
+        self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -361,28 +363,51 @@ class AsyncSQLAlchemySaver(SaverBase):
         return await self.apin_thread(thread_id, False)
 
     async def asweep_ttl(
-        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+        self,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[SweepReport], None] | None = None,
+        dry_run: bool = False,
+        now: dt.datetime | None = None,
     ) -> SweepReport:
-        """Delete the threads whose TTL ran out; see ``SQLAlchemySaver.sweep_ttl``."""
-        self._writing("asweep_ttl")
-        policy = self._policy()
+        """Delete the threads whose stored TTL ran out (``dry_run``: count them only);
+        see ``SQLAlchemySaver.sweep_ttl``."""
+        if not dry_run:
+            self._writing("asweep_ttl")
+        return await self.arun(self._ttl_sweep(batch_size, progress, dry_run, now))
+
+    async def aset_threads_ttl(
+        self,
+        ttl_minutes: float,
+        *,
+        replace_existing: bool = False,
+        idle_for: dt.timedelta | None = None,
+        batch_size: int = 500,
+        dry_run: bool = False,
+    ) -> ApplyReport:
+        """Give existing threads a TTL of their own; see ``SQLAlchemySaver.set_threads_ttl``."""
         return await self.arun(
-            lambda: retention.sweep(
-                self.context, policy.default_ttl, policy.max_run, batch_size, progress
-            )
+            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
         )
 
     async def _sweep_once(self) -> str:
-        """One sweep of the background sweeper; what it removed, for the debug log."""
-        return f"{(await self.asweep_ttl()).removed.threads} thread(s)"
+        """One pass of the background sweeper; what it removed, for the debug log."""
+        report = await self.asweep_ttl()
+        if self._on_sweep is not None:
+            self._on_sweep(report)
+        return f"{report.removed.threads} thread(s), {report.pinned_skipped} pinned kept"
 
     async def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
+        self,
+        sweep_interval_minutes: float | None = None,
+        *,
+        on_pass: Callable[[SweepReport], None] | None = None,
     ) -> asyncio.Task[None]:
         """Run ``asweep_ttl`` every interval (default: the policy's, else 5 minutes) in a
         task of the running loop until :meth:`stop_ttl_sweeper` (``from_conn_string``
-        stops it on exit)."""
+        stops it on exit); ``on_pass`` is called with each pass's report."""
         self._writing("start_ttl_sweeper")
+        self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
@@ -508,10 +533,35 @@ class AsyncSQLAlchemySaver(SaverBase):
         return result
 
     def sweep_ttl(
-        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+        self,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[SweepReport], None] | None = None,
+        dry_run: bool = False,
+        now: dt.datetime | None = None,
     ) -> SweepReport:
         report: SweepReport = self._on_loop(
-            self.asweep_ttl(batch_size=batch_size, progress=progress)
+            self.asweep_ttl(batch_size=batch_size, progress=progress, dry_run=dry_run, now=now)
+        )
+        return report
+
+    def set_threads_ttl(
+        self,
+        ttl_minutes: float,
+        *,
+        replace_existing: bool = False,
+        idle_for: dt.timedelta | None = None,
+        batch_size: int = 500,
+        dry_run: bool = False,
+    ) -> ApplyReport:
+        report: ApplyReport = self._on_loop(
+            self.aset_threads_ttl(
+                ttl_minutes,
+                replace_existing=replace_existing,
+                idle_for=idle_for,
+                batch_size=batch_size,
+                dry_run=dry_run,
+            )
         )
         return report
 

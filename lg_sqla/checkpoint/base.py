@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
@@ -15,8 +16,14 @@ from sqlalchemy.engine import Dialect
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
+from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
 from lg_sqla.serde import with_msgpack_allowlist
+from lg_sqla.shared import utc_now
+
+if TYPE_CHECKING:  # (they import Context from here)
+    from lg_sqla.checkpoint.maintenance import SweepReport
+    from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 
 DEFAULT_LIST_PAGE_SIZE = 100
 
@@ -46,6 +53,9 @@ class Context:
     # The saver's get_next_version(None, None), called only where a tuple needs it
     # (a v<4 checkpoint with pending sends and no versions).
     next_version: Callable[[], Any] = lambda: None  # (callers that build no tuples)
+    # The writing saver's default_ttl: a put stamps its checkpoint's expires_at with
+    # it (None: the checkpoint never expires by itself).
+    stamp_ttl: dt.timedelta | None = None
 
 
 class SaverBase(BaseCheckpointSaver[str]):
@@ -90,7 +100,10 @@ class SaverBase(BaseCheckpointSaver[str]):
         # another serde (and a copy of this attribute).
         context: Context | None = self.__dict__.get("_context")
         if context is None or context.serde is not self.serde:
-            context = self._context = Context(self.dialect_ops, self.serde, self._first_version)
+            stamp = None if self.retention is None else self.retention.default_ttl
+            context = self._context = Context(
+                self.dialect_ops, self.serde, self._first_version, stamp
+            )
         return context
 
     def _writing(self, call: str) -> None:
@@ -107,6 +120,46 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _policy(self) -> Policy:
         """The policy a TTL call works under; a saver without one has per-thread TTLs only."""
         return self.retention or Policy()
+
+    def _ttl_sweep(
+        self,
+        batch_size: int,
+        progress: Callable[[SweepReport], None] | None,
+        dry_run: bool,
+        now: dt.datetime | None,
+    ) -> Callable[[], Plan[SweepReport]]:
+        """The TTL sweep's plan source: the stored expiries decide; this saver's
+        policy gives only max_run (a run in progress is kept)."""
+        from lg_sqla.checkpoint import ttl_sweep
+
+        max_run = self._policy().max_run
+        return lambda: ttl_sweep.sweep(max_run, batch_size, progress, dry_run=dry_run, now=now)
+
+    def _apply_ttl(
+        self,
+        ttl_minutes: float,
+        replace_existing: bool,
+        idle_for: dt.timedelta | None,
+        batch_size: int,
+        dry_run: bool,
+    ) -> Callable[[], Plan[ApplyReport]]:
+        from lg_sqla.checkpoint import ttl_sweep
+
+        if not dry_run:
+            self._writing("set_threads_ttl")
+        if idle_for is not None and (
+            not isinstance(idle_for, dt.timedelta) or idle_for < dt.timedelta(0)
+        ):
+            raise InvalidInputError(f"idle_for must be a non-negative timedelta, got {idle_for!r}")
+        idle_since = None if idle_for is None else utc_now() - idle_for
+        return lambda: ttl_sweep.set_threads_ttl(
+            self.context,
+            ttl_minutes,
+            replace_existing=replace_existing,
+            idle_since=idle_since,
+            batch_size=batch_size,
+            dry_run=dry_run,
+        )
 
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:

@@ -30,6 +30,7 @@ from lg_sqla.checkpoint.history import walk_chain
 from lg_sqla.checkpoint.statements import blob_keys
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import COMMIT, Plan, Step
@@ -69,6 +70,12 @@ class SweepReport:
     batches: int = 0
     threads_visited: int = 0
     removed: RowCounts = field(default_factory=RowCounts)
+    # Threads the sweep would have taken but kept because they are pinned.
+    pinned_skipped: int = 0
+    # A dry run deletes nothing: ``removed`` counts what it would remove, and
+    # ``thread_ids`` names the threads it would delete whole.
+    dry_run: bool = False
+    thread_ids: list[str] = field(default_factory=list)
 
 
 def _thread(thread_id: Any) -> str:
@@ -144,6 +151,7 @@ def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
     out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id == thread_id))).rowcount
     out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
     out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
+    yield Step(sa.delete(R).where(R.c.thread_id == thread_id))  # no setting outlives it
     # Counted only if it existed: reports say what was really removed.
     out.threads = int(bool(out.checkpoints or out.writes or out.blobs))
     return out
@@ -191,7 +199,16 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
         out.checkpoints += (yield Step(sa.delete(C).where(C.c.run_id.in_(chunk)))).rowcount
     if affected:
         out.blobs = yield from collect_garbage_blobs(ctx, sorted(affected))
+        yield from drop_settings_of_gone_threads(sorted(affected))
     return out
+
+
+def drop_settings_of_gone_threads(thread_ids: Sequence[str]) -> Plan[None]:
+    """Delete the retention rows (TTL, pin) of these threads that have no checkpoint
+    left, in the caller's transaction: no setting outlives its thread."""
+    gone = ~sa.select(C.c.thread_id).where(C.c.thread_id == R.c.thread_id).exists()
+    for chunk in _chunks(list(thread_ids)):
+        yield Step(sa.delete(R).where(R.c.thread_id.in_(chunk), gone))
 
 
 # --- copying -------------------------------------------------------------------------
@@ -218,7 +235,12 @@ def copy_thread(ctx: Context, source: str, target: str) -> Plan[RowCounts]:
         )
     if not counts.get(source):
         raise InvalidInputError(f"copy_thread: source thread {source!r} has no checkpoints")
-    now = sa.literal(utc_now(), C.c.created_at.type)
+    written_at = utc_now()
+    now = sa.literal(written_at, C.c.created_at.type)
+    # The copy is written now, by this saver: its expiry is stamped as a put's.
+    expires = sa.literal(
+        None if ctx.stamp_ttl is None else written_at + ctx.stamp_ttl, C.c.expires_at.type
+    )
     copied = RowCounts(threads=1)
     for table, counter in ((C, "checkpoints"), (W, "writes"), (B, "blobs")):
         names = [c.name for c in table.columns]
@@ -227,6 +249,8 @@ def copy_thread(ctx: Context, source: str, target: str) -> Plan[RowCounts]:
             if name == "thread_id"
             else now
             if name in ("created_at", "updated_at")
+            else expires
+            if name == "expires_at"
             else table.c[name]
             for name in names
         ]
@@ -352,13 +376,16 @@ def sweep(
     batch_size: int,
     progress: Callable[[SweepReport], None] | None,
 ) -> Plan[SweepReport]:
-    """Retention: visit stale threads in batches, one transaction per thread."""
+    """Retention: visit stale threads in batches, one transaction per thread; pinned
+    threads are kept whole (``report.pinned_skipped``)."""
     check_sweep(older_than, strategy, keep_last, batch_size)
     report = SweepReport(cutoff=utc_now() - older_than, strategy=strategy)
     after: PagePosition | None = None
     seen: set[str] = set()  # a thread with old checkpoints on several pages is visited once
     while True:
-        batch, after = yield from stale_threads(report.cutoff, strategy, after, batch_size, seen)
+        stale, after = yield from stale_threads(report.cutoff, strategy, after, batch_size, seen)
+        batch, pinned = yield from unpinned(stale)
+        report.pinned_skipped += pinned
         yield COMMIT
         if batch:
             report.batches += 1
@@ -383,7 +410,11 @@ def check_sweep(older_than: Any, strategy: str, keep_last: int, batch_size: Any)
 
 
 def old_threads_page(
-    cutoff: dt.datetime, after: dt.datetime | None, batch_size: int, seen: set[str]
+    cutoff: dt.datetime,
+    after: dt.datetime | None,
+    batch_size: int,
+    seen: set[str],
+    column: sa.Column[Any] = C.c.updated_at,
 ) -> Plan[tuple[list[str], dt.datetime | None]]:
     """The next ``batch_size`` threads not in ``seen`` (which it extends) that hold a
     checkpoint last written before the cut-off, oldest first, and where the next batch
@@ -395,22 +426,23 @@ def old_threads_page(
     instant's rows reads the rest of that instant by equality, so the next page can
     start strictly after it (ordering by a tie-breaker as well made SQLite sort the
     whole range). A thread with old checkpoints on several pages is returned once.
+
+    ``column``: another indexed timestamp of ``checkpoints`` to walk the same way (the
+    TTL sweep walks ``expires_at``).
     """
     threads: list[str] = []
     while True:
-        stmt = sa.select(C.c.updated_at, C.c.thread_id).where(C.c.updated_at < cutoff)
+        stmt = sa.select(column.label("instant"), C.c.thread_id).where(column < cutoff)
         if after is not None:
-            stmt = stmt.where(C.c.updated_at > after)
+            stmt = stmt.where(column > after)
         rows = [
-            (r.updated_at, r.thread_id)
-            for r in (yield Step(stmt.order_by(C.c.updated_at).limit(batch_size), fetch=True)).rows
+            (r.instant, r.thread_id)
+            for r in (yield Step(stmt.order_by(column).limit(batch_size), fetch=True)).rows
         ]
         complete = len(rows) < batch_size
         if not complete:
             last = rows[-1][0]
-            rest = (
-                yield Step(sa.select(C.c.thread_id).where(C.c.updated_at == last), fetch=True)
-            ).rows
+            rest = (yield Step(sa.select(C.c.thread_id).where(column == last), fetch=True)).rows
             rows = [r for r in rows if r[0] != last] + [(last, r.thread_id) for r in rest]
         for instant, group in itertools.groupby(rows, key=operator.itemgetter(0)):
             new = [t for t in dict.fromkeys(thread for _, thread in group) if t not in seen]
@@ -423,6 +455,29 @@ def old_threads_page(
             return threads, None
         if len(threads) >= batch_size:
             return threads, after
+
+
+def _pinned(thread_id: sa.ColumnElement[Any]) -> sa.Exists:
+    """The thread is pinned (its retention row says so)."""
+    return (
+        sa.select(R.c.thread_id).where(R.c.thread_id == thread_id, R.c.pinned == sa.true()).exists()
+    )
+
+
+def unpinned(thread_ids: Sequence[str]) -> Plan[tuple[list[str], int]]:
+    """These threads but the pinned ones, and how many were pinned (one statement)."""
+    if not thread_ids:
+        return [], 0
+    rows = (
+        yield Step(
+            sa.select(R.c.thread_id).where(
+                R.c.thread_id.in_(list(thread_ids)), R.c.pinned == sa.true()
+            ),
+            fetch=True,
+        )
+    ).rows
+    pinned = {row.thread_id for row in rows}
+    return [t for t in thread_ids if t not in pinned], len(pinned)
 
 
 def stale_threads(
@@ -455,7 +510,8 @@ def stale_threads(
 
 
 def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
-    """How many threads a sweep with this cut-off would visit, in one statement.
+    """How many threads a sweep with this cut-off would visit (pinned ones are not),
+    in one statement.
 
     It groups the whole table (60-180 ms on 10k threads; it grows with the table): the
     CLI's progress total and question. The sweep itself never runs it (its selection
@@ -465,11 +521,16 @@ def count_stale_threads(cutoff: dt.datetime, strategy: str) -> Plan[int]:
     if strategy == "delete":
         stale = (
             sa.select(C.c.thread_id)
+            .where(~_pinned(C.c.thread_id))
             .group_by(C.c.thread_id)
             .having(sa.func.max(C.c.updated_at) < cutoff)
         )
     else:
-        stale = sa.select(C.c.thread_id).where(C.c.updated_at < cutoff).distinct()
+        stale = (
+            sa.select(C.c.thread_id)
+            .where(C.c.updated_at < cutoff, ~_pinned(C.c.thread_id))
+            .distinct()
+        )
     stmt = sa.select(sa.func.count()).select_from(stale.subquery())
     return int((yield Step(stmt, fetch=True)).rows[0][0])
 
@@ -481,13 +542,19 @@ def sweep_thread(
 
     ``delete`` removes only checkpoints last written before the cut-off, so a
     thread that comes back to life while the sweep runs keeps its new
-    checkpoints (with their writes and the blobs they reference).
+    checkpoints (with their writes and the blobs they reference); a thread pinned
+    since its page was read is left whole (the delete itself asks), and a thread
+    deleted whole goes with its retention row.
     """
     if strategy != "delete":
         return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))
     out = RowCounts()
     out.checkpoints = (
-        yield Step(sa.delete(C).where(C.c.thread_id == thread_id, C.c.updated_at < cutoff))
+        yield Step(
+            sa.delete(C).where(
+                C.c.thread_id == thread_id, C.c.updated_at < cutoff, ~_pinned(C.c.thread_id)
+            )
+        )
     ).rowcount
     left = (
         yield Step(sa.select(sa.func.count()).where(C.c.thread_id == thread_id), fetch=True)
@@ -496,6 +563,7 @@ def sweep_thread(
         out.threads = 1
         out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
         out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
+        yield Step(sa.delete(R).where(R.c.thread_id == thread_id))
     elif out.checkpoints:
         # The thread came back to life: keep its new rows, drop the old writes
         # whose checkpoint is gone (a write being stored now is newer than the cut-off).

@@ -57,6 +57,7 @@ from lg_sqla.checkpoint.statements import (
 from lg_sqla.dialects import bulk_params, bulk_rows_shape
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
+from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step
@@ -143,8 +144,10 @@ def put(
         "metadata": stored_metadata,
         "created_at": now,
         "updated_at": now,
+        # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
+        "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
     }
-    update = ("checkpoint", "metadata", "run_id", "updated_at")
+    update = ("checkpoint", "metadata", "run_id", "updated_at", "expires_at")
     if ctx.dialect_ops.writes_in_one_statement:
         shape = bulk_rows_shape(blob_rows)
         statement = ctx.dialect_ops.cached(
@@ -230,7 +233,8 @@ def put_writes(
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
     thread_id = codec.thread_id_str(thread_id)
-    for table in (C, W, B):
+    # Its retention row (TTL, pin) too: no setting outlives its thread.
+    for table in (C, W, B, R):
         yield Step(sa.delete(table).where(table.c.thread_id == thread_id))
 
 

@@ -20,8 +20,10 @@ class CheckpointTTL(TypedDict, total=False):
     """The retention policy of a saver (``ttl=``), in the shape of LangGraph's store
     ``TTLConfig``; every key is optional.
 
-    default_ttl: Minutes a thread lives after its last write (or refreshing read);
-        None or absent: only threads given a TTL of their own expire.
+    default_ttl: Minutes a thread this saver writes lives after its last write (or
+        refreshing read): every put stamps its checkpoint with it, so the thread keeps
+        this TTL whoever reads or sweeps it, until another saver writes it. None or
+        absent: puts stamp none (a thread written so never expires unless given one).
     refresh_on_read: A read of a live thread restarts its clock (an extra write per read).
     sweep_interval_minutes: How often ``start_ttl_sweeper``'s sweeper runs (default 5).
     keep_last: Keep only the newest N checkpoints of each namespace, pruned in the
@@ -95,5 +97,5 @@ def policy_from(ttl: CheckpointTTL | None) -> Policy | None:
 
 
 def check_ttl_minutes(minutes: Any) -> float | None:
-    """A per-thread TTL: positive minutes, or None (back to the policy's default)."""
+    """A per-thread TTL: positive minutes, or None (back to the TTL stamped by its writes)."""
     return None if minutes is None else positive_minutes("ttl_minutes", minutes)

@@ -1,10 +1,15 @@
-"""Retention by policy: checkpoint TTLs, pins, keep-last pruning on write, the TTL sweep.
+"""Retention as data: stored expiries, pins, keep-last pruning on write, the TTL sweep.
 
-A thread's clock is its newest checkpoint's ``updated_at`` (every put writes it, so
-refresh on write costs nothing), or the last read that refreshed it
-(``checkpoint_retention.touched_at``, only with ``refresh_on_read``), whichever is
-later. It expires ``ttl`` after that: its own TTL (``checkpoint_retention.ttl_minutes``)
-or else the policy's ``default_ttl``. A pinned thread never expires.
+A thread's expiry is what is stored, never the policy of the process that reads or
+sweeps it. Every put stamps its checkpoint's ``expires_at`` with the writing saver's
+``default_ttl`` (``updated_at`` plus the TTL; NULL under no TTL) in the put's own
+statement. A thread's TTL is then, first, the TTL an operator gave it
+(``checkpoint_retention.ttl_minutes``: ``set_thread_ttl``, ``lg-sqla ttl set/apply``),
+else the one its newest checkpoint was stamped with, else none: it never expires.
+
+Its clock is its newest checkpoint's ``updated_at``, or the last read that refreshed
+it (``checkpoint_retention.touched_at``, only with ``refresh_on_read``), whichever is
+later; it expires ``ttl`` after that. A pinned thread never expires.
 
 A run in progress is never expired: a thread whose newest root checkpoint still has
 tasks to run (a trigger channel among its ``updated_channels``) and no interrupt or
@@ -20,7 +25,7 @@ half of itself.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,14 +40,11 @@ from langgraph.checkpoint.base import (
 
 from lg_sqla.checkpoint import codec, maintenance, operations
 from lg_sqla.checkpoint.base import Context
-from lg_sqla.checkpoint.maintenance import RowCounts, SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, check_ttl_minutes, policy_from
-from lg_sqla.errors import InvalidInputError
-from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import COMMIT, Plan, Step
+from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash, utc_now
 
 ROOT_NS_HASH = key_hash("")
@@ -58,11 +60,12 @@ _RUN_ENDED = ("__interrupt__", "__error__")
 
 @dataclass(frozen=True)
 class ThreadRetention:
-    """A thread's retention facts and, under a default TTL, when it expires."""
+    """A thread's stored retention facts, and when they say it expires."""
 
     thread_id: str
     last_write: dt.datetime | None  # newest checkpoint's updated_at; None: no checkpoint
-    ttl_minutes: float | None  # its own TTL; None: the policy's default
+    stamped_expiry: dt.datetime | None  # newest checkpoint's expires_at (its writer's TTL)
+    ttl_minutes: float | None  # the TTL an operator gave it; None: the stamped one
     pinned: bool
     touched_at: dt.datetime | None  # last refreshing read
 
@@ -71,25 +74,46 @@ class ThreadRetention:
         times = [t for t in (self.last_write, self.touched_at) if t is not None]
         return max(times) if times else None
 
-    def ttl(self, default: dt.timedelta | None) -> dt.timedelta | None:
-        return dt.timedelta(minutes=self.ttl_minutes) if self.ttl_minutes is not None else default
+    @property
+    def stamped_ttl(self) -> dt.timedelta | None:
+        """The TTL its newest checkpoint's writer had (None: none)."""
+        if self.stamped_expiry is None or self.last_write is None:
+            return None
+        return self.stamped_expiry - self.last_write
 
-    def expires_at(self, default: dt.timedelta | None) -> dt.datetime | None:
-        """When the thread's TTL runs out (None: pinned, no TTL, or no checkpoint)."""
-        ttl, last = self.ttl(default), self.last_activity
-        if self.pinned or ttl is None or self.last_write is None or last is None:
+    @property
+    def ttl(self) -> dt.timedelta | None:
+        """Its own TTL, else the stamped one; None: it never expires."""
+        if self.ttl_minutes is not None:
+            return dt.timedelta(minutes=self.ttl_minutes)
+        return self.stamped_ttl
+
+    def runs_out_at(self) -> dt.datetime | None:
+        """When its TTL runs out, pin or not (None: no TTL, or no checkpoint)."""
+        ttl, last = self.ttl, self.last_activity
+        if ttl is None or self.last_write is None or last is None:
             return None
         return last + ttl
+
+    def expires_at(self) -> dt.datetime | None:
+        """When it expires (None: never: pinned, no TTL, or nothing stored)."""
+        return None if self.pinned else self.runs_out_at()
 
 
 def _facts(thread_id: str, row: Any) -> ThreadRetention:
     return ThreadRetention(
         thread_id=thread_id,
         last_write=row.last_write,
+        stamped_expiry=row.stamped_expiry,
         ttl_minutes=None if row.ttl_minutes is None else float(row.ttl_minutes),
         pinned=bool(row.pinned),
         touched_at=row.touched_at,
     )
+
+
+def _newest_first() -> tuple[sa.ColumnElement[Any], ...]:
+    """A thread's checkpoints, newest write first (ties broken by key)."""
+    return (C.c.updated_at.desc(), C.c.checkpoint_ns_hash.desc(), C.c.checkpoint_id.desc())
 
 
 def thread_retention(thread_id: str) -> Plan[ThreadRetention]:
@@ -98,11 +122,18 @@ def thread_retention(thread_id: str) -> Plan[ThreadRetention]:
     def setting(column: sa.Column[Any]) -> Any:
         return sa.select(column).where(R.c.thread_id == thread_id).scalar_subquery()
 
+    of_thread = C.c.thread_id == thread_id
     stmt = sa.select(
         sa.select(sa.func.max(C.c.updated_at))
-        .where(C.c.thread_id == thread_id)
+        .where(of_thread)
         .scalar_subquery()
         .label("last_write"),
+        sa.select(C.c.expires_at)
+        .where(of_thread)
+        .order_by(*_newest_first())
+        .limit(1)
+        .scalar_subquery()
+        .label("stamped_expiry"),
         setting(R.c.ttl_minutes).label("ttl_minutes"),
         setting(R.c.pinned).label("pinned"),
         setting(R.c.touched_at).label("touched_at"),
@@ -115,17 +146,27 @@ def threads_retention(thread_ids: Sequence[str]) -> Plan[list[ThreadRetention]]:
     """The facts of a batch of threads that have checkpoints, one statement."""
     if not thread_ids:
         return []
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=C.c.thread_id, order_by=_newest_first())
+        .label("rank")
+    )
+    ranked = (
+        sa.select(C.c.thread_id, C.c.updated_at, C.c.expires_at, rank)
+        .where(C.c.thread_id.in_(list(thread_ids)))
+        .subquery()
+    )
     stmt = (
         sa.select(
-            C.c.thread_id,
-            sa.func.max(C.c.updated_at).label("last_write"),
+            ranked.c.thread_id,
+            ranked.c.updated_at.label("last_write"),
+            ranked.c.expires_at.label("stamped_expiry"),
             R.c.ttl_minutes,
             R.c.pinned,
             R.c.touched_at,
         )
-        .select_from(C.outerjoin(R, R.c.thread_id == C.c.thread_id))
-        .where(C.c.thread_id.in_(list(thread_ids)))
-        .group_by(C.c.thread_id, R.c.ttl_minutes, R.c.pinned, R.c.touched_at)
+        .select_from(ranked.outerjoin(R, R.c.thread_id == ranked.c.thread_id))
+        .where(ranked.c.rank == 1)
     )
     rows = (yield Step(stmt, fetch=True)).rows
     return [_facts(row.thread_id, row) for row in rows]
@@ -190,45 +231,39 @@ def run_in_progress(thread_id: str) -> Plan[bool]:
     return thread_id in (yield from runs_in_progress([thread_id]))
 
 
-def due(
-    facts: Sequence[ThreadRetention], default: dt.timedelta | None, now: dt.datetime
-) -> list[ThreadRetention]:
-    """The threads whose TTL ran out (a run in progress not yet ruled out)."""
-    return [f for f in facts if (at := f.expires_at(default)) is not None and at <= now]
+def due(facts: Sequence[ThreadRetention], now: dt.datetime) -> list[ThreadRetention]:
+    """The threads whose stored TTL ran out (a run in progress not yet ruled out)."""
+    return [f for f in facts if (at := f.expires_at()) is not None and at <= now]
 
 
 def expired_of(
-    facts: Sequence[ThreadRetention],
-    default: dt.timedelta | None,
-    max_run: dt.timedelta,
-    now: dt.datetime,
+    facts: Sequence[ThreadRetention], max_run: dt.timedelta, now: dt.datetime
 ) -> Plan[list[str]]:
     """The threads that have expired: TTL run out, and no run in progress (a run whose
     last write is older than ``max_run`` is taken for one whose process is gone)."""
-    ran_out = due(facts, default, now)
+    ran_out = due(facts, now)
     recent = [f.thread_id for f in ran_out if f.last_write and f.last_write + max_run > now]
     running = yield from runs_in_progress(recent)
     return [f.thread_id for f in ran_out if f.thread_id not in running]
 
 
-def expired(
-    facts: ThreadRetention, default: dt.timedelta | None, max_run: dt.timedelta, now: dt.datetime
-) -> Plan[bool]:
+def expired(facts: ThreadRetention, max_run: dt.timedelta, now: dt.datetime) -> Plan[bool]:
     """Whether this thread has expired (see ``expired_of``)."""
-    return bool((yield from expired_of([facts], default, max_run, now)))
+    return bool((yield from expired_of([facts], max_run, now)))
 
 
 def visible(
     ctx: Context, thread_id: str, policy: Policy, *, refresh: bool, now: dt.datetime | None = None
 ) -> Plan[bool]:
-    """Whether a read may see the thread (False: it expired, not swept yet); a read of
-    a live thread refreshes its clock when ``refresh`` (the policy's refresh_on_read on
-    a writable saver)."""
+    """Whether a read may see the thread (False: its stored expiry passed, not swept
+    yet); a read of a live thread refreshes its clock when ``refresh`` (the policy's
+    refresh_on_read on a writable saver). ``policy`` gives only ``max_run``: what
+    expires is decided by the stored facts."""
     now = now or utc_now()
     facts = yield from thread_retention(thread_id)
     if facts.last_write is None:
         return True  # nothing stored: the read finds nothing by itself
-    if (yield from expired(facts, policy.default_ttl, policy.max_run, now)):
+    if (yield from expired(facts, policy.max_run, now)):
         return False
     if refresh:
         yield from ctx.dialect_ops.upsert_rows(
@@ -290,8 +325,8 @@ def put(
 def set_thread(
     ctx: Context, thread_id: Any, *, ttl_minutes: float | None = None, pinned: bool | None = None
 ) -> Plan[ThreadRetention]:
-    """Give a thread its own TTL (``ttl_minutes``; None: back to the default) and/or pin
-    or unpin it; returns its facts afterwards."""
+    """Give a thread its own TTL (``ttl_minutes``; None: back to the one its last write
+    was stamped with) and/or pin or unpin it; returns its facts afterwards."""
     thread = codec.thread_id_str(thread_id)
     now = utc_now()
     row: dict[str, Any] = {"thread_id": thread, "updated_at": now}
@@ -314,20 +349,25 @@ class ThreadTTL:
     exists: bool  # it has checkpoints
     last_write: dt.datetime | None
     touched_at: dt.datetime | None
-    ttl_minutes: float | None  # its own TTL (None: the default applies)
-    effective_ttl_minutes: float | None  # its own, else the default; None: never expires
+    ttl_minutes: float | None  # its own TTL, set by an operator (None: the stamped one)
+    stamped_ttl_minutes: float | None  # the TTL its last write was stamped with
+    effective_ttl_minutes: float | None  # its own, else the stamped; None: never expires
     pinned: bool
     expires_at: dt.datetime | None  # None: never (pinned, no TTL, or nothing stored)
     running: bool  # a run is in progress (kept past its TTL)
     expired: bool  # reads see nothing; the next sweep deletes it
 
 
-def describe(thread_id: Any, policy: Policy) -> Plan[ThreadTTL]:
-    """A thread's TTL report under ``policy`` (one to three statements)."""
+def _minutes(ttl: dt.timedelta | None) -> float | None:
+    return None if ttl is None else ttl.total_seconds() / 60
+
+
+def describe(thread_id: Any, policy: Policy, now: dt.datetime | None = None) -> Plan[ThreadTTL]:
+    """A thread's TTL report from its stored facts (one to three statements);
+    ``policy`` gives only ``max_run``."""
     thread = codec.thread_id_str(thread_id)
-    now = utc_now()
+    now = now or utc_now()
     facts = yield from thread_retention(thread)
-    ttl = facts.ttl(policy.default_ttl)
     running = facts.last_write is not None and (yield from run_in_progress(thread))
     return ThreadTTL(
         thread_id=thread,
@@ -335,111 +375,13 @@ def describe(thread_id: Any, policy: Policy) -> Plan[ThreadTTL]:
         last_write=facts.last_write,
         touched_at=facts.touched_at,
         ttl_minutes=facts.ttl_minutes,
-        effective_ttl_minutes=None if ttl is None else ttl.total_seconds() / 60,
+        stamped_ttl_minutes=_minutes(facts.stamped_ttl),
+        effective_ttl_minutes=_minutes(facts.ttl),
         pinned=facts.pinned,
-        expires_at=facts.expires_at(policy.default_ttl),
+        expires_at=facts.expires_at(),
         running=running,
-        expired=(yield from expired(facts, policy.default_ttl, policy.max_run, now)),
+        expired=(yield from expired(facts, policy.max_run, now)),
     )
-
-
-# --- the TTL sweep -----------------------------------------------------------------------
-
-
-def _shortest_ttl(default: dt.timedelta | None) -> Plan[dt.timedelta | None]:
-    """The shortest TTL any unpinned thread can have: the default or a thread's own
-    (the first entry of the ttl_minutes index that is not pinned)."""
-    stmt = (
-        sa.select(R.c.ttl_minutes)
-        .where(R.c.ttl_minutes.is_not(None), R.c.pinned == sa.false())
-        .order_by(R.c.ttl_minutes)
-        .limit(1)
-    )
-    rows = (yield Step(stmt, fetch=True)).rows
-    own = dt.timedelta(minutes=float(rows[0][0])) if rows else None
-    candidates = [t for t in (default, own) if t is not None]
-    return min(candidates) if candidates else None
-
-
-def sweep(
-    ctx: Context,
-    default: dt.timedelta | None,
-    max_run: dt.timedelta,
-    batch_size: int,
-    progress: Callable[[SweepReport], None] | None,
-    *,
-    measure_instead: Callable[[list[str]], Plan[None]] | None = None,
-) -> Plan[SweepReport]:
-    """Delete expired threads, one transaction per thread.
-
-    The candidates are threads with a checkpoint older than the shortest TTL, read a
-    page at a time from the ``updated_at`` index; their facts take one statement per
-    page. Each expired thread is checked again inside its own transaction (its TTL,
-    then whether a run is in progress) and only then deleted, whole.
-
-    ``measure_instead``: a dry run: instead of deleting a page's expired threads, run
-    this plan on them (the CLI counts their rows and bytes, once).
-    """
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    now = utc_now()
-    shortest = yield from _shortest_ttl(default)
-    report = SweepReport(cutoff=now if shortest is None else now - shortest, strategy="ttl")
-    yield COMMIT
-    if shortest is None:
-        return report
-    seen: set[str] = set()
-    after: maintenance.PagePosition | None = None
-    while True:
-        fresh, after = yield from maintenance.old_threads_page(
-            report.cutoff, after, batch_size, seen
-        )
-        if fresh:
-            yield from _sweep_page(report, fresh, default, max_run, now, measure_instead)
-            if progress is not None:
-                progress(report)
-        if after is None:
-            return report
-
-
-def _sweep_page(
-    report: SweepReport,
-    page: list[str],
-    default: dt.timedelta | None,
-    max_run: dt.timedelta,
-    now: dt.datetime,
-    measure_instead: Callable[[list[str]], Plan[None]] | None,
-) -> Plan[None]:
-    """One batch of candidates: their facts (one statement), then, in one transaction,
-    the due ones read again, checked for a run in progress and deleted whole."""
-    report.batches += 1
-    candidates = due((yield from threads_retention(page)), default, now)
-    yield COMMIT
-    if not candidates:
-        return
-    report.threads_visited += len(candidates)
-    # Again in the transaction that deletes them: a write since the page was read keeps
-    # a thread (its TTL restarts), and so does a run that started meanwhile.
-    again = yield from threads_retention([f.thread_id for f in candidates])
-    doomed = yield from expired_of(again, default, max_run, now)
-    if doomed and measure_instead is not None:
-        yield from measure_instead(doomed)
-    elif doomed:
-        report.removed.add((yield from delete_threads(doomed)))
-    yield COMMIT
-
-
-def delete_threads(thread_ids: Sequence[str]) -> Plan[RowCounts]:
-    """Every row of these expired threads, settings included, in the caller's transaction
-    (so each thread goes whole: a reader sees all of it or none)."""
-    out = RowCounts()
-    ids = list(thread_ids)
-    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id.in_(ids)))).rowcount
-    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id.in_(ids)))).rowcount
-    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id.in_(ids)))).rowcount
-    yield Step(sa.delete(R).where(R.c.thread_id.in_(ids)))
-    out.threads = len(ids)
-    return out
 
 
 __all__ = [

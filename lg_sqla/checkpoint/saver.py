@@ -28,6 +28,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.sweeper import ThreadSweeper
@@ -62,10 +63,12 @@ class SQLAlchemySaver(SaverBase):
             (docs/scaling.md).
         ttl: A retention policy (``CheckpointTTL``: ``default_ttl`` minutes,
             ``refresh_on_read``, ``sweep_interval_minutes``, ``keep_last``,
-            ``max_run_minutes``). Expired threads read as absent; ``sweep_ttl`` or
-            ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
-            (docs/operations.md, "Retention by policy"). None: no policy, and no
-            extra statement on any call.
+            ``max_run_minutes``). Each put stamps its checkpoint with ``default_ttl``:
+            the thread's expiry is stored with it, never decided by another process's
+            policy. Threads whose stored expiry passed read as absent; ``sweep_ttl``
+            or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
+            (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
+            no expiry, and no extra statement on any call.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -93,10 +96,8 @@ class SQLAlchemySaver(SaverBase):
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
-        self._sweeper = ThreadSweeper(
-            "lg_sqla-checkpoint-ttl-sweeper",
-            lambda: f"{self.sweep_ttl().removed.threads} thread(s)",
-        )
+        self._on_sweep: Callable[[SweepReport], None] | None = None
+        self._sweeper = ThreadSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
 
     @classmethod
     @contextmanager
@@ -459,13 +460,15 @@ class SQLAlchemySaver(SaverBase):
         return self.run(lambda: retention.visible(self.context, thread_id, policy, refresh=refresh))
 
     def thread_ttl(self, thread_id: str) -> ThreadTTL:
-        """A thread's TTL report: last write, its own TTL or the default, pin, expiry,
-        whether a run is in progress and whether it has expired. Reads only."""
+        """A thread's TTL report from what is stored: last write, its own TTL or the one
+        its last write was stamped with, pin, expiry, whether a run is in progress and
+        whether it has expired. Reads only."""
         policy = self._policy()
         return self.run(lambda: retention.describe(thread_id, policy))
 
     def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        """Give a thread a TTL of its own, in minutes (None: back to the policy's default).
+        """Give a thread a TTL of its own, in minutes, overriding the one its writes were
+        stamped with (None: back to the stamped one).
 
         Raises:
             InvalidInputError: ``ttl_minutes`` is not a positive number.
@@ -490,28 +493,63 @@ class SQLAlchemySaver(SaverBase):
         *,
         batch_size: int = 500,
         progress: Callable[[SweepReport], None] | None = None,
+        dry_run: bool = False,
+        now: dt.datetime | None = None,
     ) -> SweepReport:
-        """Delete the threads whose TTL ran out, now; whole threads, one transaction each.
+        """Delete the threads whose stored TTL ran out; whole threads, one transaction
+        per page of them. This saver's own policy decides nothing (a thread expires by
+        the TTL stamped on it or given to it); pinned threads and threads with a run in
+        progress are kept, the pinned ones counted in ``pinned_skipped``.
 
-        Candidates are read ``batch_size`` checkpoints at a time from the ``updated_at``
-        index; pinned threads, threads with a longer TTL of their own and threads with
-        a run in progress are kept (docs/operations.md).
+        Args:
+            batch_size: Candidates read per page of the ``expires_at`` index.
+            progress: Called with the report after each page.
+            dry_run: Delete nothing: ``removed`` counts what would be removed and
+                ``thread_ids`` names the threads.
+            now: The instant expiry is reckoned at (default: now).
         """
-        self._writing("sweep_ttl")
-        policy = self._policy()
+        if not dry_run:
+            self._writing("sweep_ttl")
+        return self.run(self._ttl_sweep(batch_size, progress, dry_run, now))
+
+    def set_threads_ttl(
+        self,
+        ttl_minutes: float,
+        *,
+        replace_existing: bool = False,
+        idle_for: dt.timedelta | None = None,
+        batch_size: int = 500,
+        dry_run: bool = False,
+    ) -> ApplyReport:
+        """Give existing threads a TTL of their own (``lg-sqla ttl apply``): by default
+        the threads that never expire (written under no TTL, given none); with
+        ``replace_existing`` every thread; with ``idle_for`` only those last written
+        longer ago. Pinned threads are skipped and counted. ``dry_run``: count only.
+        """
         return self.run(
-            lambda: retention.sweep(
-                self.context, policy.default_ttl, policy.max_run, batch_size, progress
-            )
+            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
         )
 
+    def _sweep_once(self) -> str:
+        """One pass of the background sweeper; what it removed, for the debug log."""
+        report = self.sweep_ttl()
+        if self._on_sweep is not None:
+            self._on_sweep(report)
+        return f"{report.removed.threads} thread(s), {report.pinned_skipped} pinned kept"
+
     def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
+        self,
+        sweep_interval_minutes: float | None = None,
+        *,
+        on_pass: Callable[[SweepReport], None] | None = None,
     ) -> concurrent.futures.Future[None]:
         """Run ``sweep_ttl`` every ``sweep_interval_minutes`` (default: the policy's, else
         5) in a daemon thread until :meth:`stop_ttl_sweeper` (``from_conn_string`` stops
-        it on exit). The future completes when the thread ends."""
+        it on exit). ``on_pass`` is called with each pass's report (in the sweeper's
+        thread; metrics, or a test waiting for a pass). The future completes when the
+        thread ends."""
         self._writing("start_ttl_sweeper")
+        self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
@@ -532,10 +570,36 @@ class SQLAlchemySaver(SaverBase):
         return await asyncio.to_thread(self.unpin_thread, thread_id)
 
     async def asweep_ttl(
-        self, *, batch_size: int = 500, progress: Callable[[SweepReport], None] | None = None
+        self,
+        *,
+        batch_size: int = 500,
+        progress: Callable[[SweepReport], None] | None = None,
+        dry_run: bool = False,
+        now: dt.datetime | None = None,
     ) -> SweepReport:
         return await asyncio.to_thread(
-            lambda: self.sweep_ttl(batch_size=batch_size, progress=progress)
+            lambda: self.sweep_ttl(
+                batch_size=batch_size, progress=progress, dry_run=dry_run, now=now
+            )
+        )
+
+    async def aset_threads_ttl(
+        self,
+        ttl_minutes: float,
+        *,
+        replace_existing: bool = False,
+        idle_for: dt.timedelta | None = None,
+        batch_size: int = 500,
+        dry_run: bool = False,
+    ) -> ApplyReport:
+        return await asyncio.to_thread(
+            lambda: self.set_threads_ttl(
+                ttl_minutes,
+                replace_existing=replace_existing,
+                idle_for=idle_for,
+                batch_size=batch_size,
+                dry_run=dry_run,
+            )
         )
 
     # --- async methods: the sync work runs in a worker thread ---------------------

@@ -114,8 +114,12 @@ def _would(report: dict[str, Any], strategy: str) -> str:
     return (
         f"dry run: would {verb} {report['threads']} thread(s); remove {report['checkpoints']} "
         f"checkpoint(s), {report['writes']} write(s), {report['values']} value(s), "
-        f"{human_bytes(report['bytes'])}"
+        f"{human_bytes(report['bytes'])}{_pinned_note(report.get('pinned_skipped', 0))}"
     )
+
+
+def _pinned_note(pinned: int) -> str:
+    return f"; skipped {pinned} pinned" if pinned else ""
 
 
 def _dry_run(saver: SQLAlchemySaver, plan: Any, thread_ids: Sequence[str] | None) -> dict[str, Any]:
@@ -249,17 +253,21 @@ def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
     cutoff = utc_now() - older_than
     counts = maintenance.RowCounts()
     freed: dict[str, int] = {}
+    pinned = 0
 
     def page_usage(threads: list[str]) -> Any:
         return (yield from insp.storage(saver.context, thread_ids=threads)).tables
 
     def measured() -> Any:
+        nonlocal pinned
         after: maintenance.PagePosition | None = None
         seen: set[str] = set()
         while True:
-            batch, after = yield from maintenance.stale_threads(
+            stale, after = yield from maintenance.stale_threads(
                 cutoff, args.strategy, after, args.batch_size, seen
             )
+            batch, skipped = yield from maintenance.unpinned(stale)
+            pinned += skipped
             for start in range(0, len(batch), insp.MAX_PAGE):
                 part = batch[start : start + insp.MAX_PAGE]
                 before = yield from page_usage(part)
@@ -297,6 +305,7 @@ def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
         "values": counts.blobs,
         "bytes": sum(freed.values()),
         "bytes_per_table": freed,
+        "pinned_skipped": pinned,
     }
     say(args, {"dry_run": True, **report}, _would(report, args.strategy))
 
@@ -336,6 +345,7 @@ def _say_swept(args: argparse.Namespace, swept: SweepReport) -> None:
         "strategy": swept.strategy,
         "cutoff": swept.cutoff,
         "threads_visited": swept.threads_visited,
+        "pinned_skipped": swept.pinned_skipped,
         **dataclasses.asdict(removed),
         "values": removed.blobs,
     }
@@ -346,7 +356,11 @@ def _say_swept(args: argparse.Namespace, swept: SweepReport) -> None:
             f"done: pruned {removed.threads} thread(s) (none deleted: each keeps its newest "
             f"{args.keep_last} checkpoint(s) per namespace); removed {_counts(removed)}"
         )
-    say(args, data, f"{text}; cut-off {swept.cutoff:%Y-%m-%d %H:%M} UTC")
+    say(
+        args,
+        data,
+        f"{text}{_pinned_note(swept.pinned_skipped)}; cut-off {swept.cutoff:%Y-%m-%d %H:%M} UTC",
+    )
 
 
 # --- reencrypt -------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """``lg-sqla ttl``: checkpoint retention by TTL from the command line.
 
 ``ttl show THREAD``, ``ttl set THREAD --days N`` (or ``--minutes``, or ``--default``),
-``ttl pin THREAD`` / ``ttl unpin THREAD``, and ``ttl sweep``: delete the threads whose
-TTL ran out. A thread's TTL is its own (``ttl set``) or the default given with
-``--days``/``--minutes`` (the one the application's saver has in ``ttl=``); without a
-default only threads with a TTL of their own expire. Runs in progress and pinned
-threads are kept (docs/operations.md, "Retention by policy").
+``ttl pin THREAD`` / ``ttl unpin THREAD``, ``ttl apply --days N``: give existing threads
+a TTL (counted, dry-run first), and ``ttl sweep``: delete the threads whose TTL ran out.
+A thread's TTL is stored: its own (``ttl set``/``ttl apply``), else the one the saver
+that last wrote it stamped (its ``ttl=`` default), else none: it never expires. No
+command here takes a default TTL: what expires never depends on who sweeps. Runs in
+progress and pinned threads are kept (docs/operations.md, "Retention by policy").
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from lg_sqla.cli.common import CommandError, Commands, positive, sync_saver
 from lg_sqla.cli.output import Progress, confirm, human_bytes, say, utc_time
 
 if TYPE_CHECKING:
-    from lg_sqla.checkpoint.policy import CheckpointTTL
     from lg_sqla.checkpoint.retention import ThreadTTL
+    from lg_sqla.checkpoint.ttl_sweep import ApplyReport
     from lg_sqla.plans import Plan
 
 
@@ -36,7 +37,9 @@ def positive_number(text: str) -> float:
 
 
 def register(commands: Commands) -> None:
-    ttl = commands.add("ttl", "checkpoint TTLs: show, set, pin, unpin, sweep", _no_subcommand)
+    ttl = commands.add(
+        "ttl", "checkpoint TTLs: show, set, pin, unpin, apply, sweep", _no_subcommand
+    )
     sub = ttl.add_subparsers(dest="ttl_command", required=True, metavar="TTL_COMMAND")
 
     def add(name: str, help: str, handler: Any, *parents: argparse.ArgumentParser) -> Any:
@@ -46,7 +49,7 @@ def register(commands: Commands) -> None:
 
     show = add("show", "a thread's TTL, last write, pin and expiry", _show, commands.reading)
     show.add_argument("thread_id", metavar="THREAD_ID")
-    _default_ttl(show, "the default TTL its expiry is reckoned with")
+    _no_default_ttl(show)
 
     set_ = add("set", "give a thread a TTL of its own", _set, commands.reading)
     set_.add_argument("thread_id", metavar="THREAD_ID")
@@ -54,7 +57,9 @@ def register(commands: Commands) -> None:
     which.add_argument("--days", type=positive_number, help="its TTL in days")
     which.add_argument("--minutes", type=positive_number, help="its TTL in minutes")
     which.add_argument(
-        "--default", action="store_true", help="drop its own TTL: the default applies again"
+        "--default",
+        action="store_true",
+        help="drop its own TTL: the one its last write was stamped with applies again",
     )
 
     pin = add("pin", "pin a thread: it never expires", _pin, commands.reading)
@@ -62,24 +67,78 @@ def register(commands: Commands) -> None:
     unpin = add("unpin", "unpin a thread: its TTL applies again", _pin, commands.reading)
     unpin.add_argument("thread_id", metavar="THREAD_ID")
 
+    _apply_command(add, commands)
     sweep = add("sweep", "delete the threads whose TTL ran out", _sweep, commands.destructive)
-    _default_ttl(sweep, "the TTL of threads without one of their own")
+    _no_default_ttl(sweep)
     sweep.add_argument(
         "--batch-size",
         type=positive,
         default=500,
-        help="checkpoints read per page of the updated_at index (default 500)",
+        help="candidates read per page of the expires_at index (default 500)",
     )
 
 
-def _default_ttl(parser: argparse.ArgumentParser, what: str) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--days", type=positive_number, help=f"{what}, in days")
-    group.add_argument("--minutes", type=positive_number, help=f"{what}, in minutes")
+def _no_default_ttl(parser: argparse.ArgumentParser) -> None:
+    """The default TTL these commands took before revision 0008, hidden: given, the
+    command says why it is gone and what replaces it."""
+    for option in ("--days", "--minutes"):
+        parser.add_argument(option, dest="old_default_ttl", help=argparse.SUPPRESS)
+
+
+def _refuse_default_ttl(args: argparse.Namespace) -> None:
+    if getattr(args, "old_default_ttl", None) is not None:
+        raise CommandError(
+            f"ttl {args.ttl_command} takes no default TTL any more: a thread's expiry is "
+            "stored (stamped by the saver that last wrote it, or set with `lg-sqla ttl "
+            "set`); give existing threads a TTL with `lg-sqla ttl apply --days N`",
+            2,
+        )
+
+
+def _apply_command(add: Any, commands: Commands) -> None:
+    apply = add(
+        "apply",
+        "give existing threads a TTL of their own (by default those that never expire)",
+        _apply,
+        commands.reading,
+    )
+    which = apply.add_mutually_exclusive_group(required=True)
+    which.add_argument("--days", type=positive_number, help="the TTL, in days")
+    which.add_argument("--minutes", type=positive_number, help="the TTL, in minutes")
+    apply.add_argument(
+        "--idle-days",
+        type=non_negative_number,
+        help="only threads last written more than this many days ago",
+    )
+    apply.add_argument(
+        "--replace",
+        action="store_true",
+        help="also threads that already have a TTL (their own or stamped): this one wins",
+    )
+    apply.add_argument(
+        "--dry-run", action="store_true", help="only count the threads it would change"
+    )
+    apply.add_argument(
+        "--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal"
+    )
+    apply.add_argument(
+        "--batch-size", type=positive, default=500, help="threads per transaction (default 500)"
+    )
+
+
+def non_negative_number(text: str) -> float:
+    """A finite number >= 0 (``--idle-days 0``); argparse names the option on error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
 
 
 def _no_subcommand(args: argparse.Namespace) -> int:  # pragma: no cover (argparse requires one)
-    raise CommandError("ttl: name a subcommand (show, set, pin, unpin, sweep)", 2)
+    raise CommandError("ttl: name a subcommand (show, set, pin, unpin, apply, sweep)", 2)
 
 
 def _minutes(args: argparse.Namespace) -> float | None:
@@ -87,11 +146,6 @@ def _minutes(args: argparse.Namespace) -> float | None:
         return float(args.days) * 24 * 60
     minutes = getattr(args, "minutes", None)
     return None if minutes is None else float(minutes)
-
-
-def _policy(args: argparse.Namespace) -> CheckpointTTL:
-    minutes = _minutes(args)
-    return {} if minutes is None else {"default_ttl": minutes}
 
 
 def _report(args: argparse.Namespace, info: ThreadTTL) -> None:
@@ -108,7 +162,7 @@ def _report(args: argparse.Namespace, info: ThreadTTL) -> None:
         "none (never expires)"
         if info.effective_ttl_minutes is None
         else f"{info.effective_ttl_minutes:g} min"
-        + (" (its own)" if info.ttl_minutes is not None else " (the default)")
+        + (" (its own)" if info.ttl_minutes is not None else " (stamped by its last write)")
     )
     lines = [
         f"thread {info.thread_id}: {state}",
@@ -123,7 +177,8 @@ def _report(args: argparse.Namespace, info: ThreadTTL) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    with sync_saver(args, ttl=_policy(args)) as saver:
+    _refuse_default_ttl(args)
+    with sync_saver(args) as saver:
         _report(args, saver.thread_ttl(args.thread_id))
     return 0
 
@@ -142,8 +197,47 @@ def _pin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    minutes = _minutes(args)
+    assert minutes is not None  # (argparse: --days or --minutes is required)
+    idle = None if args.idle_days is None else dt.timedelta(days=args.idle_days)
+    with sync_saver(args) as saver:
+
+        def run(dry_run: bool) -> ApplyReport:
+            return saver.set_threads_ttl(
+                minutes,
+                replace_existing=args.replace,
+                idle_for=idle,
+                batch_size=args.batch_size,
+                dry_run=dry_run,
+            )
+
+        counted = run(dry_run=True)
+        if args.dry_run or not counted.threads:
+            _say_applied(args, counted)
+            return 0
+        if not confirm(args, f"Give {counted.threads} thread(s) a TTL of {minutes:g} min?"):
+            raise CommandError("cancelled: nothing was changed")
+        _say_applied(args, run(dry_run=False))
+    return 0
+
+
+def _say_applied(args: argparse.Namespace, report: ApplyReport) -> None:
+    verb = "would give" if report.dry_run else "gave"
+    pinned = _pinned_note(report.pinned_skipped)
+    say(
+        args,
+        dataclasses.asdict(report),
+        f"{'dry run: ' if report.dry_run else 'done: '}{verb} {report.threads} thread(s) "
+        f"a TTL of {report.ttl_minutes:g} min{pinned}",
+    )
+
+
 def _sweep(args: argparse.Namespace) -> int:
-    with sync_saver(args, ttl=_policy(args)) as saver:
+    _refuse_default_ttl(args)
+    with sync_saver(args) as saver:
         if args.dry_run:
             _dry_run(args, saver)
             return 0
@@ -171,22 +265,26 @@ def _sweep(args: argparse.Namespace) -> int:
             "values": removed.blobs,
             "batches": report.batches,
             "cutoff": report.cutoff,
+            "pinned_skipped": report.pinned_skipped,
         },
         f"done: deleted {removed.threads} expired thread(s); removed "
         f"{removed.checkpoints} checkpoint(s), {removed.writes} write(s), "
-        f"{removed.blobs} value(s)",
+        f"{removed.blobs} value(s){_pinned_note(report.pinned_skipped)}",
     )
     return 0
+
+
+def _pinned_note(pinned: int) -> str:
+    return f"; skipped {pinned} pinned" if pinned else ""
 
 
 def _dry_run(args: argparse.Namespace, saver: Any) -> None:
     """Which threads the sweep would delete, and their rows and bytes, counted once
     per page of expired threads (an expired thread is deleted whole); nothing written."""
     from lg_sqla import inspection as insp
-    from lg_sqla.checkpoint import retention
-    from lg_sqla.checkpoint.policy import Policy, policy_from
+    from lg_sqla.checkpoint import ttl_sweep
+    from lg_sqla.checkpoint.policy import Policy
 
-    policy = policy_from(_policy(args)) or Policy()
     totals: dict[str, int] = {}
 
     def measure(threads: list[str]) -> Plan[None]:
@@ -202,20 +300,14 @@ def _dry_run(args: argparse.Namespace, saver: Any) -> None:
     def plan() -> Plan[Any]:
         # (a fresh count on each attempt: the runtime may retry a plan from the start)
         totals.update(threads=0, checkpoints=0, writes=0, values=0, bytes=0)
-        return retention.sweep(
-            saver.context,
-            policy.default_ttl,
-            policy.max_run,
-            args.batch_size,
-            None,
-            measure_instead=measure,
-        )
+        return ttl_sweep.sweep(Policy().max_run, args.batch_size, None, measure_instead=measure)
 
-    saver.run(plan)
+    report = saver.run(plan)
     say(
         args,
-        {"dry_run": True, **totals},
+        {"dry_run": True, **totals, "pinned_skipped": report.pinned_skipped},
         f"dry run: would delete {totals['threads']} expired thread(s); remove "
         f"{totals['checkpoints']} checkpoint(s), {totals['writes']} write(s), "
-        f"{totals['values']} value(s), {human_bytes(totals['bytes'])}",
+        f"{totals['values']} value(s), {human_bytes(totals['bytes'])}"
+        f"{_pinned_note(report.pinned_skipped)}",
     )

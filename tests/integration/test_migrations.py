@@ -6,6 +6,7 @@ concurrent setup, and the error a saver gives on a schema that is behind."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import re
 import sqlite3
@@ -15,6 +16,7 @@ import textwrap
 import threading
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -23,10 +25,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from backends import Backend, EngineFactory, assert_no_leaked_connections, checked_engine
 from helpers import checkpoint, config, new_thread
+from langgraph.checkpoint.base import CheckpointMetadata
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
-from lg_sqla.models import metadata
+from lg_sqla.models import checkpoint_blobs, checkpoint_retention, checkpoints, metadata
 from lg_sqla.store import SQLAlchemyStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,8 +82,7 @@ def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
     engine = make_engine(fresh_database)
     migrate.upgrade(engine, "0001_initial")
     assert _tables(engine) & STORE_TABLES == set()
-    old = SQLAlchemySaver(engine, check_schema=False)
-    stored = old.put(config(new_thread()), checkpoint({"a": 1}), {"step": 1}, {"a": 1})
+    stored = put_as_before_0008(engine, new_thread(), {"step": 1})
     with pytest.raises(SchemaError, match="behind"):
         SQLAlchemySaver(engine).get_tuple(stored)
     migrate.upgrade(engine)
@@ -91,6 +93,66 @@ def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
         migrate.downgrade_connection(conn, "0001_initial")
     assert _tables(engine) & STORE_TABLES == set()
     assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
+
+
+def put_as_before_0008(engine: sa.Engine, thread_id: str, metadata: CheckpointMetadata) -> Any:
+    """A checkpoint as lg_sqla wrote it before revision 0008 (no ``expires_at``): put by
+    today's saver on a scratch SQLite database, its rows copied without the column."""
+    scratch = sa.create_engine("sqlite://")
+    migrate.upgrade(scratch)
+    stored = SQLAlchemySaver(scratch).put(
+        config(thread_id), checkpoint({"a": 1}), metadata, {"a": 1}
+    )
+    older = sa.MetaData()
+    before_0008 = sa.Table(
+        "checkpoints", older, *(c._copy() for c in checkpoints.columns if c.name != "expires_at")
+    )
+    with scratch.connect() as source, engine.begin() as target:
+        for table, into in ((checkpoints, before_0008), (checkpoint_blobs, checkpoint_blobs)):
+            rows = [dict(r._mapping) for r in source.execute(sa.select(table))]
+            names = [c.name for c in into.columns]
+            target.execute(sa.insert(into), [{name: r[name] for name in names} for r in rows])
+    scratch.dispose()
+    return stored
+
+
+def test_revision_0008_keeps_rows_and_settings_and_back(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """Revision 0008 adds the stored expiry to existing checkpoints as NULL: a thread
+    written before it never expires unless given a TTL, and a TTL of its own set
+    before (a retention row) keeps its meaning; the downgrade keeps every row."""
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine, "0007_store_namespace_index")
+    plain, own = new_thread(), new_thread()
+    stored = {t: put_as_before_0008(engine, t, {"step": 1}) for t in (plain, own)}
+    an_hour_ago = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    with engine.begin() as conn:
+        conn.execute(sa.update(checkpoints).values(updated_at=an_hour_ago))
+        conn.execute(
+            sa.insert(checkpoint_retention),
+            {"thread_id": own, "ttl_minutes": 5.0, "pinned": False, "updated_at": an_hour_ago},
+        )
+    migrate.upgrade(engine)
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("checkpoints")}
+    assert "expires_at" in columns
+    saver = SQLAlchemySaver(engine, ttl={"default_ttl": 1})
+    never = saver.thread_ttl(plain)
+    assert never.effective_ttl_minutes is None and not never.expired
+    assert saver.get_tuple(stored[plain]) is not None
+    mine = saver.thread_ttl(own)
+    assert mine.ttl_minutes == 5 and mine.expired
+    assert saver.sweep_ttl().removed.threads == 1
+    assert saver.get_tuple(stored[plain]) is not None
+    saver.put(stored[plain], checkpoint({"a": 2}), {"step": 2}, {"a": 2})
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0007_store_namespace_index")
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("checkpoints")}
+    assert "expires_at" not in columns
+    old = SQLAlchemySaver(engine, check_schema=False).list(config(plain))
+    assert [t.metadata["step"] for t in old] == [2, 1]
+    migrate.upgrade(engine)
+    assert SQLAlchemySaver(engine).thread_ttl(plain).effective_ttl_minutes is None
 
 
 def test_store_items_keep_across_revision_0004_and_search_by_their_head(

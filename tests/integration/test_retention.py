@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import operator
 import threading
-import time
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -56,14 +55,29 @@ def swept_database(fresh_database: Backend) -> Backend:
 
 
 def age(engine: sa.Engine, thread_id: str, minutes: float) -> None:
-    """Move every checkpoint of the thread ``minutes`` into the past."""
+    """Move every checkpoint of the thread ``minutes`` into the past, its stored expiry
+    (``expires_at``: the writer's TTL after its write) along with it."""
     then = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=minutes)
+    c = checkpoints.c
     with engine.begin() as conn:
-        conn.execute(
-            sa.update(checkpoints)
-            .where(checkpoints.c.thread_id == thread_id)
-            .values(updated_at=then, created_at=then)
-        )
+        rows = conn.execute(
+            sa.select(c.checkpoint_ns_hash, c.checkpoint_id, c.updated_at, c.expires_at).where(
+                c.thread_id == thread_id
+            )
+        ).all()
+        for row in rows:
+            ttl = None if row.expires_at is None else row.expires_at - row.updated_at
+            conn.execute(
+                sa.update(checkpoints)
+                .where(
+                    c.thread_id == thread_id,
+                    c.checkpoint_ns_hash == row.checkpoint_ns_hash,
+                    c.checkpoint_id == row.checkpoint_id,
+                )
+                .values(
+                    updated_at=then, created_at=then, expires_at=None if ttl is None else then + ttl
+                )
+            )
 
 
 def settings_rows(engine: sa.Engine, thread_id: str) -> int:
@@ -224,11 +238,44 @@ def blocking_graph(saver: Any, entered: Any, release: Any, is_async: bool) -> An
     return builder.compile(checkpointer=saver)
 
 
+class SweeperPasses:
+    """The background sweeper's passes as they end (its ``on_pass``): a test waits for
+    passes that began after what it set up, never for a time."""
+
+    def __init__(self) -> None:
+        self._done = threading.Condition()
+        self.reports: list[Any] = []
+
+    def record(self, report: Any) -> None:
+        with self._done:
+            self.reports.append(report)
+            self._done.notify_all()
+
+    @property
+    def count(self) -> int:
+        with self._done:
+            return len(self.reports)
+
+    def wait_for(self, count: int) -> None:
+        """Until ``count`` passes have ended (a generous bound: a failure, not a wait)."""
+        with self._done:
+            assert self._done.wait_for(lambda: len(self.reports) >= count, 60), (
+                f"the sweeper ended {len(self.reports)} pass(es), not {count}"
+            )
+
+    async def after_next(self, passes: int) -> None:
+        """Until ``passes`` whole passes have run that began after this call (the pass
+        under way, if any, does not count), off the loop: the async sweeper is a task
+        of it."""
+        await asyncio.to_thread(self.wait_for, self.count + passes + 1)
+
+
 async def test_the_sweeper_never_sweeps_a_graph_mid_run(
     make_engine: EngineFactory, swept_database: Backend, mode: str
 ) -> None:
     """A tiny TTL, a background sweeper every 0.3 s, a node blocked between supersteps:
-    the thread stays whole and readable; once the run is over the sweeper deletes it."""
+    the thread stays whole and readable through three passes; once the run is over the
+    next pass deletes it. Waits on the sweeper's passes (on_pass), not on time."""
     backend = swept_database  # sweeps reach every thread of the database: its own
     engine = engine_for(make_engine, backend, mode)
     sync = make_engine(backend)
@@ -241,24 +288,30 @@ async def test_the_sweeper_never_sweeps_a_graph_mid_run(
     release: Any = asyncio.Event() if is_async else threading.Event()
     graph = blocking_graph(target, entered, release, is_async)
     saver = either(target, mode)
+    passes = SweeperPasses()
 
+    # durability="sync": each superstep's checkpoint is stored before the next one runs,
+    # so once ``wait`` is entered all three are there (with "async", the default, the
+    # third may still be on its way: a race of the test, not of the sweeper).
     if is_async:
-        run: Any = asyncio.create_task(graph.ainvoke({"n": 0}, cfg))
+        run: Any = asyncio.create_task(graph.ainvoke({"n": 0}, cfg, durability="sync"))
         await asyncio.wait_for(entered.wait(), 30)
     else:
         result: dict[str, Any] = {}
-        run = threading.Thread(target=lambda: result.update(graph.invoke({"n": 0}, cfg)))
+        run = threading.Thread(
+            target=lambda: result.update(graph.invoke({"n": 0}, cfg, durability="sync"))
+        )
         run.start()
         assert entered.wait(30)
     await saver.set_thread_ttl(thread_id, 0.001)
-    await saver.start_ttl_sweeper()
+    await saver.start_ttl_sweeper(on_pass=passes.record)
     try:
         # (Sync database calls off the loop: the loop's sweeper task must go on meanwhile.)
         await asyncio.to_thread(age, sync, thread_id, 30)  # far past its TTL, within max_run
         await saver.sweep_ttl()
         written = await asyncio.to_thread(table_counts, sync, thread_id)
         assert written["checkpoints"] == 3 and written["checkpoint_writes"] > 0
-        await asyncio.sleep(1.0)  # three background sweeps
+        await passes.after_next(3)  # three background sweeps of the aged, mid-run thread
         assert await asyncio.to_thread(table_counts, sync, thread_id) == written
         status = await saver.thread_ttl(thread_id)
         assert status.running and not status.expired
@@ -274,15 +327,14 @@ async def test_the_sweeper_never_sweeps_a_graph_mid_run(
             final = result
     assert final == {"n": 111}
     await asyncio.to_thread(age, sync, thread_id, 30)  # the finished run is idle as long
-    deadline = time.monotonic() + 30
-    while (await asyncio.to_thread(table_counts, sync, thread_id))["checkpoints"]:
-        assert time.monotonic() < deadline, "the sweeper did not delete the finished thread"
-        await asyncio.sleep(0.1)
+    await passes.after_next(1)  # one pass that began after: it deleted the thread
     assert await asyncio.to_thread(table_counts, sync, thread_id) == {
         "checkpoints": 0,
         "checkpoint_writes": 0,
         "checkpoint_blobs": 0,
     }
+    assert settings_rows(sync, thread_id) == 0
+    assert sum(r.removed.threads for r in passes.reports) == 1
     assert await saver.stop_ttl_sweeper(30) is True
 
 
@@ -431,11 +483,18 @@ def test_cli_refuses_negative_ages_and_ttls(
     for args in (
         ["sweep", "--older-than-days", "-3"],
         ["ttl", "set", "t", "--days", "-3"],
-        ["ttl", "sweep", "--minutes", "0"],
-        ["ttl", "show", "t", "--days", "nan"],
+        ["ttl", "apply", "--minutes", "0"],
+        ["ttl", "apply", "--days", "nan"],
+        ["ttl", "apply", "--days", "1", "--idle-days", "-1"],
     ):
         with pytest.raises(SystemExit) as exit_:
             main(["--url", backend.sync_url, *args])
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert ("timedelta" not in err and "must be" in err) or "not a number" in err, err
+    # The default TTL `ttl sweep`/`ttl show` took before expiry was stored: refused,
+    # naming what replaced it.
+    for args in (["ttl", "sweep", "--days", "3"], ["ttl", "show", "t", "--minutes", "5"]):
+        assert main(["--url", backend.sync_url, *args]) == 2
+        err = capsys.readouterr().err
+        assert "no default TTL" in err and "ttl apply" in err, err

@@ -67,6 +67,7 @@ def test_the_pairs_are_langgraphs_and_ours() -> None:
         "reencrypt",
         "run",  # lg_sqla's plans (inspection, import): run / arun
         "set_thread_ttl",
+        "set_threads_ttl",
         "sweep",
         "sweep_ttl",
         "thread_ttl",

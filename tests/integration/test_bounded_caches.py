@@ -17,11 +17,11 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend
+from sqlalchemy.sql import Executable
 
 from benchmarks.cache_memory import Owners, cache_sizes, call_of, owners
 from lg_sqla.runtime.direct import STATEMENTS_MAX, DirectCompiler
@@ -80,7 +80,7 @@ def test_statements_by_shape_stay_within_the_stores_bound(found: Owners, kind: s
     assert sizes["store_compiled"] <= STATEMENTS_MAX
 
 
-def _select_of(names: list[str]) -> sa.Select[Any]:
+def _select_of(names: list[str]) -> Executable:
     return sa.select(*(sa.literal(n).label(name) for n, name in enumerate(names)))
 
 

@@ -13,9 +13,9 @@ process on that file (an in-memory database: one per pool, kept with the pool).
 A forked child gets new locks (``runtime.forks``): one a thread of the parent held
 at the fork would stay held in the child for good, and every writer would wait.
 
-Writers take it *before* they check out a connection and give
-the connection back before they release it, so that a queued writer holds no pooled
-connection, and the next writer gets the same connection (and its page cache) back.
+Writers take it *before* they check out a connection and give the connection back
+before they release it, so that a queued writer holds no pooled connection, and the
+next writer gets the same connection (and its page cache) back.
 """
 
 from __future__ import annotations

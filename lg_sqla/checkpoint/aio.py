@@ -38,6 +38,7 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime import forks
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -131,6 +132,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             engine = configure_engine(
                 create_async_engine(url, **engine_options(url, engine_kwargs))
             )
+        forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
         threaded = None
         saver = None
         try:
@@ -148,6 +150,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 threaded = configure_engine(
                     create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
                 )
+                forks.renew_pool_in_children(threaded)
                 saver._threaded = in_schema(threaded, schema)
                 # Its own engine: calls may keep a connection of it between them
                 # (runtime.kept), given back below before it is disposed.

@@ -31,6 +31,7 @@ from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime import forks
 from lg_sqla.sweeper import ThreadSweeper
 
 
@@ -132,6 +133,7 @@ class SQLAlchemySaver(SaverBase):
         url = saver_url(url, is_async=False)
         with driver_hint(url):
             engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
+        forks.renew_pool_in_children(engine)  # ours: a forked child connects anew
         saver = None
         try:
             saver = cls(

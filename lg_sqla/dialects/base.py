@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import struct
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -123,7 +124,11 @@ class DialectOps:
 
     def __init__(self) -> None:
         self._statements: dict[Hashable, Any] = {}
-        self._cached_ids: set[int] = set()
+        # The statements of ``cached`` (for good) and those ``hold`` counts (while
+        # held): the statements themselves, never their id() (an id is reused once its
+        # statement dies, and the next statement would pass for cached).
+        self._kept_statements: dict[object, int] = {}
+        self._holding = threading.Lock()
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """Build a statement once per key; statements without values are reusable."""
@@ -131,23 +136,26 @@ class DialectOps:
             return cast(T, self._statements[key])
         except KeyError:
             statement = self._statements[key] = build()
-            self._cached_ids.add(id(statement))
+            self._kept_statements[statement] = 1
             return statement
 
     def is_cached(self, statement: object) -> bool:
         """Whether ``statement`` came from :meth:`cached` (kept for the dialect_ops' lifetime)
         or is held by its builder's own cache (:meth:`hold`)."""
-        return id(statement) in self._cached_ids
+        return statement in self._kept_statements
 
     def hold(self, statement: object, held: bool = True) -> None:
         """Count a statement kept by its builder's own bounded cache (the store's
         statements by filter shape) as cached while ``held``: the direct path may take
         it (``runtime.routing``). The builder releases it (``held=False``) when it
-        drops it, before its id can be reused."""
-        if held:
-            self._cached_ids.add(id(statement))
-        else:
-            self._cached_ids.discard(id(statement))
+        drops it. Counted: two threads that built the same shape at once may report
+        one statement held by one and released by the other in either order."""
+        with self._holding:
+            count = self._kept_statements.get(statement, 0) + (1 if held else -1)
+            if count:
+                self._kept_statements[statement] = count
+            else:
+                self._kept_statements.pop(statement, None)
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """INSERT that leaves an existing row with the same key untouched."""

@@ -14,6 +14,8 @@ direct     the direct path: compiled SQL on the pooled DBAPI cursor
 drivers    the drivers the direct path is allowed on, with their cursor settings
 retry      which errors are retried, and how long to wait
 locks      SQLite's in-process writer lock (sync and async)
+kept       the pooled connection an owner keeps between direct-path calls
+forks      what a forked child resets (kept connections, own pools, locks)
 ========== ===================================================================
 
 Nothing here knows what a checkpoint is; nothing outside it opens a transaction

@@ -113,6 +113,9 @@ class DirectStatement:
     # The same statement in the driver's native form (``DirectDriver.native_form``),
     # for the cursors that take it.
     native: DirectStatement | None = None
+    # The result's column names, set by the first fetch (``DirectCompiler.column_names``):
+    # on the statement itself, so they live and die with it.
+    column_names: list[str] | None = field(default=None, compare=False, repr=False)
     # ``positional``'s values of a parameter dict, in C (built in __post_init__).
     _in_order: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
         init=False, repr=False, compare=False
@@ -203,38 +206,66 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     return DirectStatement(compiled.string, positional, processors, defaults, native)
 
 
+# How many statements a DirectCompiler remembers (compiled forms, path decisions).
+# Its callers give it only statements that are built once (``DialectOps.cached``) or
+# held by the store's LRU of 512 shapes, which stay far below this; the bound makes
+# the memory a fact, not a promise: past it, the oldest entries are dropped (and
+# compiled again if they come back).
+STATEMENTS_MAX = 2048
+
+
 class DirectCompiler:
-    """Each cached statement compiled once per dialect (a saver has one dialect)."""
+    """Each cached statement compiled once per dialect (a saver has one dialect).
+
+    Keyed by the statement itself, which each entry keeps alive: an entry can never
+    be taken for another statement (as one keyed by ``id()`` could, once its
+    statement died and the id was reused). At most :data:`STATEMENTS_MAX` entries.
+    """
 
     def __init__(self) -> None:
-        self._compiled: dict[int, tuple[Executable, DirectStatement | None]] = {}
-        self._column_names: dict[int, list[str]] = {}
-        # The owner's path decisions by first statement (``Runtime._path_of``): the
-        # statement, what the decision read that may change, the path. Forgotten
-        # with the statement, as its compiled form.
-        self.paths: dict[int, tuple[Executable, tuple[Any, ...], Path]] = {}
+        self._compiled: dict[Executable, DirectStatement | None] = {}
+        # The owner's path decisions by first statement (``Runtime._path_of``): what
+        # the decision read that may change, the path. Forgotten with the statement,
+        # as its compiled form.
+        self.paths: dict[Executable, tuple[tuple[Any, ...], Path]] = {}
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
-        found = self._compiled.get(id(statement))
-        if found is None or found[0] is not statement:  # (the statement keeps its id alive)
-            found = self._compiled[id(statement)] = (statement, compile_direct(statement, dialect))
-        return found[1]
+        try:
+            return self._compiled[statement]
+        except KeyError:
+            direct = compile_direct(statement, dialect)
+            remember(self._compiled, statement, direct)
+            return direct
+
+    def remember_path(self, statement: Executable, live: tuple[Any, ...], path: Path) -> None:
+        remember(self.paths, statement, (live, path))
 
     def forget(self, statement: Executable) -> None:
         """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
         it: nothing here may outlive that cache's bound)."""
-        self.paths.pop(id(statement), None)
-        found = self._compiled.pop(id(statement), None)
-        if found is not None and found[1] is not None:
-            self._column_names.pop(id(found[1]), None)
+        self.paths.pop(statement, None)
+        self._compiled.pop(statement, None)
 
-    def column_names(self, direct: DirectStatement, cursor: Any) -> list[str]:
+    @staticmethod
+    def column_names(direct: DirectStatement, cursor: Any) -> list[str]:
         """The result's column names, read from the first cursor (the SQL fixes them;
-        psycopg builds its description objects anew on every call)."""
-        names = self._column_names.get(id(direct))
+        psycopg builds its description objects anew on every call) and kept on the
+        statement they belong to."""
+        names = direct.column_names
         if names is None:
-            names = self._column_names[id(direct)] = [c[0] for c in cursor.description]
+            names = [c[0] for c in cursor.description]
+            object.__setattr__(direct, "column_names", names)
         return names
+
+
+def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """``cache[key] = value``, the oldest entry dropped first past ``STATEMENTS_MAX``
+    (a dict keeps its insertion order). Threads may race here: a lost entry is only
+    compiled or decided again."""
+    if len(cache) >= STATEMENTS_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del cache[next(iter(cache))]
+    cache[key] = value
 
 
 def checkout(engine: Engine) -> PoolProxiedConnection:

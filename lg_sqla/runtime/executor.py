@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -36,7 +37,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
-from lg_sqla.runtime import direct, locks, retry
+from lg_sqla.runtime import direct, forks, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver
 from lg_sqla.runtime.kept import KeptConnection
@@ -91,6 +92,10 @@ def _end_refused_transaction(connection: Connection) -> None:
             dbapi_connection.rollback()
 
 
+# Every Runtime of the process, for a forked child's reset (``Runtime.forked``).
+_RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
 class Runtime:
     """One owner's (saver, store, node cache) execution state.
 
@@ -115,7 +120,9 @@ class Runtime:
     ) -> None:
         self.dialect_ops = dialect_ops
         self.keep_connection = keep_connection
-        self._kept: dict[int, KeptConnection] = {}
+        # By engine: the owner's few engines, which the owner keeps alive anyway (an
+        # id() key could outlive its engine and name the next one).
+        self._kept: dict[Engine, KeptConnection] = {}
         self.schema_checked = not check_schema
         self.direct_path = direct_path
         self.compiler = DirectCompiler()
@@ -123,7 +130,16 @@ class Runtime:
         # its server (MariaDB or MySQL...), so plans may build their statements
         # before a checkout.
         self._connected = False
-        self._writer_locks: dict[int, threading.Lock | None] = {}
+        self._writer_locks: dict[Engine, threading.Lock | None] = {}
+        _RUNTIMES.add(self)
+
+    def forked(self) -> None:
+        """In a forked child, right after the fork (``runtime.forks``): the kept
+        connections are the parent's, and the writer locks are asked for anew (the
+        child has new ones, ``runtime.locks``)."""
+        for kept in self._kept.values():
+            kept.forget_parents()
+        self._writer_locks = {}
 
     def set_up(self) -> None:
         """The owner's ``setup()`` connected and brought the schema to head."""
@@ -198,8 +214,9 @@ class Runtime:
         listener added or logging turned on later takes effect at the next call, as
         before. The rest of what it reads is fixed for a statement on an engine (the
         driver, the SQLAlchemy internals, the statement cached and compiling): the
-        entry of a statement is dropped with it (``DirectCompiler.forget``). Asking
-        again took 3-5 µs of a 50 µs SQLite get."""
+        entry of a statement is dropped with it (``DirectCompiler.forget``), and only
+        statements built once (``DialectOps.is_cached``) have one. Asking again took
+        3-5 µs of a 50 µs SQLite get."""
         statement = first.statement
         if not (prebuilt and self.direct_path) or statement is None:
             return Path.CORE
@@ -210,9 +227,13 @@ class Runtime:
             getattr(Connection, "_has_events", False),
             engine.logger.isEnabledFor(logging.INFO),
         )
-        known = self.compiler.paths.get(id(statement))
-        if known is not None and known[0] is statement and known[1] == live:
-            return known[2]
+        known = self.compiler.paths.get(statement)
+        if known is not None and known[0] == live:
+            return known[1]
+        if not self.dialect_ops.is_cached(statement):
+            # Built per call: Core's (``choose_path`` says so too), and not remembered,
+            # or each call's statement would stay in memory for good.
+            return Path.CORE
         path = choose_path(
             engine,
             first,
@@ -221,7 +242,7 @@ class Runtime:
             dialect_ops=self.dialect_ops,
             compiler=self.compiler,
         )
-        self.compiler.paths[id(statement)] = (statement, live, path)
+        self.compiler.remember_path(statement, live, path)
         return path
 
     def prepare_session(
@@ -300,9 +321,9 @@ class Runtime:
     def _kept_connection(self, engine: Engine) -> KeptConnection | None:
         if not self.keep_connection:
             return None
-        kept = self._kept.get(id(engine))  # (the owner keeps its engines alive)
+        kept = self._kept.get(engine)
         if kept is None:
-            kept = self._kept.setdefault(id(engine), KeptConnection())
+            kept = self._kept.setdefault(engine, KeptConnection())
         return kept
 
     def release_connections(self) -> None:
@@ -317,9 +338,9 @@ class Runtime:
         if not (writes if writes is not None else not first.fetch):
             return None
         try:
-            return self._writer_locks[id(engine)]  # (the owner keeps its engines alive)
+            return self._writer_locks[engine]
         except KeyError:
-            lock = self._writer_locks[id(engine)] = locks.writer_lock(self.dialect_ops, engine)
+            lock = self._writer_locks[engine] = locks.writer_lock(self.dialect_ops, engine)
             return lock
 
     # --- async -------------------------------------------------------------------
@@ -371,3 +392,11 @@ class Runtime:
         async with locks.holding(lock):
             result = await greenlet_spawn(self._run_started, sync_engine, plan, first, prebuilt)
             return result  # type: ignore[no-any-return]
+
+
+def _forked() -> None:
+    for runtime in list(_RUNTIMES):
+        runtime.forked()
+
+
+forks.on_fork_in_child(_forked)

@@ -32,16 +32,21 @@ What it must not change, and how it does not:
 * ``engine.dispose()``: a connection of a pool the engine no longer has is closed
   at the next call; the savers' ``from_conn_string`` give theirs back before they
   dispose their engines (``release``).
+* A forked child (``runtime.forks``): the kept connection is the parent's. The child
+  never uses, closes or gives it back (:meth:`KeptConnection.forget_parents`, run
+  right after the fork; the pid it was kept by, checked at every take, catches a
+  fork that ran no Python hook), and keeps one of its own from then on.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 
-from lg_sqla.runtime import direct
+from lg_sqla.runtime import direct, forks
 
 # The drivers whose connections are kept, by SQLAlchemy's (dialect.name, dialect.driver):
 # a SQLite file's pysqlite and PostgreSQL's sync psycopg (the async savers' psycopg
@@ -72,6 +77,7 @@ class KeptConnection:
         self._in_use = threading.Lock()
         self._pooled: PoolProxiedConnection | None = None
         self._pool: Pool | None = None
+        self._pid = 0  # the process that checked the kept connection out
 
     def take(self, engine: Engine) -> PoolProxiedConnection | None:
         """The kept connection (checked out now if none is kept), for this call
@@ -81,7 +87,10 @@ class KeptConnection:
             return None
         try:
             pooled = self._pooled
-            if pooled is not None and (self._pool is not engine.pool or not pooled.is_valid):
+            if pooled is not None and self._pid != os.getpid():
+                self._set_aside()  # a fork that ran no hook: the parent's connection
+                pooled = None
+            elif pooled is not None and (self._pool is not engine.pool or not pooled.is_valid):
                 self._drop_kept(same_pool=self._pool is engine.pool)
                 pooled = None
             elif pooled is not None and _outdated(pooled, engine.pool):
@@ -101,7 +110,7 @@ class KeptConnection:
                 return None
             if pooled is None:
                 pooled = direct.checkout(engine)
-                self._pooled, self._pool = pooled, engine.pool
+                self._pooled, self._pool, self._pid = pooled, engine.pool, os.getpid()
             return pooled
         except BaseException:
             self._in_use.release()
@@ -121,6 +130,18 @@ class KeptConnection:
         with self._in_use:
             if self._pooled is not None:
                 self._give_back_kept()
+
+    def forget_parents(self) -> None:
+        """In a forked child, right after the fork: the kept connection is the
+        parent's, set aside untouched; the lock is new (a thread of the parent may
+        have held it, and no thread of the child ever would release it)."""
+        self._set_aside()
+        self._in_use = threading.Lock()
+
+    def _set_aside(self) -> None:
+        pooled, self._pooled, self._pool = self._pooled, None, None
+        if pooled is not None:
+            forks.set_aside(pooled)
 
     def _give_back_kept(self) -> None:
         pooled, self._pooled, self._pool = self._pooled, None, None

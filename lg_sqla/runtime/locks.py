@@ -9,9 +9,13 @@ Python lock. Writers of this process queue here instead and are handed the
 database at once; other processes still meet at SQLite's lock (busy_timeout).
 
 One lock per database file, shared by every saver, store and node cache of the
-process on that file. Writers take it *before* they check out a connection and give
-the connection back before they release it, so that a queued writer holds no pooled
-connection, and the next writer gets the same connection (and its page cache) back.
+process on that file (an in-memory database: one per pool, kept with the pool).
+A forked child gets new locks (``runtime.forks``): one a thread of the parent held
+at the fork would stay held in the child for good, and every writer would wait.
+
+Writers take it *before* they check out a connection and give the connection back
+before they release it, so that a queued writer holds no pooled connection, and the
+next writer gets the same connection (and its page cache) back.
 """
 
 from __future__ import annotations
@@ -21,16 +25,24 @@ import concurrent.futures
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.pool import Pool
+
+from lg_sqla.runtime import forks
 
 if TYPE_CHECKING:
     from lg_sqla.dialects import DialectOps
 
 
 _LOCKS: dict[str, threading.Lock] = {}
+# In-memory databases' by pool (the database lives as long as its pool's connections):
+# the pool itself is the key, weakly, so the lock goes with it (an id() would outlive
+# it and hand its lock to the next pool at the same address).
+_MEMORY_LOCKS: weakref.WeakKeyDictionary[Pool, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 # Where async writers wait for a taken lock: threads of lg_sqla's own, not the event
 # loop's default executor. A graph's sync nodes run there (LangGraph), and with as many
@@ -49,9 +61,9 @@ def writer_lock(dialect_ops: DialectOps, engine: Engine) -> threading.Lock | Non
         return None
     database = engine.url.database
     if database in (None, "", ":memory:") or engine.url.query.get("mode") == "memory":
-        key = f"memory:{id(engine.pool)}"
-    else:
-        key = os.path.realpath(database)
+        with _LOCKS_GUARD:
+            return _MEMORY_LOCKS.setdefault(engine.pool, threading.Lock())
+    key = os.path.realpath(database)
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(key, threading.Lock())
 
@@ -82,3 +94,15 @@ async def holding(lock: threading.Lock | None) -> AsyncIterator[None]:
         yield
     finally:
         lock.release()
+
+
+def _new_locks_in_child() -> None:
+    """A forked child's locks, all free; the parent's waiting threads are not its own."""
+    global _LOCKS_GUARD, _WAITERS
+    _LOCKS.clear()
+    _MEMORY_LOCKS.clear()
+    _LOCKS_GUARD = threading.Lock()
+    _WAITERS = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="lg_sqla-writer-wait")
+
+
+forks.on_fork_in_child(_new_locks_in_child)

@@ -37,7 +37,7 @@ from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
-from lg_sqla.runtime import Runtime
+from lg_sqla.runtime import Runtime, forks
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
@@ -325,6 +325,7 @@ class SQLAlchemyStore(_StoreBase):
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             engine_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
+        forks.renew_pool_in_children(engine)  # ours: a forked child connects anew
         store = None
         try:
             store = cls(
@@ -477,6 +478,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             async_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_async_engine(url, **engine_options(url, async_kwargs)))
+        forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
         store = None
         threaded = None
         try:
@@ -496,6 +498,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 threaded = configure_engine(
                     create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
                 )
+                forks.renew_pool_in_children(threaded)
                 store._threaded = in_schema(threaded, schema)
                 # Its own engine: batches may keep a connection of it between them
                 # (runtime.kept), given back below before it is disposed.

@@ -105,7 +105,7 @@ def test_a_page_of_a_value_filter_does_not_grow_with_the_table(fresh_database: B
         saver = SQLAlchemySaver(engine)
         saver.setup()
         inspector = Inspector(saver)
-        versions = {"order_id": 1, "status": 1}
+        versions: dict[str, str | int | float] = {"order_id": 1, "status": 1}
         saver.put(
             config("template"),
             checkpoint({"order_id": 0, "status": "new"}, versions),

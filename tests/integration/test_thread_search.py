@@ -85,7 +85,7 @@ async def test_the_operator_walk(make_engine: EngineFactory, backend: Backend, m
         # By the last state update, newest first: the resumed thread's last checkpoint.
         latest = await h.call("threads", filter={"suite": tag}, sort_by="state_updated_at")
         updated = [t.state_updated for t in latest.threads]
-        assert updated == sorted(updated, reverse=True) and len(updated) == 6  # type: ignore[type-var]
+        assert updated == sorted(updated, reverse=True) and len(updated) == 6
         # A value filter on a path into a message: the last one of the finished thread.
         done = await h.chat.get_state({"configurable": {"thread_id": f"{tag}-done"}})
         answer = done.values["messages"][-1].content
@@ -170,3 +170,31 @@ async def test_bad_search_input_names_the_bad_part(
                 await h.inspector.threads(**kwargs)
         with pytest.raises(InvalidInputError, match=r"values filter '\[0\]'"):
             await h.inspector.count_threads(values={"[0]": 1})
+
+
+@pytest.mark.sqlite
+def test_the_cli_searches_counts_and_names_bad_input(tmp_path: Any) -> None:
+    from test_cli import assert_one_error_line, run_cli
+
+    from lg_sqla import SQLAlchemySaver
+
+    url = f"sqlite:///{tmp_path}/search.db"
+    with SQLAlchemySaver.from_conn_string(url) as saver:
+        saver.setup()
+        versions: dict[str, str | int | float] = {"order_id": 1, "note": 1}
+        for n in range(4):
+            values = {"order_id": n, "note": f"order {n} " + "x" * 60}
+            saver.put(config(f"t-{n}"), checkpoint(values, versions), {"tenant": "acme"}, versions)
+    done = run_cli(
+        ["threads", "--value", "order_id=3", "--extract", "note=values.note", "--count"], url
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1 of 1 thread(s)"
+    assert "t-3" in lines[2] and "order 3 x" in lines[2]
+    assert max(map(len, lines)) <= 80
+    for args, fragment in (
+        (["--value", "order_id[=1"], "malformed path 'order_id['"),
+        (["--extract", "state.x"], "must begin with values"),
+    ):
+        assert_one_error_line(run_cli(["threads", *args], url), fragment)

@@ -184,7 +184,7 @@ def test_the_cli_searches_counts_and_names_bad_input(tmp_path: Any) -> None:
         versions: dict[str, str | int | float] = {"order_id": 1, "note": 1}
         for n in range(4):
             values = {"order_id": n, "note": f"order {n} " + "x" * 60}
-            saver.put(config(f"t-{n}"), checkpoint(values, versions), {"tenant": "acme"}, versions)
+            saver.put(config(f"t-{n}"), checkpoint(values, versions), {"step": n}, versions)
     done = run_cli(
         ["threads", "--value", "order_id=3", "--extract", "note=values.note", "--count"], url
     )

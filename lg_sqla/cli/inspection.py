@@ -27,7 +27,7 @@ from lg_sqla.cli.values import (
     value_lines,
 )
 from lg_sqla.errors import NotFoundError
-from lg_sqla.limits import THREAD_ORDERS, THREAD_SORT_KEYS, THREAD_STATUSES
+from lg_sqla.limits import THREAD_FIELDS, THREAD_ORDERS, THREAD_SORT_KEYS, THREAD_STATUSES
 
 if TYPE_CHECKING:
     from lg_sqla.inspection import ValueView
@@ -117,6 +117,12 @@ def _threads_command(commands: Commands) -> None:
         default=[],
         metavar="[ALIAS=]PATH",
         help="add a column: the value at PATH (values.messages[-1].content, metadata.user)",
+    )
+    threads.add_argument(
+        "--select",
+        type=_fields,
+        metavar="FIELD,...",
+        help=f"with --json, only these fields: {', '.join(THREAD_FIELDS)}",
     )
     threads.add_argument("--limit", type=positive, default=50, help="threads per page (default 50)")
     threads.add_argument(
@@ -303,6 +309,7 @@ def _threads_call(args: argparse.Namespace) -> Call:
                 sort_by=args.sort_by,
                 sort_order=args.sort_order,
                 extract=_extracts(args.extract),
+                select=args.select,
                 limit=args.limit,
                 offset=args.offset,
                 count=args.count,
@@ -323,12 +330,20 @@ def _extracts(given: list[str]) -> dict[str, str] | None:
     return out or None
 
 
+def _fields(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in THREAD_FIELDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown field(s) {', '.join(unknown) or repr(text)}; "
+            f"fields: {', '.join(THREAD_FIELDS)}"
+        )
+    return names
+
+
 def _threads_json(args: argparse.Namespace, result: Any) -> Any:
     return {
-        "threads": [
-            {**dataclasses.asdict(t), "bytes": t.bytes, "extracted": jsonable_value(t.extracted)}
-            for t in result.threads
-        ],
+        "threads": [jsonable_value(row) for row in result.rows()],
         "next_offset": result.next_offset,
         "total": result.total,
     }

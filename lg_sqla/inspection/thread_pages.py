@@ -15,7 +15,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.inspection.checks import ROOT_NS_HASH, _window
-from lg_sqla.inspection.thread_search import Sort, leaves
+from lg_sqla.inspection.thread_search import _leaves, _Sort
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -157,7 +157,7 @@ def _thread_filters(
                         ctx.dialect_ops.metadata_path_equals(
                             matching.c.metadata, tuple(map(str, keys)), value
                         )
-                        for keys, value in leaves((), filter)
+                        for keys, value in _leaves((), filter)
                     )
                 )
             )
@@ -229,7 +229,7 @@ class Windows:
     created_before: dt.datetime | None = None
 
 
-def matching_threads(
+def _matching_threads(
     ctx: Context, filter: Mapping[str, Any] | None, status: str | None, windows: Windows
 ) -> sa.Select[Any]:
     """Every thread id once: the primary key's leading column (an index-only pass);
@@ -246,7 +246,7 @@ def matching_threads(
     )
 
 
-def _sorted(sort: Sort, key: Any, thread: ColumnElement[Any]) -> tuple[Any, ...]:
+def _sorted(sort: _Sort, key: Any, thread: ColumnElement[Any]) -> tuple[Any, ...]:
     """ORDER BY ``key`` in ``sort``'s direction; ties by thread id ascending, except
     newest write first, tied descending (the ``updated_at`` index's own order: InnoDB's
     secondary indexes end with the primary key)."""
@@ -256,8 +256,8 @@ def _sorted(sort: Sort, key: Any, thread: ColumnElement[Any]) -> tuple[Any, ...]
     return (key.desc() if sort.descending else key, thread.desc() if tie_descending else thread)
 
 
-def ordered_threads(
-    keys: sa.Select[Any], sort: Sort, unfiltered: bool, windows: Windows
+def _ordered_threads(
+    keys: sa.Select[Any], sort: _Sort, unfiltered: bool, windows: Windows
 ) -> sa.Select[Any]:
     """The thread ids in page order: unfiltered and newest write first, along the
     ``updated_at`` index; else ``keys`` sorted."""
@@ -275,11 +275,11 @@ def ordered_threads(
     return keys.order_by(*_sorted(sort, key, C.c.thread_id))
 
 
-def page_select(
+def _page_select(
     ctx: Context,
     page: sa.Subquery,
     keys: sa.Select[Any],
-    sort: Sort,
+    sort: _Sort,
     count: bool,
     metadata: bool,
 ) -> sa.Select[Any]:

@@ -32,19 +32,19 @@ from lg_sqla.inspection.checks import MAX_PAGE, _check_page, _int
 from lg_sqla.inspection.results import ThreadInfo, ThreadPage
 from lg_sqla.inspection.thread_pages import (
     Windows,
-    matching_threads,
-    ordered_threads,
-    page_select,
+    _matching_threads,
+    _ordered_threads,
+    _page_select,
 )
 from lg_sqla.inspection.thread_search import (
     Path,
-    channels_of,
-    check_extract,
-    check_select,
-    extracted,
-    matches,
-    resolve_sort,
-    value_leaves,
+    _channels_of,
+    _check_extract,
+    _check_select,
+    _extract_paths,
+    _matches,
+    _resolve_sort,
+    _value_leaves,
 )
 from lg_sqla.limits import THREAD_STATUSES
 from lg_sqla.models import checkpoints as C
@@ -56,7 +56,7 @@ Values = dict[str, dict[str, Any]]  # thread id -> channel -> decoded latest val
 
 
 @dataclass(frozen=True)
-class Search:
+class _Search:
     """The filters of ``threads`` and ``count_threads``, checked."""
 
     filter: Mapping[str, Any] | None
@@ -76,12 +76,12 @@ class Search:
         )
 
 
-def search(
+def _search(
     filter: Mapping[str, Any] | None,
     values: Mapping[str, Any] | None,
     status: str | None,
     windows: Windows,
-) -> Search:
+) -> _Search:
     if status is not None and status not in THREAD_STATUSES:
         raise InvalidInputError(
             f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
@@ -90,10 +90,10 @@ def search(
         raise InvalidInputError(
             f"filter must be a mapping of metadata key to value, got {filter!r}"
         )
-    wanted = value_leaves(values) if values else []
+    wanted = _value_leaves(values) if values else []
     if wanted:
         codec.check_json("values", [expected for _, expected in wanted])
-    return Search(filter, status, windows, wanted)
+    return _Search(filter, status, windows, wanted)
 
 
 def _latest_values(ctx: Context, channels: Sequence[str], ids: Sequence[str]) -> Plan[Values]:
@@ -117,7 +117,7 @@ def _scan(
     """Candidates from position ``start``, ``MAX_PAGE`` or fewer at a time, decoded and
     matched until ``stop_after`` matches or ``budget`` candidates: the matching ids, the
     position after the last candidate examined (None: none left) and how many were."""
-    channels = channels_of([path for path, _ in wanted])
+    channels = _channels_of([path for path, _ in wanted])
     found: list[str] = []
     position, examined = start, 0
     while examined < budget:
@@ -127,7 +127,7 @@ def _scan(
         values = yield from _latest_values(ctx, channels, ids)
         for thread_id in ids:
             position, examined = position + 1, examined + 1
-            if matches(values[thread_id], wanted):
+            if _matches(values[thread_id], wanted):
                 found.append(thread_id)
                 if len(found) == stop_after:
                     return found, position, examined
@@ -168,11 +168,11 @@ def threads(
             f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
             f"got {scan_limit!r}"
         )
-    sort = resolve_sort(order, sort_by, sort_order)
-    fields, paths = check_select(select), check_extract(extract)
-    query = search(filter, values, status, windows or Windows())
-    keys = matching_threads(ctx, query.filter, query.status, query.windows)
-    candidates = ordered_threads(keys, sort, query.unfiltered, query.windows)
+    sort = _resolve_sort(order, sort_by, sort_order)
+    fields, paths = _check_select(select), _check_extract(extract)
+    query = _search(filter, values, status, windows or Windows())
+    keys = _matching_threads(ctx, query.filter, query.status, query.windows)
+    candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
     next_offset: int | None = None
     decoded = 0
     if query.values:
@@ -185,7 +185,7 @@ def threads(
         page = candidates.limit(limit + 1).offset(offset).subquery("page")
     in_sql = count and not query.values
     needs_metadata = any(p[0] == "metadata" for p in paths.values())
-    stmt = page_select(ctx, page, keys, sort, in_sql, needs_metadata)
+    stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
     only = not query.values and not paths
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
     total = _int(rows[0].total) if in_sql and rows else None
@@ -197,7 +197,7 @@ def threads(
         total = yield from _count_scanned(ctx, candidates, query.values)
     items = [_info(r) for r in found]
     if paths:
-        items, extra = yield from _extracted(ctx, items, found, paths)
+        items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
 
@@ -216,17 +216,17 @@ def _info(r: Any) -> ThreadInfo:
     )
 
 
-def _extracted(
+def _with_extracts(
     ctx: Context, items: list[ThreadInfo], rows: Sequence[Any], paths: dict[str, Path]
 ) -> Plan[tuple[list[ThreadInfo], int]]:
     """``items`` with their ``extracted`` values, and how many threads were decoded."""
-    channels = channels_of([p[1:] for p in paths.values() if p[0] == "values"])
+    channels = _channels_of([p[1:] for p in paths.values() if p[0] == "values"])
     ids = [t.thread_id for t in items]
     values = (yield from _latest_values(ctx, channels, ids)) if channels and ids else {}
     out = []
     for item, row in zip(items, rows, strict=True):
         metadata = getattr(row, "head_metadata", None)
-        found = extracted(
+        found = _extract_paths(
             values.get(item.thread_id, {}),
             codec.json_object(metadata) if metadata is not None else {},
             paths,
@@ -265,8 +265,8 @@ def count_threads(
     """How many threads ``threads`` would list with these filters. Without ``values``,
     one statement (a pass over the threads); with it, every candidate's latest values
     are decoded, ``MAX_PAGE`` threads per batch."""
-    query = search(filter, values, status, windows or Windows())
-    keys = matching_threads(ctx, query.filter, query.status, query.windows)
+    query = _search(filter, values, status, windows or Windows())
+    keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     if not query.values:
         stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
         rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows

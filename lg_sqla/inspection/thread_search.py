@@ -35,14 +35,14 @@ _ROOTS = ("values", "metadata")
 
 
 @dataclass(frozen=True)
-class Sort:
+class _Sort:
     """A page order: the plan's order name and its direction."""
 
     order: str
     descending: bool
 
 
-def resolve_sort(order: str | None, sort_by: str | None, sort_order: str | None) -> Sort:
+def _resolve_sort(order: str | None, sort_by: str | None, sort_order: str | None) -> _Sort:
     """The order from ``order`` (the former names) or ``sort_by``/``sort_order``."""
     if sort_order is not None and sort_order not in ("asc", "desc"):
         raise InvalidInputError(f"sort_order must be 'asc' or 'desc', got {sort_order!r}")
@@ -54,7 +54,7 @@ def resolve_sort(order: str | None, sort_by: str | None, sort_order: str | None)
             raise InvalidInputError(
                 f"order must be one of {', '.join(THREAD_ORDERS)}, got {name!r}"
             )
-        return Sort(name, name != "thread_id")
+        return _Sort(name, name != "thread_id")
     if order is not None:
         raise InvalidInputError("give order or sort_by, not both")
     if sort_by not in THREAD_SORT_KEYS:
@@ -62,10 +62,10 @@ def resolve_sort(order: str | None, sort_by: str | None, sort_order: str | None)
             f"sort_by must be one of {', '.join(THREAD_SORT_KEYS)}, got {sort_by!r}"
         )
     descending = (sort_order or ("asc" if sort_by == "thread_id" else "desc")) == "desc"
-    return Sort(_SORT_ORDERS[sort_by], descending)
+    return _Sort(_SORT_ORDERS[sort_by], descending)
 
 
-def parse_path(text: Any, where: str) -> Path:
+def _parse_path(text: Any, where: str) -> Path:
     """``messages[-1].content`` as ``("messages", -1, "content")``; InvalidInputError
     naming ``where`` and the character where the path stops making sense."""
     if not isinstance(text, str) or not text:
@@ -88,9 +88,9 @@ def parse_path(text: Any, where: str) -> Path:
     return tuple(steps)
 
 
-def rooted_path(text: Any, where: str) -> Path:
+def _rooted_path(text: Any, where: str) -> Path:
     """A path beginning with ``values.<channel>`` or ``metadata``."""
-    path = parse_path(text, where)
+    path = _parse_path(text, where)
     if path[0] not in _ROOTS:
         raise InvalidInputError(
             f"{where}: path {text!r} must begin with values.<channel> or metadata"
@@ -100,7 +100,7 @@ def rooted_path(text: Any, where: str) -> Path:
     return path
 
 
-def leaves(prefix: Path, expected: Any) -> list[tuple[Path, Any]]:
+def _leaves(prefix: Path, expected: Any) -> list[tuple[Path, Any]]:
     """A filter as (path, value) pairs: a mapping matches by containment (each of its
     keys must match), anything else by equality."""
     if isinstance(expected, Mapping) and expected:
@@ -108,25 +108,25 @@ def leaves(prefix: Path, expected: Any) -> list[tuple[Path, Any]]:
         for key, value in expected.items():
             if not isinstance(key, str):
                 raise InvalidInputError(f"filter keys must be strings, got {key!r}")
-            out.extend(leaves((*prefix, key), value))
+            out.extend(_leaves((*prefix, key), value))
         return out
     return [(prefix, expected)]
 
 
-def value_leaves(values: Mapping[str, Any]) -> list[tuple[Path, Any]]:
+def _value_leaves(values: Mapping[str, Any]) -> list[tuple[Path, Any]]:
     """``values={"order_id": 3, "messages[-1].type": "ai"}`` as (path, value) pairs."""
     if not isinstance(values, Mapping):
         raise InvalidInputError(f"values must be a mapping of path to value, got {values!r}")
     out: list[tuple[Path, Any]] = []
     for text, expected in values.items():
-        out.extend(leaves(parse_path(text, f"values filter {text!r}"), expected))
+        out.extend(_leaves(_parse_path(text, f"values filter {text!r}"), expected))
     return out
 
 
 _MISSING = object()
 
 
-def step_into(value: Any, step: str | int) -> Any:
+def _step_into(value: Any, step: str | int) -> Any:
     """One step of a path; ``_MISSING`` when there is nothing there."""
     if isinstance(step, int):
         if isinstance(value, (list, tuple)) and -len(value) <= step < len(value):
@@ -142,9 +142,9 @@ def step_into(value: Any, step: str | int) -> Any:
     return _MISSING if callable(found) else found
 
 
-def value_at(root: Any, path: Sequence[str | int]) -> Any:
+def _value_at(root: Any, path: Sequence[str | int]) -> Any:
     for step in path:
-        root = step_into(root, step)
+        root = _step_into(root, step)
         if root is _MISSING:
             break
     return root
@@ -162,24 +162,24 @@ def _equal(actual: Any, expected: Any) -> bool:
     return bool(actual == expected)
 
 
-def matches(values: Mapping[str, Any], wanted: Sequence[tuple[Path, Any]]) -> bool:
+def _matches(values: Mapping[str, Any], wanted: Sequence[tuple[Path, Any]]) -> bool:
     """Whether decoded channel ``values`` meet every (path, value) pair."""
-    return all(_equal(value_at(values, path), expected) for path, expected in wanted)
+    return all(_equal(_value_at(values, path), expected) for path, expected in wanted)
 
 
-def extracted(
+def _extract_paths(
     values: Mapping[str, Any], metadata: Mapping[str, Any], paths: Mapping[str, Path]
 ) -> dict[str, Any]:
     """Each alias's value at its rooted path (None where there is none)."""
     roots = {"values": values, "metadata": metadata}
     out = {}
     for alias, path in paths.items():
-        found = value_at(roots[str(path[0])], path[1:])
+        found = _value_at(roots[str(path[0])], path[1:])
         out[alias] = None if found is _MISSING else found
     return out
 
 
-def check_select(select: Sequence[str] | None) -> tuple[str, ...] | None:
+def _check_select(select: Sequence[str] | None) -> tuple[str, ...] | None:
     if select is None:
         return None
     if isinstance(select, str) or not select:
@@ -193,14 +193,14 @@ def check_select(select: Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(select))
 
 
-def check_extract(extract: Mapping[str, str] | None) -> dict[str, Path]:
+def _check_extract(extract: Mapping[str, str] | None) -> dict[str, Path]:
     if not extract:
         return {}
     if not isinstance(extract, Mapping):
         raise InvalidInputError(f"extract must be a mapping of alias to path, got {extract!r}")
-    return {str(alias): rooted_path(path, f"extract {alias!r}") for alias, path in extract.items()}
+    return {str(alias): _rooted_path(path, f"extract {alias!r}") for alias, path in extract.items()}
 
 
-def channels_of(paths: Sequence[Path]) -> list[str]:
+def _channels_of(paths: Sequence[Path]) -> list[str]:
     """The channels whose values the paths read (paths into values, unrooted)."""
     return sorted({str(p[0]) for p in paths})

@@ -194,7 +194,7 @@ def threads(
         next_offset = offset + limit if len(found) > limit else None
         found = found[:limit]
     if count and query.values:
-        total = yield from _count_scanned(ctx, candidates, query.values)
+        total = yield from _count_scanned(ctx, keys, query.values)
     items = [_info(r) for r in found]
     if paths:
         items, extra = yield from _with_extracts(ctx, items, found, paths)
@@ -239,19 +239,21 @@ def _with_extracted(item: ThreadInfo, found: dict[str, Any]) -> ThreadInfo:
     return dataclasses.replace(item, extracted=found)
 
 
-def _count_scanned(
-    ctx: Context, candidates: sa.Select[Any], wanted: list[tuple[Path, Any]]
-) -> Plan[int]:
-    """How many candidates match ``wanted``: all of them decoded, a batch at a time."""
-    matched, position = 0, 0
+def _count_scanned(ctx: Context, keys: sa.Select[Any], wanted: list[tuple[Path, Any]]) -> Plan[int]:
+    """How many of the threads ``keys`` selects match ``wanted``: all decoded,
+    ``MAX_PAGE`` at a time, in thread id order from where the last batch ended (a
+    range of the primary key, not an OFFSET: linear in the candidates)."""
+    channels = _channels_of([path for path, _ in wanted])
+    matched, after = 0, None
     while True:
-        ids, after, _ = yield from _scan(
-            ctx, candidates, wanted, position, MAX_SCAN_LIMIT, MAX_PAGE
-        )
-        matched += len(ids)
-        if after is None:
+        batch = keys if after is None else keys.where(C.c.thread_id > after)
+        step = Step(batch.order_by(C.c.thread_id).limit(MAX_PAGE), fetch=True)
+        ids = [str(r.thread_id) for r in (yield step).rows]
+        values = yield from _latest_values(ctx, channels, ids)
+        matched += sum(_matches(values[t], wanted) for t in ids)
+        if len(ids) < MAX_PAGE:
             return matched
-        position = after
+        after = ids[-1]
 
 
 def count_threads(
@@ -271,6 +273,5 @@ def count_threads(
         stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
         rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
         return _int(rows[0][0])
-    candidates = keys.order_by(C.c.thread_id)
-    total: int = yield from _count_scanned(ctx, candidates, query.values)
+    total: int = yield from _count_scanned(ctx, keys, query.values)
     return total

@@ -30,6 +30,22 @@ NS_HEAD_LEN = 200
 
 # The orders of ``Inspector.threads`` (``lg-sqla threads --order``).
 THREAD_ORDERS = ("last_write", "first_write", "thread_id", "checkpoints")
+# ``sort_by`` of ``Inspector.threads`` (LangGraph Platform's names; ``--sort-by``).
+THREAD_SORT_KEYS = ("thread_id", "created_at", "updated_at", "state_updated_at", "checkpoints")
+# The fields ``select`` may name (``ThreadInfo``'s, and ``bytes`` and ``extracted``).
+THREAD_FIELDS = (
+    "thread_id",
+    "status",
+    "checkpoints",
+    "namespaces",
+    "first_write",
+    "last_write",
+    "state_updated",
+    "value_bytes",
+    "write_bytes",
+    "bytes",
+    "extracted",
+)
 # A thread's status, from its latest checkpoint in the root namespace
 # (``inspection.thread_status``; ``lg-sqla threads --status``).
 THREAD_STATUSES = ("interrupted", "pending", "idle", "error")

@@ -27,7 +27,7 @@ from lg_sqla.cli.values import (
     value_lines,
 )
 from lg_sqla.errors import NotFoundError
-from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
+from lg_sqla.limits import THREAD_FIELDS, THREAD_ORDERS, THREAD_SORT_KEYS, THREAD_STATUSES
 
 if TYPE_CHECKING:
     from lg_sqla.inspection import ValueView
@@ -89,10 +89,40 @@ def _threads_command(commands: Commands) -> None:
         help="last write before WHEN (ISO time, or an age: 30d)",
     )
     threads.add_argument(
+        "--value",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="PATH=VALUE",
+        help="threads whose latest values have VALUE (JSON or text) at PATH, a channel "
+        "and steps: order_id=3, messages[-1].type=ai; repeatable (decodes candidates)",
+    )
+    for edge in ("after", "before"):
+        threads.add_argument(
+            f"--created-{edge}",
+            type=when,
+            metavar="WHEN",
+            help=f"first write {edge} WHEN (ISO time, or an age: 7d)",
+        )
+    threads.add_argument(
         "--order",
         choices=THREAD_ORDERS,
-        default="last_write",
-        help="sort order (default: last_write, newest first)",
+        help="sort order, former names (default: last_write, newest first)",
+    )
+    threads.add_argument("--sort-by", choices=THREAD_SORT_KEYS, help="sort key (Platform's names)")
+    threads.add_argument("--sort-order", choices=("asc", "desc"), help="with --sort-by")
+    threads.add_argument(
+        "--extract",
+        action="append",
+        default=[],
+        metavar="[ALIAS=]PATH",
+        help="add a column: the value at PATH (values.messages[-1].content, metadata.user)",
+    )
+    threads.add_argument(
+        "--select",
+        type=_fields,
+        metavar="FIELD,...",
+        help=f"with --json, only these fields: {', '.join(THREAD_FIELDS)}",
     )
     threads.add_argument("--limit", type=positive, default=50, help="threads per page (default 50)")
     threads.add_argument(
@@ -269,10 +299,17 @@ def _threads_call(args: argparse.Namespace) -> Call:
         return await _ask(
             i.threads(
                 filter=dict(args.filter) or None,
+                values=dict(args.value) or None,
                 status=args.status,
                 written_after=args.written_after,
                 written_before=args.written_before,
+                created_after=args.created_after,
+                created_before=args.created_before,
                 order=args.order,
+                sort_by=args.sort_by,
+                sort_order=args.sort_order,
+                extract=_extracts(args.extract),
+                select=args.select,
                 limit=args.limit,
                 offset=args.offset,
                 count=args.count,
@@ -282,9 +319,31 @@ def _threads_call(args: argparse.Namespace) -> Call:
     return call
 
 
+def _extracts(given: list[str]) -> dict[str, str] | None:
+    """``--extract`` as aliases to paths: ``ALIAS=PATH``, or the PATH's last step."""
+    out = {}
+    for text in given:
+        alias, sep, path = text.partition("=")
+        if not sep:
+            alias, path = text.rsplit(".", 1)[-1], text
+        out[alias] = path
+    return out or None
+
+
+def _fields(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in THREAD_FIELDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown field(s) {', '.join(unknown) or repr(text)}; "
+            f"fields: {', '.join(THREAD_FIELDS)}"
+        )
+    return names
+
+
 def _threads_json(args: argparse.Namespace, result: Any) -> Any:
     return {
-        "threads": [{**dataclasses.asdict(t), "bytes": t.bytes} for t in result.threads],
+        "threads": [jsonable_value(row) for row in result.rows()],
         "next_offset": result.next_offset,
         "total": result.total,
     }
@@ -293,24 +352,43 @@ def _threads_json(args: argparse.Namespace, result: Any) -> Any:
 def _print_threads(args: argparse.Namespace, result: Any) -> None:
     shown = f"{len(result.threads)}" + ("" if result.total is None else f" of {result.total}")
     which = f" {args.status}" if args.status else ""
-    table(
-        f"{shown}{which} thread(s)",
-        ["THREAD", "STATUS", "CHECKPOINTS", "NS", "FIRST WRITE", "LAST WRITE", "SIZE"],
-        [
+    if args.extract:
+        # The extracted values take the place of the sizes: THREAD, STATUS, LAST WRITE.
+        aliases = list(result.threads[0].extracted) if result.threads else []
+        table(
+            f"{shown}{which} thread(s)",
+            ["THREAD", "STATUS", "LAST WRITE", *(a.upper() for a in aliases)],
             [
-                t.thread_id,
-                t.status,
-                t.checkpoints,
-                t.namespaces,
-                utc_time(t.first_write),
-                utc_time(t.last_write),
-                human_bytes(t.bytes),
-            ]
-            for t in result.threads
-        ],
-    )
+                [t.thread_id, t.status, utc_time(t.last_write)]
+                + [_cell(t.extracted[a]) for a in aliases]
+                for t in result.threads
+            ],
+        )
+    else:
+        table(
+            f"{shown}{which} thread(s)",
+            ["THREAD", "STATUS", "CHECKPOINTS", "NS", "FIRST WRITE", "LAST WRITE", "SIZE"],
+            [
+                [
+                    t.thread_id,
+                    t.status,
+                    t.checkpoints,
+                    t.namespaces,
+                    utc_time(t.first_write),
+                    utc_time(t.last_write),
+                    human_bytes(t.bytes),
+                ]
+                for t in result.threads
+            ],
+        )
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}")
+
+
+def _cell(value: Any) -> str:
+    """An extracted value in a cell: text as is, else JSON; cut to 30 characters."""
+    text = value if isinstance(value, str) else json.dumps(jsonable_value(value), default=str)
+    return cut(text, 30)
 
 
 # --- history -------------------------------------------------------------------------------

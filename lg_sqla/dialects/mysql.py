@@ -291,7 +291,12 @@ class MySQLOps(DialectOps):
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
-        extracted = sa.func.json_extract(column, mysql_member_path(key))
+        return self.metadata_path_equals(column, (key,), value)
+
+    def metadata_path_equals(
+        self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
+    ) -> ColumnElement[bool]:
+        extracted = sa.func.json_extract(column, mysql_member_path(*keys))
         json_type = sa.func.json_type(extracted)
         if value is None:
             return sa.or_(extracted.is_(None), json_type == "NULL")

@@ -247,6 +247,15 @@ class PostgresOps(OnConflictOps):
             return sa.or_(match, element.is_(None))
         return match
 
+    def metadata_path_equals(
+        self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
+    ) -> ColumnElement[bool]:
+        # One `->` per key (bound values), as json_member; the last key as above.
+        element = column
+        for key in keys[:-1]:
+            element = element[key]
+        return self.metadata_equals(element, keys[-1], value)
+
     def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:
         # JSONB is binary; its text form is what a client would transfer.
         return sa.func.octet_length(sa.cast(document, sa.Text), type_=sa.BigInteger)

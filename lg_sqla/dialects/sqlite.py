@@ -111,12 +111,29 @@ class SQLiteOps(OnConflictOps):
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
+        return self.metadata_path_equals(column, (key,), value)
+
+    def metadata_path_equals(
+        self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
+    ) -> ColumnElement[bool]:
         # json_each and key equality, not a path: SQLite's quoted path labels have
-        # no escapes, so `$."say \"hi\""` cannot name the key `say "hi"`.
-        member = sa.func.json_each(column).table_valued("key", "type", "atom", "value")
+        # no escapes, so `$."say \"hi\""` cannot name the key `say "hi"`. A nested
+        # key: json_each over the object its parent's json_each found.
+        steps: list[ColumnElement[bool]] = []
+        document: ColumnElement[Any] = column
+        joined: Any = None
+        for depth, key in enumerate(keys):
+            member = sa.func.json_each(document).table_valued("key", "type", "atom", "value")
+            joined = member if joined is None else joined.join(member, sa.true())
+            steps.append(member.c.key == key)
+            if depth < len(keys) - 1:
+                steps.append(member.c.type == "object")
+            document = member.c.value
 
         def member_where(*conditions: ColumnElement[bool]) -> ColumnElement[bool]:
-            return sa.exists().where(member.c.key == key, *conditions)
+            return sa.exists(
+                sa.select(sa.literal(1)).select_from(joined).where(*steps, *conditions)
+            )
 
         if value is None:
             return sa.or_(~member_where(), member_where(member.c.type == "null"))

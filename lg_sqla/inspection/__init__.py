@@ -21,7 +21,9 @@ storage`` print the same results as tables or JSON.
 
 The package, by what each module answers: ``checks`` (page limits, input checks),
 ``results`` (the returned dataclasses), ``summaries`` (previews and list changes,
-no database), ``thread_pages`` (thread status and pages of threads),
+no database), ``thread_pages`` (thread status; the SQL of pages of threads),
+``thread_search`` (paths, value filters, sort names), ``thread_queries``
+(``threads`` and ``count_threads``: the search and its cost model),
 ``checkpoints`` (history, show, diff, latest), ``pending_writes`` (writes and
 their statistics), ``table_sizes`` (storage), ``inspectors`` (``Inspector`` and
 ``AsyncInspector``). ``lg_sqla.inspect``, its former name, still imports them all.
@@ -54,7 +56,8 @@ from lg_sqla.inspection.results import (
 )
 from lg_sqla.inspection.summaries import list_change, next_nodes, node_of, summarize
 from lg_sqla.inspection.table_sizes import storage
-from lg_sqla.inspection.thread_pages import thread_status, threads
+from lg_sqla.inspection.thread_pages import Windows, thread_status
+from lg_sqla.inspection.thread_queries import count_threads, threads
 
 __all__ = [
     "EMPTY_TYPE",
@@ -75,8 +78,10 @@ __all__ = [
     "ThreadInfo",
     "ThreadPage",
     "ValueView",
+    "Windows",
     "WriteInfo",
     "WriteStats",
+    "count_threads",
     "diff",
     "history",
     "latest",

@@ -19,7 +19,8 @@ from lg_sqla.inspection.results import (
     WriteStats,
 )
 from lg_sqla.inspection.table_sizes import storage
-from lg_sqla.inspection.thread_pages import threads
+from lg_sqla.inspection.thread_pages import Windows
+from lg_sqla.inspection.thread_queries import SCAN_LIMIT, count_threads, threads
 
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
@@ -47,29 +48,70 @@ class Inspector:
         self,
         *,
         filter: Mapping[str, Any] | None = None,
+        values: Mapping[str, Any] | None = None,
         status: str | None = None,
         written_after: dt.datetime | None = None,
         written_before: dt.datetime | None = None,
-        order: str = "last_write",
+        created_after: dt.datetime | None = None,
+        created_before: dt.datetime | None = None,
+        order: str | None = None,
+        sort_by: str | None = None,
+        sort_order: str | None = None,
+        select: Sequence[str] | None = None,
+        extract: Mapping[str, str] | None = None,
         limit: int = 50,
         offset: int = 0,
         count: bool = False,
+        scan_limit: int = SCAN_LIMIT,
     ) -> ThreadPage:
-        """A page of threads: ``order`` is one of ``THREAD_ORDERS``; ``filter`` keeps threads
-        with a checkpoint whose metadata matches, ``status`` (one of ``THREAD_STATUSES``)
-        threads in that status; the times bound the last write; ``count`` also counts
-        all matching threads (``ThreadPage.total``)."""
+        """A page of threads, found as LangGraph Platform's ``threads.search`` does.
+
+        ``filter`` keeps threads with a checkpoint whose metadata matches (nested
+        mappings by containment); ``values`` threads whose latest values match, by path
+        (``{"order_id": 3, "messages[-1].type": "ai"}``); ``status`` (one of
+        ``THREAD_STATUSES``) threads in that status; ``written_*`` bound the last write,
+        ``created_*`` the first. ``sort_by`` (``THREAD_SORT_KEYS``) and ``sort_order``
+        (``asc``/``desc``), or ``order`` (``THREAD_ORDERS``, the former names).
+        ``select`` names the fields of ``ThreadPage.rows()``; ``extract`` maps aliases
+        to paths (``values.messages[-1].content``, ``metadata.tenant``). ``count``
+        also counts all matching threads (``ThreadPage.total``). With ``values``, a
+        page examines at most ``scan_limit`` candidates (``thread_queries``: costs)."""
         return self.saver.run(
             threads(
                 self.saver.context,
                 filter=filter,
+                values=values,
                 status=status,
-                written_after=written_after,
-                written_before=written_before,
+                windows=Windows(written_after, written_before, created_after, created_before),
                 order=order,
+                sort_by=sort_by,
+                sort_order=sort_order,
+                select=select,
+                extract=extract,
                 limit=limit,
                 offset=offset,
                 count=count,
+                scan_limit=scan_limit,
+            )
+        )
+
+    def count_threads(
+        self,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        values: Mapping[str, Any] | None = None,
+        status: str | None = None,
+        written_after: dt.datetime | None = None,
+        written_before: dt.datetime | None = None,
+        created_after: dt.datetime | None = None,
+        created_before: dt.datetime | None = None,
+    ) -> int:
+        """How many threads ``threads`` finds with these filters (Platform's
+        ``threads.count``); with ``values``, every candidate is decoded."""
+        windows = Windows(written_after, written_before, created_after, created_before)
+        return self.saver.run(
+            count_threads(
+                self.saver.context, filter=filter, values=values, status=status, windows=windows
             )
         )
 
@@ -205,25 +247,56 @@ class AsyncInspector:
         self,
         *,
         filter: Mapping[str, Any] | None = None,
+        values: Mapping[str, Any] | None = None,
         status: str | None = None,
         written_after: dt.datetime | None = None,
         written_before: dt.datetime | None = None,
-        order: str = "last_write",
+        created_after: dt.datetime | None = None,
+        created_before: dt.datetime | None = None,
+        order: str | None = None,
+        sort_by: str | None = None,
+        sort_order: str | None = None,
+        select: Sequence[str] | None = None,
+        extract: Mapping[str, str] | None = None,
         limit: int = 50,
         offset: int = 0,
         count: bool = False,
+        scan_limit: int = SCAN_LIMIT,
     ) -> ThreadPage:
         return await self.saver.arun(
             threads(
                 self.saver.context,
                 filter=filter,
+                values=values,
                 status=status,
-                written_after=written_after,
-                written_before=written_before,
+                windows=Windows(written_after, written_before, created_after, created_before),
                 order=order,
+                sort_by=sort_by,
+                sort_order=sort_order,
+                select=select,
+                extract=extract,
                 limit=limit,
                 offset=offset,
                 count=count,
+                scan_limit=scan_limit,
+            )
+        )
+
+    async def count_threads(
+        self,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        values: Mapping[str, Any] | None = None,
+        status: str | None = None,
+        written_after: dt.datetime | None = None,
+        written_before: dt.datetime | None = None,
+        created_after: dt.datetime | None = None,
+        created_before: dt.datetime | None = None,
+    ) -> int:
+        windows = Windows(written_after, written_before, created_after, created_before)
+        return await self.saver.arun(
+            count_threads(
+                self.saver.context, filter=filter, values=values, status=status, windows=windows
             )
         )
 

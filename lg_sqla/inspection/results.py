@@ -19,17 +19,46 @@ class ThreadInfo:
     last_write: dt.datetime
     value_bytes: int  # serialized channel values (checkpoint_blobs)
     write_bytes: int  # serialized pending writes (checkpoint_writes)
+    # When the latest root checkpoint was made (None: the thread has none).
+    state_updated: dt.datetime | None = None
+    # ``extract``'s aliases and the values found at their paths (None where none).
+    extracted: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
         return self.value_bytes + self.write_bytes
 
+    def fields(self, select: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The fields named by ``select`` (all without it), ``bytes`` included."""
+        every = {
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "checkpoints": self.checkpoints,
+            "namespaces": self.namespaces,
+            "first_write": self.first_write,
+            "last_write": self.last_write,
+            "state_updated": self.state_updated,
+            "value_bytes": self.value_bytes,
+            "write_bytes": self.write_bytes,
+            "bytes": self.bytes,
+            "extracted": self.extracted,
+        }
+        return every if select is None else {name: every[name] for name in select}
+
 
 @dataclass(frozen=True)
 class ThreadPage:
     threads: list[ThreadInfo]
-    next_offset: int | None  # pass as ``offset`` for the next page; None on the last one
+    # Pass as ``offset`` for the next page; None on the last one. With a ``values``
+    # filter it counts candidates examined, not threads listed (see ``threads``).
+    next_offset: int | None
     total: int | None = None  # threads matching the filters, when asked for (``count=True``)
+    select: tuple[str, ...] | None = None  # the fields asked for (None: all)
+    decoded: int = 0  # threads whose latest values were decoded (values filter, extract)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The threads as dicts of the selected fields."""
+        return [t.fields(self.select) for t in self.threads]
 
 
 @dataclass(frozen=True)

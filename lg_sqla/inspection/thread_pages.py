@@ -1,9 +1,11 @@
-"""Threads: their status (from the latest root checkpoint's keys) and a page of them."""
+"""Threads in SQL: their status (from the latest root checkpoint's keys), the
+filters, orders and page statement of ``threads`` (``thread_queries``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,14 +14,11 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.base import Context
-from lg_sqla.errors import InvalidInputError
-from lg_sqla.inspection.checks import ROOT_NS_HASH, _check_page, _int, _window
-from lg_sqla.inspection.results import ThreadInfo, ThreadPage
-from lg_sqla.limits import THREAD_ORDERS, THREAD_STATUSES
+from lg_sqla.inspection.checks import ROOT_NS_HASH, _window
+from lg_sqla.inspection.thread_search import _leaves, _Sort
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Plan, Step
 
 
 def _bytes_of(table: sa.Table, ctx: Context, thread: ColumnElement[Any]) -> sa.ScalarSelect[Any]:
@@ -144,7 +143,8 @@ def _thread_filters(
     filter: Mapping[str, Any] | None,
     status: str | None,
 ) -> list[ColumnElement[bool]]:
-    """Conditions on a thread id column: metadata of one of its checkpoints, its status."""
+    """Conditions on a thread id column: metadata of one of its checkpoints (nested
+    mappings match by containment, as Platform's), its status."""
     out: list[ColumnElement[bool]] = []
     if filter:
         codec.check_json("filter", dict(filter))
@@ -154,8 +154,10 @@ def _thread_filters(
             thread.in_(
                 sa.select(matching.c.thread_id).where(
                     *(
-                        ctx.dialect_ops.metadata_equals(matching.c.metadata, key, value)
-                        for key, value in filter.items()
+                        ctx.dialect_ops.metadata_path_equals(
+                            matching.c.metadata, tuple(map(str, keys)), value
+                        )
+                        for keys, value in _leaves((), filter)
                     )
                 )
             )
@@ -204,12 +206,31 @@ def _last_write(t: sa.FromClause) -> Any:
     return sa.func.max(t.c.updated_at)
 
 
+def _of_head(thread: ColumnElement[Any], column: str) -> sa.ScalarSelect[Any]:
+    """``column`` of ``thread``'s latest root checkpoint: one index probe."""
+    head = C.alias(f"head_{column}")
+    return (
+        sa.select(head.c[column])
+        .where(head.c.thread_id == thread, head.c.checkpoint_ns_hash == ROOT_NS_HASH)
+        .order_by(head.c.checkpoint_id.desc())
+        .limit(1)
+        .correlate_except(head)
+        .scalar_subquery()
+    )
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Time ranges: on the last write (``written_*``) and the first (``created_*``)."""
+
+    written_after: dt.datetime | None = None
+    written_before: dt.datetime | None = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+
+
 def _matching_threads(
-    ctx: Context,
-    filter: Mapping[str, Any] | None,
-    status: str | None,
-    written_after: dt.datetime | None,
-    written_before: dt.datetime | None,
+    ctx: Context, filter: Mapping[str, Any] | None, status: str | None, windows: Windows
 ) -> sa.Select[Any]:
     """Every thread id once: the primary key's leading column (an index-only pass);
     conditions per thread, not per checkpoint."""
@@ -218,41 +239,53 @@ def _matching_threads(
         .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
         .group_by(C.c.thread_id)
         .having(
-            *_window(sa.func.max(C.c.updated_at), written_after, written_before),
+            *_window(sa.func.max(C.c.updated_at), windows.written_after, windows.written_before),
+            *_window(sa.func.min(C.c.created_at), windows.created_after, windows.created_before),
             *_thread_filters(ctx, C.c.thread_id, None, status),
         )
     )
 
 
+def _sorted(sort: _Sort, key: Any, thread: ColumnElement[Any]) -> tuple[Any, ...]:
+    """ORDER BY ``key`` in ``sort``'s direction; ties by thread id ascending, except
+    newest write first, tied descending (the ``updated_at`` index's own order: InnoDB's
+    secondary indexes end with the primary key)."""
+    if key is None:
+        return (thread.desc() if sort.descending else thread,)
+    tie_descending = sort.descending and sort.order == "last_write"
+    return (key.desc() if sort.descending else key, thread.desc() if tie_descending else thread)
+
+
 def _ordered_threads(
-    keys: sa.Select[Any],
-    order: str,
-    unfiltered: bool,
-    written_after: dt.datetime | None,
-    written_before: dt.datetime | None,
+    keys: sa.Select[Any], sort: _Sort, unfiltered: bool, windows: Windows
 ) -> sa.Select[Any]:
-    """The thread ids in page order: unfiltered by ``last_write``, along the
+    """The thread ids in page order: unfiltered and newest write first, along the
     ``updated_at`` index; else ``keys`` sorted."""
-    if order == "last_write" and unfiltered:
-        newest, updated_at = _newest_rows(written_after, written_before)
-        # Newest first, ties by key descending: the updated_at index's own order
-        # (InnoDB's secondary indexes end with the primary key).
-        return newest.order_by(updated_at.desc(), newest.selected_columns.thread_id.desc())
-    sort = {
+    if sort.order == "last_write" and sort.descending and unfiltered:
+        newest, updated_at = _newest_rows(windows.written_after, windows.written_before)
+        return newest.order_by(*_sorted(sort, updated_at, newest.selected_columns.thread_id))
+    key = {
         # Looked up for the matching threads only (the filters come first).
-        "last_write": (_of_thread(C.c.thread_id, _last_write).desc(), C.c.thread_id.desc()),
-        "first_write": (sa.func.min(C.c.created_at).desc(), C.c.thread_id),
-        "checkpoints": (sa.func.count().desc(), C.c.thread_id),
-        "thread_id": (C.c.thread_id,),
-    }[order]
-    return keys.order_by(*sort)
+        "last_write": _of_thread(C.c.thread_id, _last_write),
+        "first_write": sa.func.min(C.c.created_at),
+        "checkpoints": sa.func.count(),
+        "state_update": _of_head(C.c.thread_id, "created_at"),
+        "thread_id": None,
+    }[sort.order]
+    return keys.order_by(*_sorted(sort, key, C.c.thread_id))
 
 
 def _page_select(
-    ctx: Context, page: sa.Subquery, keys: sa.Select[Any], order: str, count: bool
+    ctx: Context,
+    page: sa.Subquery,
+    keys: sa.Select[Any],
+    sort: _Sort,
+    count: bool,
+    metadata: bool,
 ) -> sa.Select[Any]:
     """The page's threads with their sizes and status (and, with ``count``, how many
-    threads ``keys`` matches), in ``order``."""
+    threads ``keys`` matches; with ``metadata``, their latest root checkpoint's), in
+    ``sort``'s order."""
 
     def size_of(table: sa.Table, *columns: Any) -> sa.ScalarSelect[Any]:
         return sa.select(*columns).where(table.c.thread_id == page.c.thread_id).scalar_subquery()
@@ -260,22 +293,27 @@ def _page_select(
     last = _of_thread(page.c.thread_id, _last_write).label("last_write")
     first = size_of(C, sa.func.min(C.c.created_at)).label("first_write")
     checkpoints = size_of(C, sa.func.count()).label("checkpoints")
+    state = _of_head(page.c.thread_id, "created_at").label("state_updated")
     columns: list[Any] = [
         page.c.thread_id,
         last,
         first,
         checkpoints,
+        state,
         size_of(C, sa.func.count(sa.distinct(C.c.checkpoint_ns_hash))).label("namespaces"),
         thread_status(page.c.thread_id).label("status"),
         _bytes_of(B, ctx, page.c.thread_id).label("value_bytes"),
         _bytes_of(W, ctx, page.c.thread_id).label("write_bytes"),
     ]
-    outer_sort = {
-        "last_write": (last.desc(), page.c.thread_id.desc()),
-        "first_write": (first.desc(), page.c.thread_id),
-        "checkpoints": (checkpoints.desc(), page.c.thread_id),
-        "thread_id": (page.c.thread_id,),
-    }[order]
+    if metadata:
+        columns.append(_of_head(page.c.thread_id, "metadata").label("head_metadata"))
+    key = {
+        "last_write": last,
+        "first_write": first,
+        "checkpoints": checkpoints,
+        "state_update": state,
+        "thread_id": None,
+    }[sort.order]
     source: Any = page
     if count:
         # One row even when the page is empty: the page joined to a one-row anchor.
@@ -284,55 +322,4 @@ def _page_select(
         columns.append(matching_count.label("total"))
         anchor = sa.select(sa.literal(1).label("one")).subquery("anchor")
         source = anchor.outerjoin(page, sa.true())
-    return sa.select(*columns).select_from(source).order_by(*outer_sort)
-
-
-def threads(
-    ctx: Context,
-    *,
-    filter: Mapping[str, Any] | None = None,
-    status: str | None = None,
-    written_after: dt.datetime | None = None,
-    written_before: dt.datetime | None = None,
-    order: str = "last_write",
-    limit: int = 50,
-    offset: int = 0,
-    count: bool = False,
-) -> Plan[ThreadPage]:
-    """A page of threads with their status and sizes; one statement.
-
-    Unfiltered, ``last_write`` (newest first) walks the ``updated_at`` index and
-    ``thread_id`` the primary key: a page costs the rows of the threads it passes
-    over, not the table. ``filter`` and ``status`` (and the other orders) take one
-    pass over the threads, the status by key lookups on each thread's latest
-    checkpoint. ``count`` adds the number of threads matching the filters (one pass).
-    """
-    _check_page(limit, offset)
-    if order not in THREAD_ORDERS:
-        raise InvalidInputError(f"order must be one of {', '.join(THREAD_ORDERS)}, got {order!r}")
-    if status is not None and status not in THREAD_STATUSES:
-        raise InvalidInputError(
-            f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
-        )
-    keys = _matching_threads(ctx, filter, status, written_after, written_before)
-    unfiltered = not filter and status is None
-    candidates = _ordered_threads(keys, order, unfiltered, written_after, written_before)
-    page = candidates.limit(limit + 1).offset(offset).subquery("page")
-    stmt = _page_select(ctx, page, keys, order, count)
-    rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
-    total = _int(rows[0].total) if count and rows else None
-    found = [r for r in rows if r.thread_id is not None]
-    items = [
-        ThreadInfo(
-            r.thread_id,
-            r.status,
-            r.checkpoints,
-            r.namespaces,
-            r.first_write,
-            r.last_write,
-            _int(r.value_bytes),
-            _int(r.write_bytes),
-        )
-        for r in found[:limit]
-    ]
-    return ThreadPage(items, offset + limit if len(found) > limit else None, total)
+    return sa.select(*columns).select_from(source).order_by(*_sorted(sort, key, page.c.thread_id))

@@ -1,0 +1,277 @@
+"""``threads`` and ``count_threads``: finding threads as LangGraph Platform's
+``threads.search`` and ``threads.count`` do, on the three checkpoint tables.
+
+Cost model. Filters on metadata, status and times, and the order, are SQL
+(``thread_pages``): one statement per page, as before. Channel values are
+serialized (msgpack through the saver's serde, maybe encrypted or compressed), so
+a ``values`` filter cannot be SQL: the candidates the SQL filters leave are read in
+page order, in batches, and only the channels the filter names are decoded, from
+each candidate's latest root checkpoint (``latest``'s statement: one per channel
+and batch). A page stops at ``limit`` matches or after ``scan_limit`` candidates,
+so its work is bounded whatever the table's size; its ``next_offset`` is then a
+position among the candidates (a page may hold fewer than ``limit`` threads and
+still have a next one). ``extract`` decodes the listed threads' channels it names
+(a statement per channel). ``count`` with a ``values`` filter decodes every
+candidate, ``MAX_PAGE`` at a time: its cost grows with the candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.base import Context
+from lg_sqla.errors import InvalidInputError
+from lg_sqla.inspection.checkpoints import latest
+from lg_sqla.inspection.checks import MAX_PAGE, _check_page, _int
+from lg_sqla.inspection.results import ThreadInfo, ThreadPage
+from lg_sqla.inspection.thread_pages import (
+    Windows,
+    _matching_threads,
+    _ordered_threads,
+    _page_select,
+)
+from lg_sqla.inspection.thread_search import (
+    Path,
+    _channels_of,
+    _check_extract,
+    _check_select,
+    _extract_paths,
+    _matches,
+    _resolve_sort,
+    _value_leaves,
+)
+from lg_sqla.limits import THREAD_STATUSES
+from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Plan, Step
+
+SCAN_LIMIT = 1000  # candidates a page with a ``values`` filter examines at most
+MAX_SCAN_LIMIT = 100_000
+Values = dict[str, dict[str, Any]]  # thread id -> channel -> decoded latest value
+
+
+@dataclass(frozen=True)
+class _Search:
+    """The filters of ``threads`` and ``count_threads``, checked."""
+
+    filter: Mapping[str, Any] | None
+    status: str | None
+    windows: Windows
+    values: list[tuple[Path, Any]]
+
+    @property
+    def unfiltered(self) -> bool:
+        """Whether SQL filters nothing but the last write's window."""
+        w = self.windows
+        return (
+            not self.filter
+            and self.status is None
+            and w.created_after is None
+            and (w.created_before is None)
+        )
+
+
+def _search(
+    filter: Mapping[str, Any] | None,
+    values: Mapping[str, Any] | None,
+    status: str | None,
+    windows: Windows,
+) -> _Search:
+    if status is not None and status not in THREAD_STATUSES:
+        raise InvalidInputError(
+            f"status must be one of {', '.join(THREAD_STATUSES)}, got {status!r}"
+        )
+    if filter is not None and not isinstance(filter, Mapping):
+        raise InvalidInputError(
+            f"filter must be a mapping of metadata key to value, got {filter!r}"
+        )
+    wanted = _value_leaves(values) if values else []
+    if wanted:
+        codec.check_json("values", [expected for _, expected in wanted])
+    return _Search(filter, status, windows, wanted)
+
+
+def _latest_values(ctx: Context, channels: Sequence[str], ids: Sequence[str]) -> Plan[Values]:
+    """The channels' values in each thread's latest root checkpoint, decoded."""
+    out: Values = {t: {} for t in ids}
+    for channel in channels:
+        found = yield from latest(ctx, channel, ids)
+        for thread_id, value in found.items():
+            out[thread_id][channel] = value.value
+    return out
+
+
+def _scan(
+    ctx: Context,
+    candidates: sa.Select[Any],
+    wanted: list[tuple[Path, Any]],
+    start: int,
+    stop_after: int,
+    budget: int,
+) -> Plan[tuple[list[str], int | None, int]]:
+    """Candidates from position ``start``, ``MAX_PAGE`` or fewer at a time, decoded and
+    matched until ``stop_after`` matches or ``budget`` candidates: the matching ids, the
+    position after the last candidate examined (None: none left) and how many were."""
+    channels = _channels_of([path for path, _ in wanted])
+    found: list[str] = []
+    position, examined = start, 0
+    while examined < budget:
+        size = min(MAX_PAGE, budget - examined, max(2 * stop_after, 100))
+        step = Step(candidates.limit(size).offset(position), fetch=True)
+        ids = [str(r.thread_id) for r in (yield step).rows]
+        values = yield from _latest_values(ctx, channels, ids)
+        for thread_id in ids:
+            position, examined = position + 1, examined + 1
+            if _matches(values[thread_id], wanted):
+                found.append(thread_id)
+                if len(found) == stop_after:
+                    return found, position, examined
+        if len(ids) < size:
+            return found, None, examined
+    return found, position, examined
+
+
+def threads(
+    ctx: Context,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    values: Mapping[str, Any] | None = None,
+    status: str | None = None,
+    windows: Windows | None = None,
+    order: str | None = None,
+    sort_by: str | None = None,
+    sort_order: str | None = None,
+    select: Sequence[str] | None = None,
+    extract: Mapping[str, str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    count: bool = False,
+    scan_limit: int = SCAN_LIMIT,
+) -> Plan[ThreadPage]:
+    """A page of threads with their status and sizes (the module's docstring: cost).
+
+    Without ``values`` and ``extract``, one statement: unfiltered, newest write first
+    walks the ``updated_at`` index and ``thread_id`` the primary key (a page costs the
+    rows of the threads it passes over, not the table); ``filter``, ``status``, the
+    ``created_*`` windows and the other orders take one pass over the threads, the
+    status by key lookups on each thread's latest checkpoint. ``count`` adds the number
+    of threads matching the filters.
+    """
+    _check_page(limit, offset)
+    if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
+        raise InvalidInputError(
+            f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
+            f"got {scan_limit!r}"
+        )
+    sort = _resolve_sort(order, sort_by, sort_order)
+    fields, paths = _check_select(select), _check_extract(extract)
+    query = _search(filter, values, status, windows or Windows())
+    keys = _matching_threads(ctx, query.filter, query.status, query.windows)
+    candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
+    next_offset: int | None = None
+    decoded = 0
+    if query.values:
+        ids, next_offset, decoded = yield from _scan(
+            ctx, candidates, query.values, offset, limit, scan_limit
+        )
+        listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
+        page = listed.group_by(C.c.thread_id).subquery("page")
+    else:
+        page = candidates.limit(limit + 1).offset(offset).subquery("page")
+    in_sql = count and not query.values
+    needs_metadata = any(p[0] == "metadata" for p in paths.values())
+    stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
+    only = not query.values and not paths
+    rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
+    total = _int(rows[0].total) if in_sql and rows else None
+    found = [r for r in rows if r.thread_id is not None]
+    if not query.values:
+        next_offset = offset + limit if len(found) > limit else None
+        found = found[:limit]
+    if count and query.values:
+        total = yield from _count_scanned(ctx, keys, query.values)
+    items = [_info(r) for r in found]
+    if paths:
+        items, extra = yield from _with_extracts(ctx, items, found, paths)
+        decoded += extra
+    return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _info(r: Any) -> ThreadInfo:
+    return ThreadInfo(
+        r.thread_id,
+        r.status,
+        r.checkpoints,
+        r.namespaces,
+        r.first_write,
+        r.last_write,
+        _int(r.value_bytes),
+        _int(r.write_bytes),
+        r.state_updated,
+    )
+
+
+def _with_extracts(
+    ctx: Context, items: list[ThreadInfo], rows: Sequence[Any], paths: dict[str, Path]
+) -> Plan[tuple[list[ThreadInfo], int]]:
+    """``items`` with their ``extracted`` values, and how many threads were decoded."""
+    channels = _channels_of([p[1:] for p in paths.values() if p[0] == "values"])
+    ids = [t.thread_id for t in items]
+    values = (yield from _latest_values(ctx, channels, ids)) if channels and ids else {}
+    out = []
+    for item, row in zip(items, rows, strict=True):
+        metadata = getattr(row, "head_metadata", None)
+        found = _extract_paths(
+            values.get(item.thread_id, {}),
+            codec.json_object(metadata) if metadata is not None else {},
+            paths,
+        )
+        out.append(_with_extracted(item, found))
+    return out, len(ids) if channels else 0
+
+
+def _with_extracted(item: ThreadInfo, found: dict[str, Any]) -> ThreadInfo:
+    return dataclasses.replace(item, extracted=found)
+
+
+def _count_scanned(ctx: Context, keys: sa.Select[Any], wanted: list[tuple[Path, Any]]) -> Plan[int]:
+    """How many of the threads ``keys`` selects match ``wanted``: all decoded,
+    ``MAX_PAGE`` at a time, in thread id order from where the last batch ended (a
+    range of the primary key, not an OFFSET: linear in the candidates)."""
+    channels = _channels_of([path for path, _ in wanted])
+    matched, after = 0, None
+    while True:
+        batch = keys if after is None else keys.where(C.c.thread_id > after)
+        step = Step(batch.order_by(C.c.thread_id).limit(MAX_PAGE), fetch=True)
+        ids = [str(r.thread_id) for r in (yield step).rows]
+        values = yield from _latest_values(ctx, channels, ids)
+        matched += sum(_matches(values[t], wanted) for t in ids)
+        if len(ids) < MAX_PAGE:
+            return matched
+        after = ids[-1]
+
+
+def count_threads(
+    ctx: Context,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    values: Mapping[str, Any] | None = None,
+    status: str | None = None,
+    windows: Windows | None = None,
+) -> Plan[int]:
+    """How many threads ``threads`` would list with these filters. Without ``values``,
+    one statement (a pass over the threads); with it, every candidate's latest values
+    are decoded, ``MAX_PAGE`` threads per batch."""
+    query = _search(filter, values, status, windows or Windows())
+    keys = _matching_threads(ctx, query.filter, query.status, query.windows)
+    if not query.values:
+        stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
+        rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
+        return _int(rows[0][0])
+    total: int = yield from _count_scanned(ctx, keys, query.values)
+    return total

@@ -26,6 +26,8 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -38,7 +40,7 @@ from lg_sqla import migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
-from lg_sqla.runtime.drivers import direct_driver
+from lg_sqla.runtime.drivers import direct_driver, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
 from lg_sqla.runtime.routing import Path, choose_path
 
@@ -89,6 +91,68 @@ def _end_refused_transaction(connection: Connection) -> None:
         dbapi_connection = connection.connection.dbapi_connection
         if dbapi_connection is not None:
             dbapi_connection.rollback()
+
+
+def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bool:
+    """Whether a call that raised ``error`` must not give its connection back to the
+    pool as it is. Interrupted (``asyncio.CancelledError``, ``KeyboardInterrupt``: not
+    an ``Exception``), a driver may be anywhere in its protocol, a statement half sent
+    or its results half read (asyncmy then closes its socket; psycopg may have a
+    query still running): SQLAlchemy's Core invalidates the connection then, and so
+    does every path here. Or the driver's connection is left unusable in a way the
+    error did not tell (``drivers.left_unusable``: a killed session's psycopg stuck
+    in pipeline mode)."""
+    if not isinstance(error, Exception):
+        return True
+    return left_unusable(engine.dialect, dbapi_connection)
+
+
+def _mark_invalidated(error: BaseException) -> None:
+    """A DBAPI error on a connection found dead after it is one on a dead connection:
+    retried as such (``runtime.retry``: once, and only before any commit)."""
+    if isinstance(error, DBAPIError):
+        error.connection_invalidated = True
+
+
+def _give_back_failed(
+    engine: Engine,
+    pooled: PoolProxiedConnection,
+    connection: Connection | None,
+    error: BaseException,
+) -> None:
+    """Return the connection of a failed direct-path call: to the pool, which rolls
+    back what the plan may have left open (``connection``: the ``Connection`` that
+    raised a DBAPI error, and may have invalidated it); invalidated instead (closed,
+    replaced at a later checkout) when it is poisoned (``_poisoned``)."""
+    if connection is not None and connection.invalidated:
+        connection.close()
+        return
+    if pooled.is_valid and _poisoned(engine, pooled.dbapi_connection, error):
+        _mark_invalidated(error)
+        if connection is not None:
+            connection.invalidate(error)
+            connection.close()
+        else:
+            pooled.invalidate(error)  # (which gives it back to the pool)
+        return
+    (connection if connection is not None else pooled).close()
+
+
+async def _in_worker_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a worker thread. Cancelled, the caller still waits for the thread
+    to end before it sees the ``CancelledError``: a thread cannot be interrupted, and
+    until it ends its transaction (committed whole or rolled back) it holds a
+    connection of the pool. When a cancelled call returns, nothing of it runs on."""
+    running = asyncio.ensure_future(asyncio.to_thread(call))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        while not running.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([running])
+        if not running.cancelled():
+            running.exception()  # (retrieved: its outcome is the cancellation's)
+        raise
 
 
 class Runtime:
@@ -187,8 +251,16 @@ class Runtime:
         if self._path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
         with engine.connect() as connection:
-            self.prepare_session(engine, connection.connection, connection)
-            return self.run_on(connection, plan, first)
+            try:
+                self.prepare_session(engine, connection.connection, connection)
+                return self.run_on(connection, plan, first)
+            except BaseException as error:
+                if not connection.invalidated and _poisoned(
+                    engine, connection.connection.dbapi_connection, error
+                ):
+                    connection.invalidate(error)
+                    _mark_invalidated(error)
+                raise
 
     def _path_of(self, engine: Engine, first: Step, prebuilt: bool) -> Path:
         """``choose_path``'s answer, remembered per engine and first statement while
@@ -280,10 +352,9 @@ class Runtime:
                 first,
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
-        except BaseException:
+        except BaseException as error:
             try:
-                # The pool rolls back whatever the failed plan may have left open.
-                (wrapped[0] if wrapped else pooled).close()
+                _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
             finally:
                 if kept is not None:
                     kept.put_back(committed=False)
@@ -342,8 +413,8 @@ class Runtime:
         stays on the event loop's thread.
         """
         if threaded is not None and not calls_back:
-            return await asyncio.to_thread(
-                self.run, threaded, source, prebuilt=prebuilt, writes=writes
+            return await _in_worker_thread(
+                partial(self.run, threaded, source, prebuilt=prebuilt, writes=writes)
             )
         if not callable(source):
             return await self._aattempt(engine, source, prebuilt, writes)

@@ -114,6 +114,25 @@ def _mark_invalidated(error: BaseException) -> None:
         error.connection_invalidated = True
 
 
+def _close_core(connection: Connection, pooled: PoolProxiedConnection) -> None:
+    """Close a Core call's connection. Its check-in undoes the AUTOCOMMIT a call may
+    have set (``run_on``) with a driver call; on a connection the server ended after
+    the call's last statement, that raises, and SQLAlchemy (2.0, 2.1) then never
+    gives the connection back to its pool: one leak per such call (psycopg2 and
+    pg8000 under ``pg_terminate_backend``: the pool exhausted within 40 calls). The
+    call's own outcome stands (its error, or its result: it ended before); the dead
+    connection is detached from the pool, which opens another in its place, and
+    closed."""
+    try:
+        connection.close()
+    except Exception:  # (pg8000 raises the socket's own ConnectionResetError there)
+        if pooled.is_valid and not pooled.is_detached:  # (a check-in that finished clears both)
+            dbapi_connection = pooled.dbapi_connection
+            pooled.detach()
+            with contextlib.suppress(Exception):
+                dbapi_connection.close()
+
+
 def _give_back_failed(
     engine: Engine,
     pooled: PoolProxiedConnection,
@@ -250,17 +269,18 @@ class Runtime:
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
         if self._path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
-        with engine.connect() as connection:
-            try:
-                self.prepare_session(engine, connection.connection, connection)
-                return self.run_on(connection, plan, first)
-            except BaseException as error:
-                if not connection.invalidated and _poisoned(
-                    engine, connection.connection.dbapi_connection, error
-                ):
-                    connection.invalidate(error)
-                    _mark_invalidated(error)
-                raise
+        connection = engine.connect()
+        pooled = connection.connection
+        try:
+            self.prepare_session(engine, pooled, connection)
+            return self.run_on(connection, plan, first)
+        except BaseException as error:
+            if not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
+                connection.invalidate(error)
+                _mark_invalidated(error)
+            raise
+        finally:
+            _close_core(connection, pooled)
 
     def _path_of(self, engine: Engine, first: Step, prebuilt: bool) -> Path:
         """``choose_path``'s answer, remembered per engine and first statement while

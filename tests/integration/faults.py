@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from backends import Backend
 
 
 class InjectedFault(Exception):
@@ -168,3 +169,40 @@ class _CancellingCursor(_Proxy):
 
     def __iter__(self) -> Any:
         return iter(self._wrapped)
+
+
+def kill_sessions(backend: Backend) -> int:
+    """End every other session of the backend's database from an admin connection
+    (PostgreSQL ``pg_terminate_backend``: AdminShutdown; MariaDB ``KILL``: 2013 Lost
+    connection), what a server restart does to a pool; how many were ended."""
+    engine = backend.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            if backend.name == "postgres":
+                return len(
+                    conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    ).all()
+                )
+            ids = conn.execute(
+                sa.text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+                )
+            ).scalars()
+            killed = 0
+            for session in ids:
+                # (A session may end by itself meanwhile: MariaDB then answers 1094.)
+                try:
+                    conn.exec_driver_sql(f"KILL {int(session)}")
+                except sa.exc.DBAPIError as error:
+                    if "1094" not in str(error):
+                        raise
+                    continue
+                killed += 1
+            return killed
+    finally:
+        engine.dispose()

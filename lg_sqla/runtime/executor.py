@@ -68,13 +68,13 @@ def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = 
         if commit:
             try:
                 connection.commit()
-            except DBAPIError as error:
+            except (DBAPIError, ConnectionError) as error:
                 _end_refused_transaction(connection)
                 mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
                 mark(error)
                 raise
         return done.value  # type: ignore[no-any-return]
-    except DBAPIError as error:
+    except (DBAPIError, ConnectionError) as error:  # (pg8000: a raw socket error, retry.py)
         if committed:  # part of the plan is stored: running it again is not a retry
             retry.mark_partly_committed(error)
         raise
@@ -102,7 +102,10 @@ def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bo
     does every path here. Or the driver's connection is left unusable in a way the
     error did not tell (``drivers.left_unusable``: a killed session's psycopg stuck
     in pipeline mode)."""
-    if not isinstance(error, Exception):
+    if not isinstance(error, Exception) or isinstance(error, ConnectionError):
+        # (ConnectionError: a socket's reset or broken pipe, which a driver such as
+        # pg8000 raises as it is, and SQLAlchemy neither wraps nor counts as a
+        # disconnect.)
         return True
     return left_unusable(engine.dialect, dbapi_connection)
 
@@ -112,6 +115,8 @@ def _mark_invalidated(error: BaseException) -> None:
     retried as such (``runtime.retry``: once, and only before any commit)."""
     if isinstance(error, DBAPIError):
         error.connection_invalidated = True
+    elif isinstance(error, ConnectionError):
+        retry.mark_connection_lost(error)
 
 
 def _close_core(connection: Connection, pooled: PoolProxiedConnection) -> None:
@@ -129,8 +134,9 @@ def _close_core(connection: Connection, pooled: PoolProxiedConnection) -> None:
         if pooled.is_valid and not pooled.is_detached:  # (a check-in that finished clears both)
             dbapi_connection = pooled.dbapi_connection
             pooled.detach()
-            with contextlib.suppress(Exception):
-                dbapi_connection.close()
+            if dbapi_connection is not None:
+                with contextlib.suppress(Exception):
+                    dbapi_connection.close()
 
 
 def _give_back_failed(

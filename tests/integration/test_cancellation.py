@@ -129,7 +129,7 @@ class World:
     async def put(self) -> None:
         thread_id = self.thread()
         step = self.next_step()
-        versions = {"a": step, "b": step}
+        versions: dict[str, str | int | float] = {"a": step, "b": step}
         parent = self.latest.get(thread_id, config(thread_id))
         stored = await self.saver.aput(
             parent, checkpoint(_values(step), versions), {"step": step}, versions

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -68,7 +68,7 @@ class Calls:
         self.step += 1
         step = self.step
         ops = [PutOp(self.namespace, f"k{i}", {"step": step, "i": i}) for i in range(5)]
-        calls = [
+        calls: list[Callable[[], Awaitable[Any]]] = [
             lambda: self.store.batch(
                 [*ops, GetOp(self.namespace, "k1")]
                 + ([SearchOp(self.namespace, limit=3)] if self.search else [])

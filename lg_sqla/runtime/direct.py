@@ -370,6 +370,10 @@ def run(
             _rollback_quietly(dbapi_connection, dialect)
             at_commit = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
             _raise_wrapped(core(), error, statement_sql, parameters, cursor, at_commit)
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                cursor = restore = None  # interrupted in the COMMIT: as below
+            raise
         if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
             # A cursor holding no rows: a write's, or a read's once its rows are
             # dropped (kept, its result would hold blobs and all as long as the
@@ -381,8 +385,15 @@ def run(
         _rollback_quietly(dbapi_connection, dialect)
         mark = retry.mark_partly_committed if committed else None
         _raise_wrapped(core(), error, statement_sql, parameters, cursor, mark)
-    except BaseException:
-        _rollback_quietly(dbapi_connection, dialect)
+    except BaseException as error:
+        if isinstance(error, Exception):
+            _rollback_quietly(dbapi_connection, dialect)
+        else:
+            # Interrupted (a cancelled task, KeyboardInterrupt): the driver may be
+            # midway through a statement. No more I/O on it here: the caller
+            # invalidates it (``executor._poisoned``), as Core does, which ends the
+            # transaction too.
+            cursor = restore = None
         raise
     finally:
         _restore_quietly(dialect, cursor, restore)

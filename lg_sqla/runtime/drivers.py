@@ -205,3 +205,65 @@ DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
 def direct_driver(dialect: Dialect) -> DirectDriver | None:
     """The direct path's settings for ``dialect``'s driver; None: not on the allowlist."""
     return DIRECT_DRIVERS.get((dialect.name, dialect.driver))
+
+
+# --- connections a failed call leaves unusable -------------------------------------
+# SQLAlchemy's ``Dialect.is_disconnect`` judges the *error* a call raised; these judge
+# the *connection* after it, without I/O. Each covers a state the error's text does
+# not reveal, in which every later statement on that connection fails before it
+# reaches the server, so the pool would hand out a connection that never recovers:
+
+
+def _psycopg_unusable(dbapi_connection: Any) -> bool:
+    # libpq left in pipeline mode: psycopg's executemany runs in a pipeline, and when
+    # the server ends the session while it is sending, libpq cannot leave pipeline
+    # mode ("cannot exit pipeline mode while busy"); psycopg drops the pipeline but
+    # libpq stays in it without seeing the closed socket (status OK, so psycopg's
+    # ``broken`` is False), and each later BEGIN or ROLLBACK fails on the client
+    # ("PQsendQuery not allowed in pipeline mode"). Also: a status other than OK, or
+    # a command still in progress after the call ended.
+    connection = getattr(dbapi_connection, "_connection", dbapi_connection)  # (async adapter)
+    pgconn = getattr(connection, "pgconn", None)
+    if pgconn is None:
+        return False
+    return bool(
+        pgconn.status != 0  # ConnStatus.OK
+        or pgconn.pipeline_status != 0  # PipelineStatus.OFF (no call ends inside one)
+        or pgconn.transaction_status in (1, 4)  # TransactionStatus.ACTIVE, UNKNOWN
+    )
+
+
+def _asyncmy_unusable(dbapi_connection: Any) -> bool:
+    # asyncmy closes its socket when a read is cancelled ("Cancelled during
+    # execution") and from then on raises InterfaceError(0, ...) on every call, an
+    # error SQLAlchemy's asyncmy dialect does not count as a disconnect.
+    connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    return getattr(connection, "connected", True) is False
+
+
+def _asyncpg_unusable(dbapi_connection: Any) -> bool:
+    connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    is_closed = getattr(connection, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
+
+
+# By SQLAlchemy's ``dialect.driver``.
+_UNUSABLE: Mapping[str, Callable[[Any], bool]] = {
+    "psycopg": _psycopg_unusable,
+    "psycopg_async": _psycopg_unusable,
+    "asyncmy": _asyncmy_unusable,
+    "asyncpg": _asyncpg_unusable,
+}
+
+
+def left_unusable(dialect: Dialect, dbapi_connection: Any) -> bool:
+    """Whether a call that failed left ``dbapi_connection`` unable to run another
+    statement (see above); False for drivers with no such state known, and when the
+    driver's objects lack what is read (nothing is assumed of them)."""
+    check = _UNUSABLE.get(dialect.driver)
+    if check is None or dbapi_connection is None:
+        return False
+    try:
+        return check(dbapi_connection)
+    except Exception:  # a driver release that changed these attributes
+        return False

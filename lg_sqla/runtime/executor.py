@@ -27,6 +27,8 @@ import contextlib
 import logging
 import threading
 import weakref
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -39,7 +41,7 @@ from lg_sqla import migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
-from lg_sqla.runtime.drivers import direct_driver
+from lg_sqla.runtime.drivers import direct_driver, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
 from lg_sqla.runtime.routing import Path, choose_path
 
@@ -67,13 +69,13 @@ def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = 
         if commit:
             try:
                 connection.commit()
-            except DBAPIError as error:
+            except (DBAPIError, ConnectionError) as error:
                 _end_refused_transaction(connection)
                 mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
                 mark(error)
                 raise
         return done.value  # type: ignore[no-any-return]
-    except DBAPIError as error:
+    except (DBAPIError, ConnectionError) as error:  # (pg8000: a raw socket error, retry.py)
         if committed:  # part of the plan is stored: running it again is not a retry
             retry.mark_partly_committed(error)
         raise
@@ -90,6 +92,93 @@ def _end_refused_transaction(connection: Connection) -> None:
         dbapi_connection = connection.connection.dbapi_connection
         if dbapi_connection is not None:
             dbapi_connection.rollback()
+
+
+def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bool:
+    """Whether a call that raised ``error`` must not give its connection back to the
+    pool as it is. Interrupted (``asyncio.CancelledError``, ``KeyboardInterrupt``: not
+    an ``Exception``), a driver may be anywhere in its protocol, a statement half sent
+    or its results half read (asyncmy then closes its socket; psycopg may have a
+    query still running): SQLAlchemy's Core invalidates the connection then, and so
+    does every path here. Or the driver's connection is left unusable in a way the
+    error did not tell (``drivers.left_unusable``: a killed session's psycopg stuck
+    in pipeline mode)."""
+    if not isinstance(error, Exception) or isinstance(error, ConnectionError):
+        # (ConnectionError: a socket's reset or broken pipe, which a driver such as
+        # pg8000 raises as it is, and SQLAlchemy neither wraps nor counts as a
+        # disconnect.)
+        return True
+    return left_unusable(engine.dialect, dbapi_connection)
+
+
+def _mark_invalidated(error: BaseException) -> None:
+    """A DBAPI error on a connection found dead after it is one on a dead connection:
+    retried as such (``runtime.retry``: once, and only before any commit)."""
+    if isinstance(error, DBAPIError):
+        error.connection_invalidated = True
+    elif isinstance(error, ConnectionError):
+        retry.mark_connection_lost(error)
+
+
+def _close_core(connection: Connection, pooled: PoolProxiedConnection) -> None:
+    """Close a Core call's connection. Its check-in undoes the AUTOCOMMIT a call may
+    have set (``run_on``) with a driver call; on a connection the server ended after
+    the call's last statement, that raises, and SQLAlchemy (2.0, 2.1) then never
+    gives the connection back to its pool: one leak per such call (psycopg2 and
+    pg8000 under ``pg_terminate_backend``: the pool exhausted within 40 calls). The
+    call's own outcome stands (its error, or its result: it ended before); the dead
+    connection is detached from the pool, which opens another in its place, and
+    closed."""
+    try:
+        connection.close()
+    except Exception:  # (pg8000 raises the socket's own ConnectionResetError there)
+        if pooled.is_valid and not pooled.is_detached:  # (a check-in that finished clears both)
+            dbapi_connection = pooled.dbapi_connection
+            pooled.detach()
+            if dbapi_connection is not None:
+                with contextlib.suppress(Exception):
+                    dbapi_connection.close()
+
+
+def _give_back_failed(
+    engine: Engine,
+    pooled: PoolProxiedConnection,
+    connection: Connection | None,
+    error: BaseException,
+) -> None:
+    """Return the connection of a failed direct-path call: to the pool, which rolls
+    back what the plan may have left open (``connection``: the ``Connection`` that
+    raised a DBAPI error, and may have invalidated it); invalidated instead (closed,
+    replaced at a later checkout) when it is poisoned (``_poisoned``)."""
+    if connection is not None and connection.invalidated:
+        connection.close()
+        return
+    if pooled.is_valid and _poisoned(engine, pooled.dbapi_connection, error):
+        _mark_invalidated(error)
+        if connection is not None:
+            connection.invalidate(error)
+            connection.close()
+        else:
+            pooled.invalidate(error)  # (which gives it back to the pool)
+        return
+    (connection if connection is not None else pooled).close()
+
+
+async def _in_worker_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a worker thread. Cancelled, the caller still waits for the thread
+    to end before it sees the ``CancelledError``: a thread cannot be interrupted, and
+    until it ends its transaction (committed whole or rolled back) it holds a
+    connection of the pool. When a cancelled call returns, nothing of it runs on."""
+    running = asyncio.ensure_future(asyncio.to_thread(call))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        while not running.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([running])
+        if not running.cancelled():
+            running.exception()  # (retrieved: its outcome is the cancellation's)
+        raise
 
 
 # Every Runtime of the process, for a forked child's reset (``Runtime.forked``).
@@ -202,9 +291,18 @@ class Runtime:
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
         if self._path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
-        with engine.connect() as connection:
-            self.prepare_session(engine, connection.connection, connection)
+        connection = engine.connect()
+        pooled = connection.connection
+        try:
+            self.prepare_session(engine, pooled, connection)
             return self.run_on(connection, plan, first)
+        except BaseException as error:
+            if not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
+                connection.invalidate(error)
+                _mark_invalidated(error)
+            raise
+        finally:
+            _close_core(connection, pooled)
 
     def _path_of(self, engine: Engine, first: Step, prebuilt: bool) -> Path:
         """``choose_path``'s answer, remembered per engine and first statement while
@@ -301,10 +399,9 @@ class Runtime:
                 first,
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
-        except BaseException:
+        except BaseException as error:
             try:
-                # The pool rolls back whatever the failed plan may have left open.
-                (wrapped[0] if wrapped else pooled).close()
+                _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
             finally:
                 if kept is not None:
                     kept.put_back(committed=False)
@@ -363,8 +460,8 @@ class Runtime:
         stays on the event loop's thread.
         """
         if threaded is not None and not calls_back:
-            return await asyncio.to_thread(
-                self.run, threaded, source, prebuilt=prebuilt, writes=writes
+            return await _in_worker_thread(
+                partial(self.run, threaded, source, prebuilt=prebuilt, writes=writes)
             )
         if not callable(source):
             return await self._aattempt(engine, source, prebuilt, writes)

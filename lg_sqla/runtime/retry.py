@@ -15,7 +15,10 @@ should never see them:
 * **A dead pooled connection** (server restarted, connection killed): SQLAlchemy
   flags it ``connection_invalidated`` and drops the pool's older connections, so
   the next checkout opens a new one. Retried once, which avoids paying a
-  ``pool_pre_ping`` round trip on every checkout.
+  ``pool_pre_ping`` round trip on every checkout. The executors count as such a
+  connection one they found unusable after the error (``runtime.drivers.
+  left_unusable``) and one whose driver raised its socket's ``ConnectionError``
+  unwrapped (pg8000), invalidating it first (:func:`mark_connection_lost`).
 
 Both only when nothing of the call was committed:
 
@@ -57,6 +60,7 @@ BACKOFF_BASE_S = 0.01
 
 _PARTLY_COMMITTED = "_lg_sqla_partly_committed"
 _AT_COMMIT = "_lg_sqla_failed_at_commit"
+_LOST = "_lg_sqla_connection_lost"
 
 T = TypeVar("T")
 
@@ -72,17 +76,27 @@ def mark_failed_at_commit(error: BaseException) -> None:
     setattr(error, _AT_COMMIT, True)
 
 
-def retry_delay(error: DBAPIError, attempt: int, dialect_ops: DialectOps) -> float | None:
+def mark_connection_lost(error: BaseException) -> None:
+    """Record that ``error``, a socket error a driver raised unwrapped (pg8000's
+    ``ConnectionResetError``), came from a connection now invalidated: retried as a
+    dead pooled connection."""
+    setattr(error, _LOST, True)
+
+
+def retry_delay(
+    error: DBAPIError | ConnectionError, attempt: int, dialect_ops: DialectOps
+) -> float | None:
     """Seconds to wait before running the call again, or ``None`` to raise ``error``.
 
     ``attempt`` is the number of attempts made so far (1 after the first failure).
     """
     if getattr(error, _PARTLY_COMMITTED, False):
         return None
-    conflict = error.orig is not None and dialect_ops.is_lock_conflict(error.orig)
+    orig = error.orig if isinstance(error, DBAPIError) else None
+    conflict = orig is not None and dialect_ops.is_lock_conflict(orig)
     if getattr(error, _AT_COMMIT, False) and not conflict:
         return None  # the COMMIT's outcome is unknown
-    if error.connection_invalidated:
+    if getattr(error, "connection_invalidated", False) or getattr(error, _LOST, False):
         return 0.0 if attempt == 1 else None
     if attempt < MAX_ATTEMPTS and conflict:
         return random.uniform(0, BACKOFF_BASE_S * 2 ** (attempt - 1))
@@ -95,7 +109,7 @@ def with_retries(attempt: Callable[[], T], dialect_ops: DialectOps) -> T:
     while True:
         try:
             return attempt()
-        except DBAPIError as error:
+        except (DBAPIError, ConnectionError) as error:
             attempts += 1
             delay = retry_delay(error, attempts, dialect_ops)
             if delay is None:
@@ -109,7 +123,7 @@ async def awith_retries(attempt: Callable[[], Awaitable[T]], dialect_ops: Dialec
     while True:
         try:
             return await attempt()
-        except DBAPIError as error:
+        except (DBAPIError, ConnectionError) as error:
             attempts += 1
             delay = retry_delay(error, attempts, dialect_ops)
             if delay is None:

@@ -6,15 +6,18 @@ it injects reaches both paths a call can take: SQLAlchemy Core's
 ``Connection.execute`` and the direct path (``lg_sqla.runtime.direct``), which runs
 on the pooled DBAPI connection. It raises :class:`InjectedFault` instead of sending
 the n-th statement, or a given (real driver) error instead of a COMMIT.
+:class:`Cancels` cancels the calling asyncio task as it enters the n-th driver call.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from backends import Backend
 
 
 class InjectedFault(Exception):
@@ -64,7 +67,7 @@ class Faults:
 class _Proxy:
     """Forwards every attribute of the wrapped object, reads and writes."""
 
-    def __init__(self, wrapped: Any, faults: Faults) -> None:
+    def __init__(self, wrapped: Any, faults: Any) -> None:
         object.__setattr__(self, "_wrapped", wrapped)
         object.__setattr__(self, "_faults", faults)
 
@@ -110,3 +113,96 @@ class _FaultyCursor(_Proxy):
 
     def __iter__(self) -> Any:
         return iter(self._wrapped)
+
+
+class Cancels:
+    """Cancels the running asyncio task as it enters the ``n``-th driver call (a
+    cursor's execute or executemany, a connection's commit or rollback) of an async
+    engine's connections, once armed: the driver then meets the cancellation at its
+    first await inside that call, mid-statement or mid-COMMIT, on either path."""
+
+    def __init__(self) -> None:
+        self.armed_at = 0  # 0: not armed
+        self.calls = 0
+
+    def arm(self, n: int) -> None:
+        self.armed_at, self.calls = n, 0
+
+    def before(self) -> None:
+        if not self.armed_at:
+            return
+        self.calls += 1
+        if self.calls == self.armed_at:
+            task = asyncio.current_task()
+            assert task is not None, "a driver call outside a task"
+            task.cancel()
+
+    def install(self, engine: sa.Engine) -> None:
+        def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            return _CancellingConnection(dialect.connect(*cargs, **cparams), self)
+
+        sa.event.listen(engine, "do_connect", connect)
+        assert not engine._has_events, "cancelling must not need a ConnectionEvents hook"
+
+
+class _CancellingConnection(_Proxy):
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return _CancellingCursor(self._wrapped.cursor(*args, **kwargs), self._faults)
+
+    def commit(self) -> Any:
+        self._faults.before()
+        return self._wrapped.commit()
+
+    def rollback(self) -> Any:
+        self._faults.before()
+        return self._wrapped.rollback()
+
+
+class _CancellingCursor(_Proxy):
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self._faults.before()
+        return self._wrapped.execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        self._faults.before()
+        return self._wrapped.executemany(*args, **kwargs)
+
+    def __iter__(self) -> Any:
+        return iter(self._wrapped)
+
+
+def kill_sessions(backend: Backend) -> int:
+    """End every other session of the backend's database from an admin connection
+    (PostgreSQL ``pg_terminate_backend``: AdminShutdown; MariaDB ``KILL``: 2013 Lost
+    connection), what a server restart does to a pool; how many were ended."""
+    engine = backend.engine(poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            if backend.name == "postgres":
+                return len(
+                    conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    ).all()
+                )
+            ids = conn.execute(
+                sa.text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+                )
+            ).scalars()
+            killed = 0
+            for session in ids:
+                # (A session may end by itself meanwhile: MariaDB then answers 1094.)
+                try:
+                    conn.exec_driver_sql(f"KILL {int(session)}")
+                except sa.exc.DBAPIError as error:
+                    if "1094" not in str(error):
+                        raise
+                    continue
+                killed += 1
+            return killed
+    finally:
+        engine.dispose()

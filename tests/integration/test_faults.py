@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory, fresh_async_saver, fresh_saver
+from faults import kill_sessions
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
 from modes import Either, cache_on, either, saver_on, sync_engine
@@ -125,35 +126,6 @@ POOL = 4
 SERVERS = pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)
 
 
-def _kill_sessions(backend: Backend) -> int:
-    """End every session of the backend's database from an admin engine; how many."""
-    engine = backend.engine(poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            if backend.name == "postgres":
-                return len(
-                    conn.execute(
-                        sa.text(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                        )
-                    ).all()
-                )
-            ids = conn.execute(
-                sa.text(
-                    "SELECT id FROM information_schema.processlist"
-                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
-                )
-            ).scalars()
-            killed = 0
-            for session in ids:
-                conn.exec_driver_sql(f"KILL {int(session)}")
-                killed += 1
-            return killed
-    finally:
-        engine.dispose()
-
-
 def _count_disconnects(engine: sa.Engine) -> list[int]:
     seen: list[int] = []
 
@@ -223,7 +195,7 @@ async def test_calls_survive_dead_pooled_connections(
     stored = await saver.put(config(thread_id), checkpoint({"a": 0}), {}, {"a": 1})
     await _fill_the_pool(engine, mode)
     assert sync_engine(engine).pool.checkedin() == POOL  # type: ignore[attr-defined]
-    assert _kill_sessions(backend) >= POOL
+    assert kill_sessions(backend) >= POOL
     disconnects, direct_runs = _watch(sync_engine(engine), path, monkeypatch)
     for i in range(2 * POOL):
         assert await saver.get_tuple(stored) is not None
@@ -246,7 +218,7 @@ async def test_the_node_cache_survives_dead_pooled_connections(
     key = (("nœud",), new_thread())
     await cache.set({key: ({"v": 0}, None)})
     await _fill_the_pool(engine, mode)
-    assert _kill_sessions(backend) >= POOL
+    assert kill_sessions(backend) >= POOL
     disconnects = _count_disconnects(sync_engine(engine))
     for i in range(2 * POOL):
         assert await cache.get([key]) == {key: {"v": i}}

@@ -113,7 +113,7 @@ def guarded_one_statement(blobs: sa.Insert | None, upsert: sa.Insert, keys: int)
     inserts, so present = named blobs that existed (locked, ``FOR KEY SHARE``) +
     those it inserted (``RETURNING``)."""
     held = _present(keys).with_for_update(read=True, key_share=True).cte("held_blobs")
-    found = sa.select(sa.func.count()).select_from(held).scalar_subquery()
+    found: sa.ColumnElement[Any] = sa.select(sa.func.count()).select_from(held).scalar_subquery()
     written = None
     if blobs is not None:
         written = blobs.returning(sa.literal_column("1").label("written")).cte("written_blobs")

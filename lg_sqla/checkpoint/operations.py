@@ -11,6 +11,7 @@ nothing: the shell runs each plan inside one transaction.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec, complete
+from lg_sqla.checkpoint import codec, complete, maintenance
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -117,12 +118,12 @@ class _PutRows:
     the keys of every blob its checkpoint names (``complete.named_blobs``)."""
 
     checkpoint: Record
-    blobs: list[Record]
+    blobs: Sequence[Record]
     named: list[complete.BlobKey]
     values: Mapping[str, Any]
     versions: Mapping[str, str]
 
-    def all_blobs(self, ctx: Context) -> list[Record]:
+    def all_blobs(self, ctx: Context) -> Sequence[Record]:
         """Rows of every named blob, from the values in hand (the rare path)."""
         shared = {k: self.checkpoint[k] for k in ("thread_id", "checkpoint_ns_hash", "created_at")}
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
@@ -204,7 +205,7 @@ def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
         shape = bulk_rows_shape(blob_rows) if blob_rows else None
         statement = ctx.dialect_ops.cached(
             ("put", shape, len(rows.named)),
-            lambda shape=shape: _one_statement_put(ctx, _CHECKPOINT_UPDATE, shape, len(rows.named)),
+            functools.partial(_one_statement_put, ctx, _CHECKPOINT_UPDATE, shape, len(rows.named)),
         )
         step_params = dict(params)
         if blob_rows:
@@ -316,9 +317,8 @@ def put_writes(
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
-    thread_id = codec.thread_id_str(thread_id)
-    for table in (C, W, B):
-        yield Step(sa.delete(table).where(table.c.thread_id == thread_id))
+    """Every row of the thread (``maintenance.delete_whole_threads``)."""
+    yield from maintenance.delete_whole_threads(ctx, [codec.thread_id_str(thread_id)])
 
 
 # --- reading -----------------------------------------------------------------

@@ -38,7 +38,6 @@ from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.maintenance import RowCounts, SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, check_ttl_minutes, policy_from
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -395,7 +394,7 @@ def sweep(
             report.cutoff, after, batch_size, seen
         )
         if fresh:
-            yield from _sweep_page(report, fresh, default, max_run, now, measure_instead)
+            yield from _sweep_page(ctx, report, fresh, default, max_run, now, measure_instead)
             if progress is not None:
                 progress(report)
         if after is None:
@@ -403,6 +402,7 @@ def sweep(
 
 
 def _sweep_page(
+    ctx: Context,
     report: SweepReport,
     page: list[str],
     default: dt.timedelta | None,
@@ -425,18 +425,15 @@ def _sweep_page(
     if doomed and measure_instead is not None:
         yield from measure_instead(doomed)
     elif doomed:
-        report.removed.add((yield from delete_threads(doomed)))
+        report.removed.add((yield from delete_threads(ctx, doomed)))
     yield COMMIT
 
 
-def delete_threads(thread_ids: Sequence[str]) -> Plan[RowCounts]:
+def delete_threads(ctx: Context, thread_ids: Sequence[str]) -> Plan[RowCounts]:
     """Every row of these expired threads, settings included, in the caller's transaction
     (so each thread goes whole: a reader sees all of it or none)."""
-    out = RowCounts()
     ids = list(thread_ids)
-    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id.in_(ids)))).rowcount
-    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id.in_(ids)))).rowcount
-    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id.in_(ids)))).rowcount
+    out = yield from maintenance.delete_whole_threads(ctx, ids)
     yield Step(sa.delete(R).where(R.c.thread_id.in_(ids)))
     out.threads = len(ids)
     return out

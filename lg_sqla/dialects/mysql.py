@@ -196,6 +196,7 @@ class MySQLOps(DialectOps):
     name = "mysql"
     joins_channel_versions = True
     supports_schemas = True
+    locks_rows = True
     # langgraph-checkpoint-mysql, the community saver LangGraph's docs list for MySQL.
     official_writes_table = "checkpoint_writes"
     # Not autocommit_single_statements: MySQL switches autocommit with statements of

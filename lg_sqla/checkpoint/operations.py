@@ -217,22 +217,25 @@ def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
 
 
 def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
-    """Blobs, then the guarded checkpoint upsert (it counts the blobs just written);
-    when a named blob was missing, every named blob and the checkpoint unguarded, in
-    the same transaction (SQLite: one writer at a time; MySQL/MariaDB: the blobs'
-    insert-or-ignore locks each existing row it meets until the commit)."""
+    """Blobs, then the checkpoint upsert guarded on the named blobs it did not just
+    write; when one was missing, every named blob and the checkpoint unguarded, in the
+    same transaction. The blobs this transaction wrote need no check: SQLite has one
+    writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
+    or found until the commit."""
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
-    if not rows.named:
+    new = {(row["channel"], row["version"]) for row in rows.blobs}
+    checked = [key for key in rows.named if key not in new]
+    if not checked:
         yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
         return
     statement = ctx.dialect_ops.cached(
-        ("guarded put", len(rows.named)),
+        ("guarded put", len(checked)),
         lambda: complete.guarded_upsert(
-            ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE), len(rows.named)
+            ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE), len(checked)
         ),
     )
     params = {_CHECKPOINT_PARAMS[name]: value for name, value in rows.checkpoint.items()}
-    done = yield Step(statement, {**params, **complete.key_params(rows.named)})
+    done = yield Step(statement, {**params, **complete.key_params(checked)})
     if done.rowcount > 0:
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.all_blobs(ctx))

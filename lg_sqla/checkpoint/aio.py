@@ -237,7 +237,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and the blobs of ``new_versions`` in one transaction."""
+        """Store a checkpoint and the blobs of ``new_versions`` in one transaction; the
+        checkpoint is stored only with every blob it names (see ``SQLAlchemySaver.put``)."""
         self._writing("aput")
         if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
             return await self.arun(
@@ -257,7 +258,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config``."""
+        """Store a task's pending writes against the checkpoint in ``config`` (pending
+        until that checkpoint exists; see ``SQLAlchemySaver.put_writes``)."""
         self._writing("aput_writes")
         await self.arun(
             lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
@@ -265,7 +267,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        """Delete every checkpoint, write and blob of a thread, in one transaction; a call
+        in flight meanwhile leaves nothing or a complete checkpoint (see
+        ``SQLAlchemySaver.delete_thread``)."""
         self._writing("adelete_thread")
         await self.arun(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
 

@@ -133,7 +133,9 @@ class SaverBase(BaseCheckpointSaver[str]):
         from lg_sqla.checkpoint import ttl_sweep
 
         max_run = self._policy().max_run
-        return lambda: ttl_sweep.sweep(max_run, batch_size, progress, dry_run=dry_run, now=now)
+        return lambda: ttl_sweep.sweep(
+            self.context, max_run, batch_size, progress, dry_run=dry_run, now=now
+        )
 
     def _apply_ttl(
         self,

@@ -99,8 +99,30 @@ def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
 # --- blob garbage collection -------------------------------------------------------
 
 
-def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
-    """Delete blobs of these threads that no remaining checkpoint's channel_versions names."""
+def lock_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
+    """Lock every blob of these threads (``FOR UPDATE``) before deciding which to delete.
+
+    A put locks the blobs its checkpoint names (``complete``) until it commits. So a
+    put in flight finishes first, and the deleter's next statement sees its checkpoint
+    (READ COMMITTED: a snapshot per statement; InnoDB: DML reads the latest rows); a
+    later put waits for the deleter, finds the blob gone and writes it again. Deciding
+    first and deleting the rows after a wait would delete a blob that the put which
+    held it has just committed a checkpoint naming (PostgreSQL does not re-check a row
+    that was only locked)."""
+    if not ctx.dialect_ops.locks_rows:
+        return
+    for chunk in _chunks(list(dict.fromkeys(thread_ids))):
+        locked = sa.select(B.c.thread_id).where(B.c.thread_id.in_(chunk)).with_for_update()
+        yield Step(sa.select(sa.func.count()).select_from(locked.subquery()), fetch=True)
+
+
+def collect_garbage_blobs(
+    ctx: Context, thread_ids: Sequence[str], *, locked: bool = False
+) -> Plan[int]:
+    """Delete blobs of these threads that no remaining checkpoint's channel_versions
+    names (``locked``: the caller already ran ``lock_blobs``)."""
+    if not locked:
+        yield from lock_blobs(ctx, thread_ids)
     removed = 0
     for chunk in _chunks(list(dict.fromkeys(thread_ids))):
         if ctx.dialect_ops.joins_channel_versions:
@@ -145,13 +167,40 @@ def collect_garbage_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[int]:
 # --- deleting ------------------------------------------------------------------------
 
 
-def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
-    """Every row of one thread, all namespaces."""
+def delete_whole_threads(ctx: Context, thread_ids: Sequence[str]) -> Plan[RowCounts]:
+    """Every checkpoint, write and blob of these threads, as one snapshot sees them.
+
+    After ``lock_blobs`` (a put in flight that names an existing blob commits first,
+    and is deleted here with the rest). PostgreSQL deletes the three tables in ONE
+    statement: a put committing between two DELETE statements would lose the blobs
+    of its (surviving) checkpoint. A put committing after that snapshot survives whole,
+    as a write after the delete. (InnoDB's deletes lock the key ranges they read, so
+    such a put waits; SQLite has one writer at a time.)
+    """
+    ids = list(thread_ids)
+    yield from lock_blobs(ctx, ids)
     out = RowCounts()
-    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id == thread_id))).rowcount
-    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
-    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
-    yield Step(sa.delete(R).where(R.c.thread_id == thread_id))  # no setting outlives it
+    if not ctx.dialect_ops.writes_in_one_statement:
+        out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id.in_(ids)))).rowcount
+        out.writes = (yield Step(sa.delete(W).where(W.c.thread_id.in_(ids)))).rowcount
+        out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id.in_(ids)))).rowcount
+        yield Step(sa.delete(R).where(R.c.thread_id.in_(ids)))  # no setting outlives it
+        return out
+    deleted = [
+        sa.delete(t).where(t.c.thread_id.in_(ids)).returning(t.c.thread_id).cte(f"gone_{t.name}")
+        for t in (C, W, B, R)  # (the retention row too: no setting outlives its thread)
+    ]
+    counts = sa.select(
+        *(sa.select(sa.func.count()).select_from(d).scalar_subquery() for d in deleted[:3])
+    )
+    row: Sequence[Any] = (yield Step(counts, fetch=True)).rows[0]
+    out.checkpoints, out.writes, out.blobs = int(row[0]), int(row[1]), int(row[2])
+    return out
+
+
+def delete_thread_rows(ctx: Context, thread_id: str) -> Plan[RowCounts]:
+    """Every row of one thread, all namespaces (``delete_whole_threads``)."""
+    out = yield from delete_whole_threads(ctx, [thread_id])
     # Counted only if it existed: reports say what was really removed.
     out.threads = int(bool(out.checkpoints or out.writes or out.blobs))
     return out
@@ -549,6 +598,8 @@ def sweep_thread(
     if strategy != "delete":
         return (yield from prune_thread(ctx, thread_id, keep_last=keep_last, newer_than=cutoff))
     out = RowCounts()
+    # Blobs locked first (``lock_blobs``): a put in flight commits before this looks.
+    yield from lock_blobs(ctx, [thread_id])
     out.checkpoints = (
         yield Step(
             sa.delete(C).where(
@@ -556,32 +607,29 @@ def sweep_thread(
             )
         )
     ).rowcount
+    # Old writes whose checkpoint is gone (a write stored now, perhaps before its
+    # checkpoint, is newer than the cut-off), then the blobs no checkpoint names: by
+    # reference, never "all of the thread's", so a put committing meanwhile keeps its rows.
+    has_checkpoint = (
+        sa.select(sa.literal(1))
+        .where(
+            C.c.thread_id == W.c.thread_id,
+            C.c.checkpoint_ns_hash == W.c.checkpoint_ns_hash,
+            C.c.checkpoint_id == W.c.checkpoint_id,
+        )
+        .exists()
+    )
+    out.writes = (
+        yield Step(
+            sa.delete(W).where(W.c.thread_id == thread_id, W.c.created_at < cutoff, ~has_checkpoint)
+        )
+    ).rowcount
+    if out.checkpoints:
+        out.blobs = yield from collect_garbage_blobs(ctx, [thread_id], locked=True)
     left = (
         yield Step(sa.select(sa.func.count()).where(C.c.thread_id == thread_id), fetch=True)
     ).rows[0][0]
-    if left == 0:
-        out.threads = 1
-        out.writes = (yield Step(sa.delete(W).where(W.c.thread_id == thread_id))).rowcount
-        out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id == thread_id))).rowcount
-        yield Step(sa.delete(R).where(R.c.thread_id == thread_id))
-    elif out.checkpoints:
-        # The thread came back to life: keep its new rows, drop the old writes
-        # whose checkpoint is gone (a write being stored now is newer than the cut-off).
-        has_checkpoint = (
-            sa.select(sa.literal(1))
-            .where(
-                C.c.thread_id == W.c.thread_id,
-                C.c.checkpoint_ns_hash == W.c.checkpoint_ns_hash,
-                C.c.checkpoint_id == W.c.checkpoint_id,
-            )
-            .exists()
-        )
-        out.writes = (
-            yield Step(
-                sa.delete(W).where(
-                    W.c.thread_id == thread_id, W.c.created_at < cutoff, ~has_checkpoint
-                )
-            )
-        ).rowcount
-        out.blobs = yield from collect_garbage_blobs(ctx, [thread_id])
+    out.threads = int(left == 0 and bool(out.checkpoints))
+    if out.threads:
+        yield Step(sa.delete(R).where(R.c.thread_id == thread_id))  # no setting outlives it
     return out

@@ -11,6 +11,8 @@ nothing: the shell runs each plan inside one transaction.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +31,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, complete, maintenance
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -57,7 +59,6 @@ from lg_sqla.checkpoint.statements import (
 from lg_sqla.dialects import bulk_params, bulk_rows_shape
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
-from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step
@@ -90,21 +91,42 @@ _WRITE_UPDATE = ("channel", "type", "blob", "task_path")
 _SPECIAL_WRITE = W.c.idx < sa.literal_column("0")
 
 
-# The checkpoint's parameter names in the one-statement put (beside the blobs').
-_CHECKPOINT_PARAMS = {c.name: f"c_{c.name}" for c in C.columns}
-
-
 def _one_statement_put(
-    ctx: Context, update: Sequence[str], with_blobs: bool, blob_rows: int
+    ctx: Context, update: Sequence[str], blob_rows: int | None, keys: int
 ) -> Executable:
-    """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it."""
-    checkpoint = ctx.dialect_ops.upsert(C, update).values(
+    """The checkpoint upsert, with the blobs' insert-or-ignore as a CTE of it
+    (``blob_rows``: their shape, None: no blobs), guarded when it names ``keys`` blobs."""
+    checkpoint = ctx.dialect_ops.upsert(C, update)
+    blobs = None
+    if blob_rows is not None:
+        blobs = ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=blob_rows)
+    if keys:
+        return complete.guarded_one_statement(blobs, checkpoint, keys)
+    checkpoint = checkpoint.values(
         {c.name: sa.bindparam(_CHECKPOINT_PARAMS[c.name], type_=c.type) for c in C.columns}
     )
-    if not with_blobs:
-        return checkpoint
-    blobs = ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=blob_rows)
-    return ctx.dialect_ops.one_statement([blobs, checkpoint])
+    return checkpoint if blobs is None else ctx.dialect_ops.one_statement([blobs, checkpoint])
+
+
+_CHECKPOINT_PARAMS = complete.CHECKPOINT_PARAMS
+_CHECKPOINT_UPDATE = ("checkpoint", "metadata", "run_id", "updated_at", "expires_at")
+
+
+@dataclass(frozen=True)
+class _PutRows:
+    """What one put stores: its checkpoint row, the blob rows of its new versions, and
+    the keys of every blob its checkpoint names (``complete.named_blobs``)."""
+
+    checkpoint: Record
+    blobs: Sequence[Record]
+    named: list[complete.BlobKey]
+    values: Mapping[str, Any]
+    versions: Mapping[str, str]
+
+    def all_blobs(self, ctx: Context) -> Sequence[Record]:
+        """Rows of every named blob, from the values in hand (the rare path)."""
+        shared = {k: self.checkpoint[k] for k in ("thread_id", "checkpoint_ns_hash", "created_at")}
+        return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
 
 
 def put(
@@ -115,7 +137,9 @@ def put(
     new_versions: ChannelVersions,
 ) -> Plan[RunnableConfig]:
     """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert); ``None``
-    values inline in the checkpoint document (``codec.dump_values``)."""
+    values inline in the checkpoint document (``codec.dump_values``). The checkpoint is
+    written only with every blob it names (``complete``): a blob deleted meanwhile is
+    written again from the values in hand."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
@@ -124,43 +148,44 @@ def put(
     now = utc_now()
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
-    inline, blobs = codec.dump_values(
-        ctx.serde, checkpoint["channel_values"], document["channel_versions"], new_versions
-    )
+    values = checkpoint["channel_values"]
+    inline, blobs = codec.dump_values(ctx.serde, values, document["channel_versions"], new_versions)
     if inline:
         document[codec.INLINE_KEY] = inline
     blob_rows = [
         {"thread_id": thread_id, "checkpoint_ns_hash": nsh, "created_at": now, **row}
         for row in blobs
     ]
-    checkpoint_row = {
-        "thread_id": thread_id,
-        "checkpoint_ns_hash": nsh,
-        "checkpoint_id": checkpoint_id,
-        "checkpoint_ns": checkpoint_ns,
-        "parent_checkpoint_id": parent_id,
-        "run_id": codec.run_id_of(stored_metadata),
-        "checkpoint": document,
-        "metadata": stored_metadata,
-        "created_at": now,
-        "updated_at": now,
-        # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
-        "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
-    }
-    update = ("checkpoint", "metadata", "run_id", "updated_at", "expires_at")
+    named = complete.named_blobs(values, document["channel_versions"], inline)
+    new_keys = [(row["channel"], row["version"]) for row in blob_rows]
+    if not set(new_keys) <= set(named):  # a new version the document does not name
+        named = list(dict.fromkeys([*named, *new_keys]))
+    rows = _PutRows(
+        checkpoint={
+            "thread_id": thread_id,
+            "checkpoint_ns_hash": nsh,
+            "checkpoint_id": checkpoint_id,
+            "checkpoint_ns": checkpoint_ns,
+            "parent_checkpoint_id": parent_id,
+            "run_id": codec.run_id_of(stored_metadata),
+            "checkpoint": document,
+            "metadata": stored_metadata,
+            "created_at": now,
+            "updated_at": now,
+            # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
+            "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
+        },
+        blobs=blob_rows,
+        named=named,
+        values=values,
+        versions=document["channel_versions"],
+    )
     if ctx.dialect_ops.writes_in_one_statement:
-        shape = bulk_rows_shape(blob_rows)
-        statement = ctx.dialect_ops.cached(
-            ("put", bool(blob_rows), shape),
-            lambda: _one_statement_put(ctx, update, bool(blob_rows), shape),
-        )
-        params = {_CHECKPOINT_PARAMS[name]: value for name, value in checkpoint_row.items()}
-        if blob_rows:
-            params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
-        yield Step(statement, params, whole_plan=True)
+        yield from _put_in_one_statement(ctx, rows)
+    elif ctx.dialect_ops.native_upsert:
+        yield from _put_in_steps(ctx, rows)
     else:
-        yield from ctx.dialect_ops.insert_ignore_rows(B, blob_rows)
-        yield from ctx.dialect_ops.upsert_rows(C, [checkpoint_row], update)
+        yield from _put_portable(ctx, rows)
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -168,6 +193,71 @@ def put(
             "checkpoint_id": checkpoint_id,
         }
     }
+
+
+def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
+    """Blobs and checkpoint in one statement (PostgreSQL), guarded; when a named blob
+    was missing, the same with every named blob (that statement's blobs are stored,
+    the checkpoint is not: no reader ever sees it incomplete)."""
+    params = {_CHECKPOINT_PARAMS[name]: value for name, value in rows.checkpoint.items()}
+    if rows.named:
+        params.update(complete.key_params(rows.named))
+    blob_rows = rows.blobs
+    for attempt in itertools.count():
+        shape = bulk_rows_shape(blob_rows) if blob_rows else None
+        statement = ctx.dialect_ops.cached(
+            ("put", shape, len(rows.named)),
+            functools.partial(_one_statement_put, ctx, _CHECKPOINT_UPDATE, shape, len(rows.named)),
+        )
+        step_params = dict(params)
+        if blob_rows:
+            step_params.update(bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
+        done = yield Step(statement, step_params, whole_plan=attempt == 0)
+        if not rows.named or complete.check_stored(done.rowcount, attempt):
+            return
+        blob_rows = rows.all_blobs(ctx)
+
+
+def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
+    """Blobs, then the checkpoint upsert guarded on the named blobs it did not just
+    write; when one was missing, every named blob and the checkpoint unguarded, in the
+    same transaction. The blobs this transaction wrote need no check: SQLite has one
+    writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
+    or found until the commit."""
+    yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
+    new = {(row["channel"], row["version"]) for row in rows.blobs}
+    checked = [key for key in rows.named if key not in new]
+    if not checked:
+        yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+        return
+    statement = ctx.dialect_ops.cached(
+        ("guarded put", len(checked)),
+        lambda: complete.guarded_upsert(
+            ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE), len(checked)
+        ),
+    )
+    params = {_CHECKPOINT_PARAMS[name]: value for name, value in rows.checkpoint.items()}
+    done = yield Step(statement, {**params, **complete.key_params(checked)})
+    if done.rowcount > 0:
+        return
+    yield from ctx.dialect_ops.insert_ignore_rows(B, rows.all_blobs(ctx))
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+
+
+def _put_portable(ctx: Context, rows: _PutRows) -> Plan[None]:
+    """Dialects without a native upsert: the missing named blobs are looked up first
+    (one more statement) and written with the new ones."""
+    blob_rows = rows.blobs
+    if rows.named:
+        params = {
+            _CHECKPOINT_PARAMS[n]: rows.checkpoint[n] for n in ("thread_id", "checkpoint_ns_hash")
+        }
+        missing = set((yield from complete.portable_missing(rows.named, params)))
+        new = {(r["channel"], r["version"]) for r in blob_rows}
+        if missing - new:
+            blob_rows = rows.all_blobs(ctx)
+    yield from ctx.dialect_ops.insert_ignore_rows(B, blob_rows)
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 
 def put_writes(
@@ -232,10 +322,8 @@ def put_writes(
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
-    thread_id = codec.thread_id_str(thread_id)
-    # Its retention row (TTL, pin) too: no setting outlives its thread.
-    for table in (C, W, B, R):
-        yield Step(sa.delete(table).where(table.c.thread_id == thread_id))
+    """Every row of the thread (``maintenance.delete_whole_threads``)."""
+    yield from maintenance.delete_whole_threads(ctx, [codec.thread_id_str(thread_id)])
 
 
 # --- reading -----------------------------------------------------------------

@@ -255,7 +255,12 @@ class SQLAlchemySaver(SaverBase):
         """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, atomically.
 
         Channel values are written once per version (insert-or-ignore: blobs are
-        immutable); the checkpoint row is an upsert. The parent is
+        immutable); the checkpoint row is an upsert, written only with every blob
+        its ``channel_versions`` names: one that a prune, ``keep_last`` or
+        ``delete_thread`` removed meanwhile (beside a second writer) is written
+        again from ``checkpoint["channel_values"]``, so no reader ever sees a
+        checkpoint with a value missing (docs/operations.md, "Deletes, prunes and
+        writers in flight"). The parent is
         ``config["configurable"]["checkpoint_id"]``. Metadata is merged with the
         config's as LangGraph does (NUL characters stripped, ``writes`` dropped).
 
@@ -296,6 +301,11 @@ class SQLAlchemySaver(SaverBase):
         Writes to special channels (errors, interrupts, ...) replace earlier ones
         of the same task; others are first-wins, so retries are idempotent.
 
+        The checkpoint need not exist yet (LangGraph may store a step's writes
+        before its checkpoint): writes of a checkpoint that does not exist are
+        kept, pending, and read only once it does; the thread's next delete or
+        prune past them removes them.
+
         Args:
             config: The config ``put`` returned (it names the checkpoint).
             writes: ``(channel, value)`` pairs, in the task's order.
@@ -314,6 +324,13 @@ class SQLAlchemySaver(SaverBase):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
+
+        A call on the thread already in flight either leaves nothing (it committed
+        before the delete decided: deleted with the rest) or commits after it as a
+        write to a new thread: a ``put`` stores a complete checkpoint (values the
+        delete removed are written again), a ``put_writes`` pending writes. What
+        was deleted stays deleted; there is no tombstone, so a later writer may start
+        the thread again (docs/operations.md, "Deletes, prunes and writers in flight").
 
         Args:
             thread_id: The thread to delete; unknown threads are a no-op.
@@ -377,7 +394,9 @@ class SQLAlchemySaver(SaverBase):
             keep_last: How many of the newest checkpoints per namespace to keep
                 (``"keep_latest"`` only); e.g. 5 keeps room for time travel.
 
-        Blobs no remaining checkpoint references are deleted.
+        Blobs no remaining checkpoint references are deleted, after locking the
+        thread's blobs (PostgreSQL, MySQL/MariaDB): a put in flight beside the prune
+        commits first and keeps what it names, a later one writes back what it needs.
         """
         self._writing("prune")
         self.run(lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last))

@@ -43,6 +43,7 @@ def _check_batch_size(batch_size: Any) -> None:
 
 
 def sweep(
+    ctx: Context,
     max_run: dt.timedelta,
     batch_size: int,
     progress: Callable[[SweepReport], None] | None,
@@ -67,7 +68,7 @@ def sweep(
         page, after = yield from maintenance.old_threads_page(
             now, after, batch_size, seen, column=C.c.expires_at
         )
-        yield from _sweep_page(report, page, max_run, now, measure_instead)
+        yield from _sweep_page(ctx, report, page, max_run, now, measure_instead)
         if progress is not None and page:
             progress(report)
         if after is None:
@@ -75,7 +76,7 @@ def sweep(
     last: str | None = None
     while True:  # threads with a TTL of their own, by primary key
         page, last = yield from _own_ttl_page(last, batch_size, seen)
-        yield from _sweep_page(report, page, max_run, now, measure_instead)
+        yield from _sweep_page(ctx, report, page, max_run, now, measure_instead)
         if progress is not None and page:
             progress(report)
         if last is None:
@@ -103,6 +104,7 @@ def _ran_out(facts: Sequence[ThreadRetention], now: dt.datetime) -> list[ThreadR
 
 
 def _sweep_page(
+    ctx: Context,
     report: SweepReport,
     page: list[str],
     max_run: dt.timedelta,
@@ -131,7 +133,7 @@ def _sweep_page(
         report.removed.add((yield from count_rows(doomed)))
         report.thread_ids.extend(doomed)
     elif doomed:
-        report.removed.add((yield from delete_threads(doomed)))
+        report.removed.add((yield from delete_threads(ctx, doomed)))
     yield COMMIT
 
 
@@ -151,15 +153,12 @@ def count_rows(thread_ids: Sequence[str]) -> Plan[RowCounts]:
     )
 
 
-def delete_threads(thread_ids: Sequence[str]) -> Plan[RowCounts]:
+def delete_threads(ctx: Context, thread_ids: Sequence[str]) -> Plan[RowCounts]:
     """Every row of these expired threads, settings included, in the caller's transaction
-    (so each thread goes whole: a reader sees all of it or none)."""
-    out = RowCounts()
+    (so each thread goes whole: a reader sees all of it or none), as
+    ``maintenance.delete_whole_threads`` deletes them beside writers in flight."""
     ids = list(thread_ids)
-    out.checkpoints = (yield Step(sa.delete(C).where(C.c.thread_id.in_(ids)))).rowcount
-    out.writes = (yield Step(sa.delete(W).where(W.c.thread_id.in_(ids)))).rowcount
-    out.blobs = (yield Step(sa.delete(B).where(B.c.thread_id.in_(ids)))).rowcount
-    yield Step(sa.delete(R).where(R.c.thread_id.in_(ids)))
+    out = yield from maintenance.delete_whole_threads(ctx, ids)
     out.threads = len(ids)
     return out
 

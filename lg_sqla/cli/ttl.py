@@ -300,7 +300,9 @@ def _dry_run(args: argparse.Namespace, saver: Any) -> None:
     def plan() -> Plan[Any]:
         # (a fresh count on each attempt: the runtime may retry a plan from the start)
         totals.update(threads=0, checkpoints=0, writes=0, values=0, bytes=0)
-        return ttl_sweep.sweep(Policy().max_run, args.batch_size, None, measure_instead=measure)
+        return ttl_sweep.sweep(
+            saver.context, Policy().max_run, args.batch_size, None, measure_instead=measure
+        )
 
     report = saver.run(plan)
     say(

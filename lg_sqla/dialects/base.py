@@ -102,6 +102,9 @@ class DialectOps:
     filters_metadata_in_sql = True
     # True: a put (blobs + checkpoint) can be one statement (see one_statement).
     writes_in_one_statement = False
+    # True: the database runs writers side by side and has row locks a deleter takes
+    # (``SELECT ... FOR UPDATE``) before it decides what is unreferenced (maintenance).
+    locks_rows = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
     # True: the database lets one writer in at a time; this process's writers then

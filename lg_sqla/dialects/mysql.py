@@ -191,6 +191,7 @@ class MySQLOps(DialectOps):
     name = "mysql"
     joins_channel_versions = True
     supports_schemas = True
+    locks_rows = True
     # langgraph-checkpoint-mysql, the community saver LangGraph's docs list for MySQL.
     official_writes_table = "checkpoint_writes"
     # Its reads join on checkpoint_ns_hash, which its later migrations add to each table.

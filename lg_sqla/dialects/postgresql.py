@@ -137,6 +137,7 @@ class PostgresOps(OnConflictOps):
     # saver's autocommit + pipeline does a put in one. A single statement with
     # data-modifying CTEs is atomic on its own, so we do too.
     writes_in_one_statement = True
+    locks_rows = True
     autocommit_single_statements = True
 
     def bulk_insert(

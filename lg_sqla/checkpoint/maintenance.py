@@ -191,8 +191,8 @@ def delete_whole_threads(ctx: Context, thread_ids: Sequence[str]) -> Plan[RowCou
         for t in (C, W, B, R)  # (the retention row too: no setting outlives its thread)
     ]
     counts = sa.select(
-        *(sa.select(sa.func.count()).select_from(d).scalar_subquery() for d in deleted[:3])
-    )
+        *(sa.select(sa.func.count()).select_from(d).scalar_subquery() for d in deleted)
+    )  # (every CTE named in the query: SQLAlchemy renders only those)
     row: Sequence[Any] = (yield Step(counts, fetch=True)).rows[0]
     out.checkpoints, out.writes, out.blobs = int(row[0]), int(row[1]), int(row[2])
     return out

@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from lg_sqla import migrate
+from lg_sqla import internals, migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
@@ -321,8 +321,7 @@ class Runtime:
         live = (
             engine,
             engine.get_execution_options(),
-            engine._has_events,
-            getattr(Connection, "_has_events", False),
+            internals.has_events(engine),
             engine.logger.isEnabledFor(logging.INFO),
         )
         known = self.compiler.paths.get(statement)
@@ -361,7 +360,7 @@ class Runtime:
                     connection.invalidate(error)
                 else:
                     pooled.invalidate(error)
-            Connection._handle_dbapi_exception_noconnection(error, engine.dialect, engine)
+            internals.raise_checkout_error(error, engine)
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
@@ -411,8 +410,8 @@ class Runtime:
             return result
         # Committed: the pool need not roll back an ended transaction (on PyMySQL
         # its ROLLBACK is one more round trip per call). What Connection.close()
-        # tells the pool after a commit (private in SQLAlchemy).
-        direct.check_in_after_commit(pooled)
+        # tells the pool after a commit.
+        internals.check_in_after_commit(pooled)
         return result
 
     def _kept_connection(self, engine: Engine) -> KeptConnection | None:

@@ -18,8 +18,9 @@ import enum
 import logging
 from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
+from lg_sqla import internals
 from lg_sqla.plans import Step
 from lg_sqla.runtime import direct
 from lg_sqla.runtime.drivers import direct_driver
@@ -64,9 +65,9 @@ def choose_path(
     if options.get("schema_translate_map"):
         # Core renders the mapped schema at execution time; compiled text has none.
         return Path.CORE
-    if direct.missing_internals() is not None:
+    if internals.direct_path_blocked() is not None:
         return Path.CORE  # this SQLAlchemy lacks what the direct path reads
-    if engine._has_events or getattr(Connection, "_has_events", False):
+    if internals.has_events(engine):
         # A ConnectionEvents listener (statement counters, tracing, fault injection)
         # must see every statement, as SQLAlchemy's own flags tell it.
         return Path.CORE

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -218,7 +218,7 @@ def raise_as_connection(
     if callable(handle):
         handle(error, statement, parameters, cursor, None)
     dialect = connection.dialect
-    dead = dialect.is_disconnect(error, None, cursor)
+    dead = dialect.is_disconnect(cast(Any, error), None, cursor)
     if dead and not connection.invalidated:
         connection.invalidate(error)
     _raise_public_wrap(error, dialect, statement, parameters, dead)
@@ -232,7 +232,7 @@ def _raise_public_wrap(
     dead: bool | None = None,
 ) -> None:
     if dead is None:
-        dead = dialect.is_disconnect(error, None, None)
+        dead = dialect.is_disconnect(cast(Any, error), None, None)
     wrapped = DBAPIError.instance(
         statement,
         parameters,

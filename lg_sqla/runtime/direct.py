@@ -24,7 +24,7 @@ import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
@@ -34,9 +34,6 @@ from lg_sqla import internals
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
-
-if TYPE_CHECKING:
-    from lg_sqla.runtime.routing import Path
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +146,8 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     return DirectStatement(compiled.string, positional, processors, defaults, native)
 
 
-# How many statements a DirectCompiler remembers (compiled forms, path decisions).
+# How many statements a DirectCompiler (compiled forms) or a routing.Router (path
+# decisions) remembers.
 # Its callers give it only statements that are built once (``DialectOps.cached``) or
 # held by the store's LRU of 512 shapes, which stay far below this; the bound makes
 # the memory a fact, not a promise: past it, the oldest entries are dropped (and
@@ -167,10 +165,6 @@ class DirectCompiler:
 
     def __init__(self) -> None:
         self._compiled: dict[Executable, DirectStatement | None] = {}
-        # The owner's path decisions by first statement (``Runtime._path_of``): what
-        # the decision read that may change, the path. Forgotten with the statement,
-        # as its compiled form.
-        self.paths: dict[Executable, tuple[tuple[Any, ...], Path]] = {}
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         try:
@@ -180,13 +174,9 @@ class DirectCompiler:
             remember(self._compiled, statement, direct)
             return direct
 
-    def remember_path(self, statement: Executable, live: tuple[Any, ...], path: Path) -> None:
-        remember(self.paths, statement, (live, path))
-
     def forget(self, statement: Executable) -> None:
         """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
         it: nothing here may outlive that cache's bound)."""
-        self.paths.pop(statement, None)
         self._compiled.pop(statement, None)
 
     @staticmethod

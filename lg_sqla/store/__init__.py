@@ -140,7 +140,7 @@ class _StoreBase(BaseStore):
         drops is forgotten by the direct path's compiler too, so both stay bounded."""
         self.dialect_ops.hold(statement, kept)
         if not kept:
-            self._runtime.compiler.forget(statement)
+            self._runtime.forget(statement)
 
     @property
     def native_vectors(self) -> bool | None:
@@ -245,7 +245,7 @@ class _StoreBase(BaseStore):
         known: bool | None = self.__dict__.get("_key_lists_direct_once")
         if known is None:
             statement = get_statement(self._settings, many=True)
-            known = self._runtime.compiler.get(statement, self._sync_dialect) is not None
+            known = self._runtime.runs_direct(statement, self._sync_dialect)
             self.__dict__["_key_lists_direct_once"] = known
         return known
 

@@ -25,7 +25,7 @@ from modes import Either, either, saver_from_url, saver_on, store_on
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, internals
-from lg_sqla.runtime import DIRECT_PATH_OPTION, direct
+from lg_sqla.runtime import DIRECT_PATH_OPTION
 from lg_sqla.runtime.drivers import DIRECT_DRIVERS
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).

@@ -86,7 +86,7 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
     backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store's runtime asks ``choose_path`` once per statement while nothing it
-    reads changes (Runtime._path_of); the direct path turned off on the engine later,
+    reads changes (routing.Router.path_of); the direct path turned off on the engine later,
     INFO logging of ``sqlalchemy.engine`` turned on later, or a cursor listener added
     later, each takes the next get to Core (the listener sees its statement); the first
     two undone, back to the direct path."""

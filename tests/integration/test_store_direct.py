@@ -17,7 +17,7 @@ from helpers import DirectRuns, count_statements
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
 from store_helpers import Stores, open_store, root
 
-from lg_sqla.runtime import executor, routing
+from lg_sqla.runtime import routing
 
 
 def _mixed(r: str, n: int) -> list[Op]:
@@ -97,7 +97,7 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
         asked.append(args[1].statement)
         return real_choose(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "choose_path", choose)
+    monkeypatch.setattr(routing, "choose_path", choose)
     runs = DirectRuns(monkeypatch)
     async with open_store(backend, mode) as s:
         r = root()

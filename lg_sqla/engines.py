@@ -140,7 +140,7 @@ def _asyncmy_literal(connection: Any, literal: Callable[[Any], str], value: Any)
 
 
 def _fast_asyncmy_escaping(dbapi_connection: Any, _record: Any) -> None:
-    driver_connection = dbapi_connection._connection  # SQLAlchemy's asyncio adapter
+    driver_connection = dbapi_connection.driver_connection  # SQLAlchemy's asyncio adapter
     driver_connection.literal = partial(
         _asyncmy_literal, driver_connection, driver_connection.literal
     )

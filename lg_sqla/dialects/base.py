@@ -25,6 +25,7 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import CTE, FromClause, Join
 
+from lg_sqla import internals
 from lg_sqla.errors import NoOfficialSaverError
 from lg_sqla.plans import Plan, Step
 
@@ -379,13 +380,13 @@ def render_ordered_join(join: OrderedJoin, compiler: Any, keyword: str, **kw: An
     from_linter = kw.get("from_linter")
     if from_linter is not None:  # tell SQLAlchemy's cartesian-product linter about the edge
         from_linter.edges.update(
-            itertools.product(join.left._from_objects, join.right._from_objects)
+            itertools.product(internals.from_objects(join.left), internals.from_objects(join.right))
         )
     kw["asfrom"] = True
-    left = join.left._compiler_dispatch(compiler, **kw)
-    right = join.right._compiler_dispatch(compiler, **kw)
+    left = compiler.process(join.left, **kw)
+    right = compiler.process(join.right, **kw)
     assert join.onclause is not None
-    on = join.onclause._compiler_dispatch(compiler, **kw)
+    on = compiler.process(join.onclause, **kw)
     return f"{left} {keyword} {right} ON {on}"
 
 

@@ -13,92 +13,29 @@ as usual.
 When this path is taken is decided in one place, ``runtime.routing.choose_path``:
 only on the drivers of ``runtime.drivers``, only when nothing would notice the
 difference, and only while the SQLAlchemy internals this module reads are there
-(:func:`missing_internals`, checked once). Everything else runs the same plans
+(``lg_sqla.internals``, probed once). Everything else runs the same plans
 through Core.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import sqlalchemy
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
+from lg_sqla import internals
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
 
-if TYPE_CHECKING:
-    from lg_sqla.runtime.routing import Path
-
 logger = logging.getLogger(__name__)
-
-
-@functools.cache
-def missing_internals() -> str | None:
-    """The SQLAlchemy internal this path reads that this SQLAlchemy lacks or has
-    changed, or None when all are there. Asked once per process: a SQLAlchemy
-    release that renames one turns the direct path off (with a warning), it never
-    makes a call fail.
-
-    The internals: the ``_has_events`` flags of ``Engine`` and ``Connection`` (how
-    ``choose_path`` sees a ConnectionEvents listener), a compiled statement's
-    ``_bind_processors`` and parameter facts, and ``Connection``'s two DBAPI error
-    handlers (wrapping, disconnect detection, invalidation).
-    """
-    problem = _probe_internals()
-    if problem is not None:
-        logger.warning(
-            "lg_sqla: SQLAlchemy %s lacks %s; every plan runs through SQLAlchemy Core "
-            "(correct, somewhat slower)",
-            sqlalchemy.__version__,
-            problem,
-        )
-    return problem
-
-
-def _probe_internals() -> str | None:
-    for owner, name in (
-        (Connection, "_handle_dbapi_exception"),
-        (Connection, "_handle_dbapi_exception_noconnection"),
-    ):
-        if not callable(getattr(owner, name, None)):
-            return f"{owner.__name__}.{name}"
-    # On the class, SQLAlchemy 2.0 sets it only once a listener is registered on
-    # Connection itself (2.1 defines it as False): absent means no listener.
-    if not isinstance(getattr(Connection, "_has_events", False), bool):
-        return "Connection._has_events"
-    if not isinstance(getattr(Engine, "_has_events", None), bool):
-        return "Engine._has_events"
-    # A statement with a bind processor (SQLite stores DateTime as text), compiled
-    # as compile_direct compiles: what it reads must be there, shaped as expected.
-    probe = sqlalchemy.select(
-        sqlalchemy.bindparam("when", type_=sqlalchemy.DateTime()), sqlalchemy.literal(1)
-    )
-    compiled: Any = probe.compile(dialect=sqlite_dialect.dialect())
-    for name in ("literal_execute_params", "post_compile_params", "escaped_bind_names"):
-        if not hasattr(compiled, name):
-            return f"Compiled.{name}"
-    processors = getattr(compiled, "_bind_processors", None)
-    if not isinstance(processors, Mapping) or not callable(processors.get("when")):
-        return "Compiled._bind_processors"
-    binds = getattr(compiled, "binds", None)
-    if not isinstance(binds, Mapping) or not all(
-        hasattr(bind, "required") and hasattr(bind, "effective_value") for bind in binds.values()
-    ):
-        return "Compiled.binds"
-    if compiled.positional and not isinstance(getattr(compiled, "positiontup", None), list):
-        return "Compiled.positiontup"
-    return None
 
 
 @dataclass(frozen=True)
@@ -189,9 +126,12 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
         return None
     if compiled.escaped_bind_names:
         return None
-    # Private in SQLAlchemy, and what its own execution context applies: the bind
-    # processors of every type (JSON serializers, TypeDecorators such as UTCDateTime).
-    processors = dict(compiled._bind_processors)
+    # What SQLAlchemy's own execution context applies: the bind processors of every
+    # type (JSON serializers, TypeDecorators such as UTCDateTime).
+    bind_processors = internals.bind_processors(compiled)
+    if bind_processors is None:
+        return None
+    processors = dict(bind_processors)
     positional = tuple(compiled.positiontup) if compiled.positional else None
     defaults = {
         name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
@@ -206,7 +146,8 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
     return DirectStatement(compiled.string, positional, processors, defaults, native)
 
 
-# How many statements a DirectCompiler remembers (compiled forms, path decisions).
+# How many statements a DirectCompiler (compiled forms) or a routing.Router (path
+# decisions) remembers.
 # Its callers give it only statements that are built once (``DialectOps.cached``) or
 # held by the store's LRU of 512 shapes, which stay far below this; the bound makes
 # the memory a fact, not a promise: past it, the oldest entries are dropped (and
@@ -224,10 +165,6 @@ class DirectCompiler:
 
     def __init__(self) -> None:
         self._compiled: dict[Executable, DirectStatement | None] = {}
-        # The owner's path decisions by first statement (``Runtime._path_of``): what
-        # the decision read that may change, the path. Forgotten with the statement,
-        # as its compiled form.
-        self.paths: dict[Executable, tuple[tuple[Any, ...], Path]] = {}
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         try:
@@ -237,13 +174,9 @@ class DirectCompiler:
             remember(self._compiled, statement, direct)
             return direct
 
-    def remember_path(self, statement: Executable, live: tuple[Any, ...], path: Path) -> None:
-        remember(self.paths, statement, (live, path))
-
     def forget(self, statement: Executable) -> None:
         """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
         it: nothing here may outlive that cache's bound)."""
-        self.paths.pop(statement, None)
         self._compiled.pop(statement, None)
 
     @staticmethod
@@ -274,20 +207,9 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
     try:
         return engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as error:
-        # Private in SQLAlchemy: what Connection.__init__ does with a failed checkout.
-        Connection._handle_dbapi_exception_noconnection(error, engine.dialect, engine)
+        # What Connection.__init__ does with a failed checkout.
+        internals.raise_checkout_error(error, engine)
         raise
-
-
-def check_in_after_commit(pooled: PoolProxiedConnection) -> None:
-    """Give a connection whose transaction was committed back to its pool, which then
-    skips its reset-on-return ROLLBACK (as after ``Connection.close()``). Private in
-    SQLAlchemy: where a release lacks it, a plain close (and that ROLLBACK)."""
-    close_special = getattr(pooled, "_close_special", None)
-    if close_special is not None:
-        close_special(transaction_reset=True)
-    else:
-        pooled.close()
 
 
 def run(
@@ -447,9 +369,9 @@ def _raise_wrapped(
     connection invalidated if the error says it is dead; ``mark`` records where in the
     plan it happened, for the retry decision (``runtime.retry``)."""
     try:
-        # Private in SQLAlchemy: its one place that wraps DBAPI errors, detects
-        # disconnects and invalidates the pool's stale connections.
-        connection._handle_dbapi_exception(error, statement, parameters, cursor, None)
+        # SQLAlchemy's one place that wraps DBAPI errors, detects disconnects and
+        # invalidates the pool's stale connections.
+        internals.raise_as_connection(connection, error, statement, parameters, cursor)
     except Exception as wrapped:
         if mark is not None and hasattr(wrapped, "orig"):
             mark(wrapped)

@@ -24,6 +24,8 @@ from typing import Any
 
 from sqlalchemy.engine import Dialect
 
+from lg_sqla import internals
+
 # Undoes what an autocommit switch did, when the plan is over.
 Restore = Callable[[], None]
 
@@ -85,7 +87,7 @@ def _psycopg_cursor(dbapi_connection: Any) -> tuple[Any, bool]:
     # the pyformat SQL and psycopg's text results. SQLAlchemy's async adapter keeps
     # psycopg's connection in `_connection` (and the cursor in `_cursor`), and makes
     # its cursor from that connection's factory.
-    driver_connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    driver_connection = internals.driver_connection(dbapi_connection)
     factory = getattr(driver_connection, "cursor_factory", None)
     raw = _psycopg_raw_factories().get(factory)  # type: ignore[arg-type]
     if raw is None:
@@ -98,7 +100,7 @@ def _psycopg_cursor(dbapi_connection: Any) -> tuple[Any, bool]:
     # Results in binary: bytea arrives as raw bytes, not hex text for psycopg to
     # decode (15% of a get_tuple's client time on a chat thread), jsonb and integers
     # likewise. (Client-side binding cursors refuse it.)
-    getattr(cursor, "_cursor", cursor).format = _psycopg_binary()
+    (internals.adapted_cursor(cursor) or cursor).format = _psycopg_binary()
     return cursor, True
 
 
@@ -120,36 +122,24 @@ def _psycopg_idle() -> Any:
 def _psycopg_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     # psycopg's autocommit flag alone, set and restored: SQLAlchemy's isolation level
     # API also sets and resets `isolation_level`, two more driver calls per plan.
-    connection = getattr(dbapi_connection, "_connection", dbapi_connection)  # (async adapter)
+    connection = internals.driver_connection(dbapi_connection)  # (async adapter)
     if connection.autocommit:
         return _nothing_to_restore
-    flag = getattr(connection, "_autocommit", None)
-    if (
-        flag is False
-        and getattr(connection, "_pipeline", True) is None
-        and connection.pgconn.transaction_status == _psycopg_idle()
-    ):
-        # The flag is client-side only: psycopg's setter checks exactly this (idle,
-        # no pipeline) under the connection's lock, through its generator machinery
-        # (callgrind: 20k instructions per set and reset; on the async driver two
-        # more switches to the event loop per call). A checked-out connection is this
-        # plan's alone. A psycopg without these attributes takes the setter.
-        connection._autocommit = True
-        return partial(setattr, connection, "_autocommit", False)
+    # The flag is client-side only: psycopg's setter checks idle and no pipeline under
+    # the connection's lock, through its generator machinery (callgrind: 20k
+    # instructions per set and reset; on the async driver two more switches to the
+    # event loop per call). A checked-out connection is this plan's alone.
+    undo = internals.psycopg_autocommit_flag(connection, _psycopg_idle())
+    if undo is not None:
+        return undo
     dbapi_connection.autocommit = True
     return partial(setattr, dbapi_connection, "autocommit", False)
 
 
 def _psycopg_drop_results(cursor: Any) -> bool:
-    """Let go of a read's rows so its cursor may be kept (``keeps_cursors``): what
-    psycopg's next execute on the cursor does first (``_reset``, private). False,
-    and the cursor is closed as before, on SQLAlchemy's async adapter (which may
-    buffer rows of its own) or a psycopg without it."""
-    reset = None if hasattr(cursor, "_cursor") else getattr(cursor, "_reset", None)
-    if reset is None:
-        return False
-    reset()
-    return True
+    """Let go of a read's rows so its cursor may be kept (``keeps_cursors``); False,
+    and the cursor is closed as before, where it cannot (``internals``)."""
+    return internals.psycopg_drop_results(cursor)
 
 
 def _keeps_no_results(cursor: Any) -> bool:
@@ -222,7 +212,7 @@ def _psycopg_unusable(dbapi_connection: Any) -> bool:
     # ``broken`` is False), and each later BEGIN or ROLLBACK fails on the client
     # ("PQsendQuery not allowed in pipeline mode"). Also: a status other than OK, or
     # a command still in progress after the call ended.
-    connection = getattr(dbapi_connection, "_connection", dbapi_connection)  # (async adapter)
+    connection = internals.driver_connection(dbapi_connection)  # (async adapter)
     pgconn = getattr(connection, "pgconn", None)
     if pgconn is None:
         return False
@@ -237,12 +227,12 @@ def _asyncmy_unusable(dbapi_connection: Any) -> bool:
     # asyncmy closes its socket when a read is cancelled ("Cancelled during
     # execution") and from then on raises InterfaceError(0, ...) on every call, an
     # error SQLAlchemy's asyncmy dialect does not count as a disconnect.
-    connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    connection = internals.driver_connection(dbapi_connection)
     return getattr(connection, "connected", True) is False
 
 
 def _asyncpg_unusable(dbapi_connection: Any) -> bool:
-    connection = getattr(dbapi_connection, "_connection", dbapi_connection)
+    connection = internals.driver_connection(dbapi_connection)
     is_closed = getattr(connection, "is_closed", None)
     return bool(is_closed()) if callable(is_closed) else False
 

@@ -24,26 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from lg_sqla import migrate
+from lg_sqla import internals, migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
-from lg_sqla.runtime.routing import Path, choose_path
+from lg_sqla.runtime.routing import Path, Router
 
 if TYPE_CHECKING:
     from lg_sqla.dialects import DialectOps
@@ -215,6 +214,7 @@ class Runtime:
         self.schema_checked = not check_schema
         self.direct_path = direct_path
         self.compiler = DirectCompiler()
+        self.router = Router(dialect_ops, self.compiler, allowed=direct_path)
         # Set once a connection of the owner's engine was made: the dialect then knows
         # its server (MariaDB or MySQL...), so plans may build their statements
         # before a checkout.
@@ -289,7 +289,7 @@ class Runtime:
             self.schema_checked = True
 
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
-        if self._path_of(engine, first, prebuilt) is Path.DIRECT:
+        if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
         connection = engine.connect()
         pooled = connection.connection
@@ -304,44 +304,15 @@ class Runtime:
         finally:
             _close_core(connection, pooled)
 
-    def _path_of(self, engine: Engine, first: Step, prebuilt: bool) -> Path:
-        """``choose_path``'s answer, remembered per engine and first statement while
-        everything it reads is the same: the engine, its execution options (a new
-        mapping whenever they change), the event flags of the engine and of
-        ``Connection``, and whether the engine logs at INFO; read at every call, so a
-        listener added or logging turned on later takes effect at the next call, as
-        before. The rest of what it reads is fixed for a statement on an engine (the
-        driver, the SQLAlchemy internals, the statement cached and compiling): the
-        entry of a statement is dropped with it (``DirectCompiler.forget``), and only
-        statements built once (``DialectOps.is_cached``) have one. Asking again took
-        3-5 µs of a 50 µs SQLite get."""
-        statement = first.statement
-        if not (prebuilt and self.direct_path) or statement is None:
-            return Path.CORE
-        live = (
-            engine,
-            engine.get_execution_options(),
-            engine._has_events,
-            getattr(Connection, "_has_events", False),
-            engine.logger.isEnabledFor(logging.INFO),
-        )
-        known = self.compiler.paths.get(statement)
-        if known is not None and known[0] == live:
-            return known[1]
-        if not self.dialect_ops.is_cached(statement):
-            # Built per call: Core's (``choose_path`` says so too), and not remembered,
-            # or each call's statement would stay in memory for good.
-            return Path.CORE
-        path = choose_path(
-            engine,
-            first,
-            prebuilt=prebuilt,
-            allowed=self.direct_path,
-            dialect_ops=self.dialect_ops,
-            compiler=self.compiler,
-        )
-        self.compiler.remember_path(statement, live, path)
-        return path
+    def forget(self, statement: Any) -> None:
+        """Drop what the runtime decided and compiled for ``statement``, which its
+        builder's bounded cache dropped (``routing.Router.forget``)."""
+        self.router.forget(statement)
+
+    def runs_direct(self, statement: Any, dialect: Dialect) -> bool:
+        """Whether ``statement`` (built once) compiles for the direct path on
+        ``dialect`` (parameters expanded at execution time do not)."""
+        return self.compiler.get(statement, dialect) is not None
 
     def prepare_session(
         self, engine: Engine, pooled: PoolProxiedConnection, connection: Connection | None
@@ -361,7 +332,7 @@ class Runtime:
                     connection.invalidate(error)
                 else:
                     pooled.invalidate(error)
-            Connection._handle_dbapi_exception_noconnection(error, engine.dialect, engine)
+            internals.raise_checkout_error(error, engine)
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
@@ -411,8 +382,8 @@ class Runtime:
             return result
         # Committed: the pool need not roll back an ended transaction (on PyMySQL
         # its ROLLBACK is one more round trip per call). What Connection.close()
-        # tells the pool after a commit (private in SQLAlchemy).
-        direct.check_in_after_commit(pooled)
+        # tells the pool after a commit.
+        internals.check_in_after_commit(pooled)
         return result
 
     def _kept_connection(self, engine: Engine) -> KeptConnection | None:

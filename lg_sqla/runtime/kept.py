@@ -19,7 +19,7 @@ What it must not change, and how it does not:
   loader must see every call), no ``pre_ping`` and no ``pool_recycle``. Anything
   else checks out per call, as before.
 * Transactions: a kept connection is kept only after a call committed (the pool's
-  check-in after a commit skips its reset too, ``direct.check_in_after_commit``), so
+  check-in after a commit skips its reset too, ``internals.check_in_after_commit``), so
   it holds no transaction and no read snapshot between calls. A call that fails
   gives the connection back to the pool its usual way (rolled back, or invalidated
   when dead) and keeps none.
@@ -46,6 +46,7 @@ import threading
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 
+from lg_sqla import internals
 from lg_sqla.runtime import direct, forks
 
 # The drivers whose connections are kept, by SQLAlchemy's (dialect.name, dialect.driver):
@@ -63,8 +64,7 @@ def keeps_connections(engine: Engine) -> bool:
         return False
     if pool.size() < 2:  # one connection stays pooled for everything else
         return False
-    # (Private in SQLAlchemy, read with safe defaults: a release without them keeps nothing.)
-    if getattr(pool, "_pre_ping", True) or getattr(pool, "_recycle", 0) != -1:
+    if internals.pool_checks_connections(pool):  # (unknown: keeps nothing)
         return False
     dispatch = pool.dispatch
     return not (dispatch.checkout or dispatch.checkin or dispatch.reset)
@@ -93,7 +93,7 @@ class KeptConnection:
             elif pooled is not None and (self._pool is not engine.pool or not pooled.is_valid):
                 self._drop_kept(same_pool=self._pool is engine.pool)
                 pooled = None
-            elif pooled is not None and _outdated(pooled, engine.pool):
+            elif pooled is not None and internals.opened_before_invalidation(pooled, engine.pool):
                 # The pool saw a disconnect on another connection since this one was
                 # opened (a server restart ends them all): back to the pool, whose
                 # checkout below replaces each connection older than that.
@@ -146,7 +146,7 @@ class KeptConnection:
     def _give_back_kept(self) -> None:
         pooled, self._pooled, self._pool = self._pooled, None, None
         if pooled is not None:
-            direct.check_in_after_commit(pooled)
+            internals.check_in_after_commit(pooled)
 
     def _drop_kept(self, *, same_pool: bool) -> None:
         """Stop keeping the connection. An invalidated one of the current pool goes
@@ -159,15 +159,3 @@ class KeptConnection:
         if not same_pool and pooled.is_valid:
             pooled.detach()  # (then close() closes the DBAPI connection itself)
         pooled.close()
-
-
-def _outdated(pooled: PoolProxiedConnection, pool: Pool) -> bool:
-    """Whether the pool would replace this connection at its next checkout: it was
-    opened before the pool last saw a dead connection (``Pool._invalidate``, which a
-    disconnect on any of its connections calls). Private in SQLAlchemy, read with
-    safe defaults: without them, a dead kept connection fails its next call, which
-    invalidates it and is retried on a new one (``runtime.retry``)."""
-    record = getattr(pooled, "_connection_record", None)
-    started = getattr(record, "starttime", None)
-    invalidated = getattr(pool, "_invalidate_time", 0)
-    return isinstance(started, float) and invalidated > started

@@ -32,7 +32,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lg_sqla import migrate
+from lg_sqla import internals, migrate
 from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
@@ -50,18 +50,6 @@ from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
-
-# BaseStore.get's own checks (private in LangGraph, read with a fallback: without
-# them SQLAlchemyStore.get is BaseStore's).
-try:
-    from langgraph.store.base import _ensure_refresh, _validate_namespace_labels
-
-    _base_get_checks: tuple[Callable[[tuple[str, ...]], None], Callable[..., bool]] | None = (
-        _validate_namespace_labels,
-        _ensure_refresh,
-    )
-except ImportError:  # pragma: no cover
-    _base_get_checks = None
 
 
 def _read_only(op: Op) -> Op:
@@ -152,7 +140,7 @@ class _StoreBase(BaseStore):
         drops is forgotten by the direct path's compiler too, so both stay bounded."""
         self.dialect_ops.hold(statement, kept)
         if not kept:
-            self._runtime.compiler.forget(statement)
+            self._runtime.forget(statement)
 
     @property
     def native_vectors(self) -> bool | None:
@@ -257,7 +245,7 @@ class _StoreBase(BaseStore):
         known: bool | None = self.__dict__.get("_key_lists_direct_once")
         if known is None:
             statement = get_statement(self._settings, many=True)
-            known = self._runtime.compiler.get(statement, self._sync_dialect) is not None
+            known = self._runtime.runs_direct(statement, self._sync_dialect)
             self.__dict__["_key_lists_direct_once"] = known
         return known
 
@@ -370,11 +358,12 @@ class SQLAlchemyStore(_StoreBase):
     ) -> Item | None:
         """``BaseStore.get``, the same checks and errors, straight to the lean plan of a
         lone get (``_lane.py``) rather than through ``batch``'s list of ops."""
-        if _base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+        base_get_checks = internals.langgraph_get_checks()
+        if base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
             # (A subclass's batch sees every op; a LangGraph without these helpers
             # gets BaseStore's own get.)
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        validate_labels, ensure_refresh = _base_get_checks
+        validate_labels, ensure_refresh = base_get_checks
         validate_labels(namespace)
         op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
         check_op(op)

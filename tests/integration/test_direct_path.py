@@ -24,8 +24,8 @@ from helpers import DirectRuns, checkpoint, config, count_statements, new_thread
 from modes import Either, either, saver_from_url, saver_on, store_on
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.runtime import DIRECT_PATH_OPTION, direct
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, internals
+from lg_sqla.runtime import DIRECT_PATH_OPTION
 from lg_sqla.runtime.drivers import DIRECT_DRIVERS
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).
@@ -423,7 +423,7 @@ async def test_a_sqlalchemy_without_an_internal_falls_back_to_core(
     detected once, a warning names it, and every call works through Core."""
     runs = DirectRuns(monkeypatch)
     monkeypatch.setattr(owner, name, None)  # as if renamed: no longer callable
-    direct.missing_internals.cache_clear()
+    _forget_probe()
     try:
         with (
             caplog.at_level(logging.WARNING, logger="lg_sqla"),
@@ -436,8 +436,8 @@ async def test_a_sqlalchemy_without_an_internal_falls_back_to_core(
         assert len(warnings) == 1 and name in warnings[0], warnings
     finally:
         monkeypatch.undo()
-        direct.missing_internals.cache_clear()
-    assert direct.missing_internals() is None
+        _forget_probe()
+    assert internals.direct_path_blocked() is None
 
 
 @pytest.mark.parametrize(
@@ -452,10 +452,19 @@ def test_each_internal_is_probed(target: type, name: str, monkeypatch: pytest.Mo
     """The probe names each internal it reads when it is missing or changed (probed
     without running anything: these would break Core itself)."""
     monkeypatch.setattr(target, name, None)
-    problem = direct._probe_internals()
-    monkeypatch.undo()
+    _forget_probe()
+    try:
+        problem = internals.direct_path_blocked()
+    finally:
+        monkeypatch.undo()
+        _forget_probe()
     assert problem is not None and name in problem
-    assert direct._probe_internals() is None
+    assert internals.direct_path_blocked() is None
+
+
+def _forget_probe() -> None:
+    internals.missing_internals.cache_clear()
+    internals.direct_path_blocked.cache_clear()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from helpers import DirectRuns, count_statements
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, Op, PutOp, SearchOp
 from store_helpers import Stores, open_store, root
 
-from lg_sqla.runtime import executor, routing
+from lg_sqla.runtime import routing
 
 
 def _mixed(r: str, n: int) -> list[Op]:
@@ -86,7 +86,7 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
     backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store's runtime asks ``choose_path`` once per statement while nothing it
-    reads changes (Runtime._path_of); the direct path turned off on the engine later,
+    reads changes (routing.Router.path_of); the direct path turned off on the engine later,
     INFO logging of ``sqlalchemy.engine`` turned on later, or a cursor listener added
     later, each takes the next get to Core (the listener sees its statement); the first
     two undone, back to the direct path."""
@@ -97,7 +97,7 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
         asked.append(args[1].statement)
         return real_choose(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "choose_path", choose)
+    monkeypatch.setattr(routing, "choose_path", choose)
     runs = DirectRuns(monkeypatch)
     async with open_store(backend, mode) as s:
         r = root()

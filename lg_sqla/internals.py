@@ -1,0 +1,351 @@
+"""The one cupboard of foreign internals: every private name of SQLAlchemy, its
+asyncio adapters, a driver or LangGraph that lg_sqla reads or writes is here.
+
+Each is behind a named accessor with a safe default: where a release lacks the
+internal, or has changed it, the accessor answers what keeps calls correct (run
+through Core, keep no connection, skip an optimisation), never an error. The
+probe (:func:`missing_internals`, asked once per process) lists every one of them,
+checks those it can check without a connection, and logs what it found missing;
+:func:`direct_path_blocked` turns the direct path off when one it needs is missing.
+``tests/unit/test_internals.py`` fails when any other module of lg_sqla touches a
+foreign private name, and checks each accessor's default.
+
+Where a public form exists, it is used instead (``compiler.process`` for
+``_compiler_dispatch``, an adapted connection's ``driver_connection`` for
+``_connection``). This module imports nothing of lg_sqla.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast
+
+import sqlalchemy
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import Pool, PoolProxiedConnection
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Internal:
+    """One foreign private name, what it serves, and what happens without it."""
+
+    owner: str  # who defines it, e.g. "sqlalchemy Engine"
+    name: str
+    serves: str
+    without: str
+    direct_path: bool = False  # the direct path needs it: missing, every call runs on Core
+
+
+# Every foreign private name lg_sqla touches (the test keeps this list complete).
+INTERNALS: tuple[Internal, ...] = (
+    Internal("sqlalchemy Engine", "_has_events", "see ConnectionEvents listeners", "Core", True),
+    Internal("sqlalchemy Connection", "_has_events", "see listeners on Connection", "Core", True),
+    Internal(
+        "sqlalchemy Connection",
+        "_handle_dbapi_exception",
+        "wrap a direct-path DBAPI error, invalidate a dead connection",
+        "Core",
+        True,
+    ),
+    Internal(
+        "sqlalchemy Connection",
+        "_handle_dbapi_exception_noconnection",
+        "wrap a checkout's or a session setting's DBAPI error",
+        "DBAPIError.instance (public)",
+        True,
+    ),
+    Internal(
+        "sqlalchemy Compiled", "_bind_processors", "bind processors of a statement", "Core", True
+    ),
+    Internal(
+        "sqlalchemy PoolProxiedConnection",
+        "_close_special",
+        "check in without the reset ROLLBACK after a commit",
+        "close() (one ROLLBACK more)",
+    ),
+    Internal("sqlalchemy Pool", "_pre_ping", "whether a kept connection is safe", "keep none"),
+    Internal("sqlalchemy Pool", "_recycle", "whether a kept connection is safe", "keep none"),
+    Internal(
+        "sqlalchemy PoolProxiedConnection",
+        "_connection_record",
+        "whether a kept connection is outdated",
+        "not outdated (a dead one fails once, retried)",
+    ),
+    Internal(
+        "sqlalchemy Pool",
+        "_invalidate_time",
+        "whether a kept connection is outdated",
+        "not outdated (a dead one fails once, retried)",
+    ),
+    Internal(
+        "sqlalchemy FromClause",
+        "_from_objects",
+        "tell the FROM linter about an ordered join's edge",
+        "the clause itself",
+    ),
+    Internal(
+        "sqlalchemy asyncio adapter cursor",
+        "_cursor",
+        "psycopg's cursor behind the adapter (binary results)",
+        "text results",
+    ),
+    Internal("psycopg Connection", "_autocommit", "set autocommit client-side", "the setter"),
+    Internal("psycopg Connection", "_pipeline", "set autocommit client-side", "the setter"),
+    Internal("psycopg Cursor", "_reset", "keep a read's cursor", "close it"),
+    Internal(
+        "langgraph.store.base",
+        "_validate_namespace_labels",
+        "BaseStore.get's own checks in SQLAlchemyStore.get",
+        "BaseStore.get",
+    ),
+    Internal(
+        "langgraph.store.base",
+        "_ensure_refresh",
+        "BaseStore.get's own checks in SQLAlchemyStore.get",
+        "BaseStore.get",
+    ),
+)
+
+
+# --- the probe ------------------------------------------------------------------------
+
+
+@functools.cache
+def missing_internals() -> tuple[str, ...]:
+    """The internals of :data:`INTERNALS` this process lacks or finds changed, as
+    ``"owner.name"``; asked once, logged once. Instance attributes that exist only on
+    a live connection (psycopg's) are checked at each use instead."""
+    missing = tuple(f"{i.owner}.{i.name}" for i in INTERNALS if not _present(i))
+    if missing:
+        logger.warning(
+            "lg_sqla: SQLAlchemy %s lacks %s; the optimisations they serve are off "
+            "(calls stay correct, somewhat slower)",
+            sqlalchemy.__version__,
+            ", ".join(missing),
+        )
+    return missing
+
+
+@functools.cache
+def direct_path_blocked() -> str | None:
+    """The first missing internal the direct path needs, or None: with one missing,
+    every plan runs through SQLAlchemy Core."""
+    missing = set(missing_internals())
+    for internal in INTERNALS:
+        if internal.direct_path and f"{internal.owner}.{internal.name}" in missing:
+            return f"{internal.owner}.{internal.name}"
+    return None
+
+
+def _present(internal: Internal) -> bool:
+    checks: dict[str, Callable[[], bool]] = {
+        "_has_events": lambda: (
+            isinstance(getattr(Engine, "_has_events", None), bool)
+            and isinstance(getattr(Connection, "_has_events", False), bool)
+        ),
+        "_handle_dbapi_exception": lambda: callable(
+            getattr(Connection, "_handle_dbapi_exception", None)
+        ),
+        "_handle_dbapi_exception_noconnection": lambda: callable(
+            getattr(Connection, "_handle_dbapi_exception_noconnection", None)
+        ),
+        "_bind_processors": _compiled_shape_present,
+        "_validate_namespace_labels": lambda: langgraph_get_checks() is not None,
+        "_ensure_refresh": lambda: langgraph_get_checks() is not None,
+    }
+    check = checks.get(internal.name)
+    return check() if check is not None else True
+
+
+def _compiled_shape_present() -> bool:
+    """A statement with a bind processor (SQLite stores DateTime as text), compiled as
+    the direct path compiles: what it reads must be there, shaped as expected."""
+    from sqlalchemy.dialects import sqlite
+
+    probe = sqlalchemy.select(
+        sqlalchemy.bindparam("when", type_=sqlalchemy.DateTime()), sqlalchemy.literal(1)
+    )
+    compiled: Any = probe.compile(dialect=sqlite.dialect())
+    for name in ("literal_execute_params", "post_compile_params", "escaped_bind_names"):
+        if not hasattr(compiled, name):
+            return False
+    processors = bind_processors(compiled)
+    if processors is None or not callable(processors.get("when")):
+        return False
+    binds = getattr(compiled, "binds", None)
+    if not isinstance(binds, Mapping) or not all(
+        hasattr(bind, "required") and hasattr(bind, "effective_value") for bind in binds.values()
+    ):
+        return False
+    return not compiled.positional or isinstance(getattr(compiled, "positiontup", None), list)
+
+
+# --- SQLAlchemy: events, errors, compiled statements -----------------------------------
+
+
+def has_events(engine: Engine) -> bool:
+    """Whether a ConnectionEvents listener is registered on ``engine`` or on
+    ``Connection`` (SQLAlchemy's own flags; 2.0 sets the class's only once a listener
+    is there). Unknown: True (such a listener must see every statement: Core)."""
+    try:
+        return bool(engine._has_events or getattr(Connection, "_has_events", False))
+    except AttributeError:
+        return True
+
+
+def raise_checkout_error(error: Exception, engine: Engine) -> None:
+    """Raise a DBAPI error met with no ``Connection`` (a checkout, a session setting)
+    as ``engine.connect()`` raises it: wrapped in SQLAlchemy's DBAPIError class."""
+    handle = getattr(Connection, "_handle_dbapi_exception_noconnection", None)
+    if callable(handle):
+        handle(error, engine.dialect, engine)
+    _raise_public_wrap(error, engine.dialect)
+
+
+def raise_as_connection(
+    connection: Connection, error: Exception, statement: str | None, parameters: Any, cursor: Any
+) -> None:
+    """Raise ``error`` as ``connection`` raises a DBAPI error: wrapped, and the
+    connection invalidated if the error says it is dead."""
+    handle = getattr(connection, "_handle_dbapi_exception", None)
+    if callable(handle):
+        handle(error, statement, parameters, cursor, None)
+    dialect = connection.dialect
+    dead = dialect.is_disconnect(cast(Any, error), None, cursor)
+    if dead and not connection.invalidated:
+        connection.invalidate(error)
+    _raise_public_wrap(error, dialect, statement, parameters, dead)
+
+
+def _raise_public_wrap(
+    error: Exception,
+    dialect: Dialect,
+    statement: str | None = None,
+    parameters: Any = None,
+    dead: bool | None = None,
+) -> None:
+    if dead is None:
+        dead = dialect.is_disconnect(cast(Any, error), None, None)
+    wrapped = DBAPIError.instance(
+        statement,
+        parameters,
+        error,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=dead,
+        dialect=dialect,
+    )
+    raise wrapped from error
+
+
+def bind_processors(compiled: Any) -> Mapping[str, Callable[[Any], Any]] | None:
+    """A compiled statement's bind processors (what SQLAlchemy's execution context
+    applies: JSON serializers, TypeDecorators), or None where they cannot be read
+    (the statement then runs through Core)."""
+    processors = getattr(compiled, "_bind_processors", None)
+    return processors if isinstance(processors, Mapping) else None
+
+
+def from_objects(clause: Any) -> list[Any]:
+    """The FROM elements a clause stands for (for SQLAlchemy's FROM linter); the
+    clause itself where they cannot be read."""
+    found = getattr(clause, "_from_objects", None)
+    return list(found) if found is not None else [clause]
+
+
+# --- SQLAlchemy: the pool ---------------------------------------------------------------
+
+
+def check_in_after_commit(pooled: PoolProxiedConnection) -> None:
+    """Give a connection whose transaction was committed back to its pool, which then
+    skips its reset-on-return ROLLBACK (as after ``Connection.close()``); where a
+    release lacks this, a plain close (and that ROLLBACK)."""
+    close_special = getattr(pooled, "_close_special", None)
+    if callable(close_special):
+        close_special(transaction_reset=True)
+    else:
+        pooled.close()
+
+
+def pool_checks_connections(pool: Pool) -> bool:
+    """Whether ``pool`` pings or recycles its connections at checkout (a kept
+    connection would skip that). Unknown: True (keep none)."""
+    return bool(getattr(pool, "_pre_ping", True)) or getattr(pool, "_recycle", 0) != -1
+
+
+def opened_before_invalidation(pooled: PoolProxiedConnection, pool: Pool) -> bool:
+    """Whether the pool would replace ``pooled`` at its next checkout: it was opened
+    before the pool last saw a dead connection. Unknown: False (a dead kept
+    connection then fails its next call, which is retried on a new one)."""
+    record = getattr(pooled, "_connection_record", None)
+    started = getattr(record, "starttime", None)
+    invalidated = getattr(pool, "_invalidate_time", 0)
+    return isinstance(started, float) and isinstance(invalidated, float) and invalidated > started
+
+
+# --- drivers behind SQLAlchemy's asyncio adapters ---------------------------------------
+
+
+def driver_connection(dbapi_connection: Any) -> Any:
+    """The driver's own connection: behind an asyncio adapter its public
+    ``driver_connection``, else the DBAPI connection itself."""
+    return getattr(dbapi_connection, "driver_connection", dbapi_connection)
+
+
+def adapted_cursor(cursor: Any) -> Any | None:
+    """The driver's cursor behind an asyncio adapter's cursor, or None when ``cursor``
+    is the driver's own (or the adapter's is unknown)."""
+    return getattr(cursor, "_cursor", None)
+
+
+def psycopg_autocommit_flag(connection: Any, idle: Any) -> Callable[[], None] | None:
+    """Set psycopg's autocommit flag client-side, as its setter does once it has
+    checked that the connection is idle and outside a pipeline (which it does through
+    its generator machinery: 20k instructions per set and reset). Returns the undo,
+    or None when the flag cannot be set so (a psycopg without these attributes, a
+    connection not idle): the caller then uses the setter."""
+    if (
+        getattr(connection, "_autocommit", None) is False
+        and getattr(connection, "_pipeline", True) is None
+        and connection.pgconn.transaction_status == idle
+    ):
+        connection._autocommit = True
+        return partial(setattr, connection, "_autocommit", False)
+    return None
+
+
+def psycopg_drop_results(cursor: Any) -> bool:
+    """Let go of a read's rows so its cursor may be kept: what psycopg's next execute
+    does first (``_reset``). False (the cursor is then closed) on an asyncio adapter's
+    cursor, which may buffer rows of its own, or a psycopg without it."""
+    if adapted_cursor(cursor) is not None:
+        return False
+    reset = getattr(cursor, "_reset", None)
+    if not callable(reset):
+        return False
+    reset()
+    return True
+
+
+# --- LangGraph ------------------------------------------------------------------------
+
+
+@functools.cache
+def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., bool]] | None:
+    """``BaseStore.get``'s own checks (namespace labels, the refresh_ttl default), or
+    None where LangGraph lacks them (SQLAlchemyStore.get is then BaseStore's)."""
+    try:
+        from langgraph.store import base
+    except ImportError:  # pragma: no cover
+        return None
+    validate = getattr(base, "_validate_namespace_labels", None)
+    ensure = getattr(base, "_ensure_refresh", None)
+    if callable(validate) and callable(ensure):
+        return validate, ensure
+    return None

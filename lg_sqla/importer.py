@@ -277,7 +277,10 @@ class SchemaGaps:
         return VERSION_TABLE in self.tables
 
     def __bool__(self) -> bool:
-        return bool(self.is_lg_sqla or self.missing_tables or self.missing_columns)
+        # Only what the official saver's tables lack: lg_sqla's version table beside
+        # complete official tables (lg_sqla in another schema of the same MySQL
+        # database server keeps it here) is no gap; it names the cause when there is one.
+        return bool(self.missing_tables or self.missing_columns)
 
 
 def official_schema_gaps(connection: sa.Connection, expected: OfficialSchema) -> SchemaGaps:

@@ -38,7 +38,7 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.plans import PlanSource, T
-from lg_sqla.runtime import forks
+from lg_sqla.runtime.owning import aowned
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -132,37 +132,33 @@ class AsyncSQLAlchemySaver(SaverBase):
             engine = configure_engine(
                 create_async_engine(url, **engine_options(url, engine_kwargs))
             )
-        forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
-        threaded = None
-        saver = None
-        try:
-            saver = cls(
-                engine,
+        sync_url = threaded_sqlite_url(url)
+
+        def threaded() -> Engine | None:
+            if sync_url is None:
+                return None
+            return configure_engine(
+                create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
+            )
+
+        def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
+            saver._threaded = in_schema(sync_engine, schema)
+
+        async with aowned(
+            engine,
+            lambda owned_engine: cls(
+                owned_engine,
                 serde=serde,
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
-            )
-            sync_url = threaded_sqlite_url(url)
-            if sync_url is not None:
-                threaded = configure_engine(
-                    create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
-                )
-                forks.renew_pool_in_children(threaded)
-                saver._threaded = in_schema(threaded, schema)
-                # Its own engine: calls may keep a connection of it between them
-                # (runtime.kept), given back below before it is disposed.
-                saver._runtime.keep_connection = True
+            ),
+            threaded,
+            attach,
+        ) as saver:
             yield saver
-        finally:
-            if saver is not None:
-                await saver.stop_ttl_sweeper()
-                saver._runtime.release_connections()
-            if threaded is not None:
-                threaded.dispose()
-            await engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
 

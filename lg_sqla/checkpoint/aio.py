@@ -29,6 +29,7 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
+from lg_sqla.checkpoint.twins import async_bridged
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
@@ -42,6 +43,7 @@ from lg_sqla.runtime.owning import aowned
 from lg_sqla.sweeper import TaskSweeper
 
 
+@async_bridged
 class AsyncSQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (async engine).
 

@@ -29,12 +29,14 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
+from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.owning import owned
 from lg_sqla.sweeper import ThreadSweeper
 
 
+@sync_bridged
 class SQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -422,7 +422,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     # --- sync methods: run on the saver's loop from another thread ------------------
 
-    def _on_loop(self, coro: Any) -> Any:
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
         if loop is None or loop.is_closed():
             coro.close()
@@ -444,12 +444,10 @@ class AsyncSQLAlchemySaver(SaverBase):
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        result: T = self._on_loop(self.arun(source, prebuilt=prebuilt))
-        return result
+        return self._on_loop(self.arun(source, prebuilt=prebuilt))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        result: CheckpointTuple | None = self._on_loop(self.aget_tuple(config))
-        return result
+        return self._on_loop(self.aget_tuple(config))
 
     def list(
         self,
@@ -462,7 +460,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         iterator = self.alist(config, filter=filter, before=before, limit=limit).__aiter__()
         while True:
             try:
-                yield self._on_loop(iterator.__anext__())
+                # An async generator's __anext__ is a coroutine at run time; typed Awaitable.
+                step = cast("Coroutine[Any, Any, CheckpointTuple]", iterator.__anext__())
+                yield self._on_loop(step)
             except StopAsyncIteration:
                 return
 
@@ -473,10 +473,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        result: RunnableConfig = self._on_loop(
-            self.aput(config, checkpoint, metadata, new_versions)
-        )
-        return result
+        return self._on_loop(self.aput(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -510,7 +507,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         batch_size: int = 100,
         progress: Callable[[SweepReport], None] | None = None,
     ) -> SweepReport:
-        report: SweepReport = self._on_loop(
+        return self._on_loop(
             self.asweep(
                 older_than,
                 strategy=strategy,
@@ -519,23 +516,18 @@ class AsyncSQLAlchemySaver(SaverBase):
                 progress=progress,
             )
         )
-        return report
 
     def thread_ttl(self, thread_id: str) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.athread_ttl(thread_id))
-        return result
+        return self._on_loop(self.athread_ttl(thread_id))
 
     def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
-        return result
+        return self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
 
     def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.apin_thread(thread_id, pinned))
-        return result
+        return self._on_loop(self.apin_thread(thread_id, pinned))
 
     def unpin_thread(self, thread_id: str) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.aunpin_thread(thread_id))
-        return result
+        return self._on_loop(self.aunpin_thread(thread_id))
 
     def sweep_ttl(
         self,
@@ -545,10 +537,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         dry_run: bool = False,
         now: dt.datetime | None = None,
     ) -> SweepReport:
-        report: SweepReport = self._on_loop(
+        return self._on_loop(
             self.asweep_ttl(batch_size=batch_size, progress=progress, dry_run=dry_run, now=now)
         )
-        return report
 
     def set_threads_ttl(
         self,
@@ -559,7 +550,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         batch_size: int = 500,
         dry_run: bool = False,
     ) -> ApplyReport:
-        report: ApplyReport = self._on_loop(
+        return self._on_loop(
             self.aset_threads_ttl(
                 ttl_minutes,
                 replace_existing=replace_existing,
@@ -568,15 +559,11 @@ class AsyncSQLAlchemySaver(SaverBase):
                 dry_run=dry_run,
             )
         )
-        return report
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        result: Mapping[str, DeltaChannelHistory] = self._on_loop(
-            self.aget_delta_channel_history(config=config, channels=channels)
-        )
-        return result
+        return self._on_loop(self.aget_delta_channel_history(config=config, channels=channels))
 
     def reencrypt(
         self,
@@ -585,7 +572,6 @@ class AsyncSQLAlchemySaver(SaverBase):
         source: SerializerProtocol | None = None,
         progress: Callable[[RotationReport], None] | None = None,
     ) -> RotationReport:
-        report: RotationReport = self._on_loop(
+        return self._on_loop(
             self.areencrypt(batch_size=batch_size, source=source, progress=progress)
         )
-        return report

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -29,6 +29,7 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
+from lg_sqla.checkpoint.twins import async_bridged
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
@@ -38,10 +39,11 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.plans import PlanSource, T
-from lg_sqla.runtime import forks
+from lg_sqla.runtime.owning import aowned
 from lg_sqla.sweeper import TaskSweeper
 
 
+@async_bridged
 class AsyncSQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (async engine).
 
@@ -132,37 +134,33 @@ class AsyncSQLAlchemySaver(SaverBase):
             engine = configure_engine(
                 create_async_engine(url, **engine_options(url, engine_kwargs))
             )
-        forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
-        threaded = None
-        saver = None
-        try:
-            saver = cls(
-                engine,
+        sync_url = threaded_sqlite_url(url)
+
+        def threaded() -> Engine | None:
+            if sync_url is None:
+                return None
+            return configure_engine(
+                create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
+            )
+
+        def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
+            saver._threaded = in_schema(sync_engine, schema)
+
+        async with aowned(
+            engine,
+            lambda owned_engine: cls(
+                owned_engine,
                 serde=serde,
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
-            )
-            sync_url = threaded_sqlite_url(url)
-            if sync_url is not None:
-                threaded = configure_engine(
-                    create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
-                )
-                forks.renew_pool_in_children(threaded)
-                saver._threaded = in_schema(threaded, schema)
-                # Its own engine: calls may keep a connection of it between them
-                # (runtime.kept), given back below before it is disposed.
-                saver._runtime.keep_connection = True
+            ),
+            threaded,
+            attach,
+        ) as saver:
             yield saver
-        finally:
-            if saver is not None:
-                await saver.stop_ttl_sweeper()
-                saver._runtime.release_connections()
-            if threaded is not None:
-                threaded.dispose()
-            await engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
 
@@ -424,7 +422,7 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     # --- sync methods: run on the saver's loop from another thread ------------------
 
-    def _on_loop(self, coro: Any) -> Any:
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
         if loop is None or loop.is_closed():
             coro.close()
@@ -446,12 +444,10 @@ class AsyncSQLAlchemySaver(SaverBase):
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        result: T = self._on_loop(self.arun(source, prebuilt=prebuilt))
-        return result
+        return self._on_loop(self.arun(source, prebuilt=prebuilt))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        result: CheckpointTuple | None = self._on_loop(self.aget_tuple(config))
-        return result
+        return self._on_loop(self.aget_tuple(config))
 
     def list(
         self,
@@ -464,7 +460,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         iterator = self.alist(config, filter=filter, before=before, limit=limit).__aiter__()
         while True:
             try:
-                yield self._on_loop(iterator.__anext__())
+                # An async generator's __anext__ is a coroutine at run time; typed Awaitable.
+                step = cast("Coroutine[Any, Any, CheckpointTuple]", iterator.__anext__())
+                yield self._on_loop(step)
             except StopAsyncIteration:
                 return
 
@@ -475,10 +473,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        result: RunnableConfig = self._on_loop(
-            self.aput(config, checkpoint, metadata, new_versions)
-        )
-        return result
+        return self._on_loop(self.aput(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -512,7 +507,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         batch_size: int = 100,
         progress: Callable[[SweepReport], None] | None = None,
     ) -> SweepReport:
-        report: SweepReport = self._on_loop(
+        return self._on_loop(
             self.asweep(
                 older_than,
                 strategy=strategy,
@@ -521,23 +516,18 @@ class AsyncSQLAlchemySaver(SaverBase):
                 progress=progress,
             )
         )
-        return report
 
     def thread_ttl(self, thread_id: str) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.athread_ttl(thread_id))
-        return result
+        return self._on_loop(self.athread_ttl(thread_id))
 
     def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
-        return result
+        return self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
 
     def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.apin_thread(thread_id, pinned))
-        return result
+        return self._on_loop(self.apin_thread(thread_id, pinned))
 
     def unpin_thread(self, thread_id: str) -> ThreadTTL:
-        result: ThreadTTL = self._on_loop(self.aunpin_thread(thread_id))
-        return result
+        return self._on_loop(self.aunpin_thread(thread_id))
 
     def sweep_ttl(
         self,
@@ -547,10 +537,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         dry_run: bool = False,
         now: dt.datetime | None = None,
     ) -> SweepReport:
-        report: SweepReport = self._on_loop(
+        return self._on_loop(
             self.asweep_ttl(batch_size=batch_size, progress=progress, dry_run=dry_run, now=now)
         )
-        return report
 
     def set_threads_ttl(
         self,
@@ -561,7 +550,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         batch_size: int = 500,
         dry_run: bool = False,
     ) -> ApplyReport:
-        report: ApplyReport = self._on_loop(
+        return self._on_loop(
             self.aset_threads_ttl(
                 ttl_minutes,
                 replace_existing=replace_existing,
@@ -570,15 +559,11 @@ class AsyncSQLAlchemySaver(SaverBase):
                 dry_run=dry_run,
             )
         )
-        return report
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        result: Mapping[str, DeltaChannelHistory] = self._on_loop(
-            self.aget_delta_channel_history(config=config, channels=channels)
-        )
-        return result
+        return self._on_loop(self.aget_delta_channel_history(config=config, channels=channels))
 
     def reencrypt(
         self,
@@ -587,7 +572,6 @@ class AsyncSQLAlchemySaver(SaverBase):
         source: SerializerProtocol | None = None,
         progress: Callable[[RotationReport], None] | None = None,
     ) -> RotationReport:
-        report: RotationReport = self._on_loop(
+        return self._on_loop(
             self.areencrypt(batch_size=batch_size, source=source, progress=progress)
         )
-        return report

@@ -29,12 +29,14 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
+from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
-from lg_sqla.runtime import forks
+from lg_sqla.runtime.owning import owned
 from lg_sqla.sweeper import ThreadSweeper
 
 
+@sync_bridged
 class SQLAlchemySaver(SaverBase):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 
@@ -133,27 +135,19 @@ class SQLAlchemySaver(SaverBase):
         url = saver_url(url, is_async=False)
         with driver_hint(url):
             engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
-        forks.renew_pool_in_children(engine)  # ours: a forked child connects anew
-        saver = None
-        try:
-            saver = cls(
-                engine,
+        with owned(
+            engine,
+            lambda owned_engine: cls(
+                owned_engine,
                 serde=serde,
                 list_page_size=list_page_size,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
-            )
-            # The engine is the saver's: it may keep a connection between calls
-            # (runtime.kept), given back below before the engine is disposed.
-            saver._runtime.keep_connection = True
+            ),
+        ) as saver:
             yield saver
-        finally:
-            if saver is not None:
-                saver.stop_ttl_sweeper()
-                saver._runtime.release_connections()
-            engine.dispose()
 
     # --- plumbing ------------------------------------------------------------
 

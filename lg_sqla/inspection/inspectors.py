@@ -413,3 +413,19 @@ class AsyncInspector:
         return await self.saver.arun(
             storage(self.saver.context, thread_id=thread_id, thread_ids=thread_ids)
         )
+
+
+def _document_the_async_face() -> None:
+    """Each query is documented once, on ``Inspector``; ``AsyncInspector``'s method of
+    the same name gets a docstring pointing there (a drift fails at import)."""
+    for name, method in vars(Inspector).items():
+        if name.startswith("_"):
+            continue
+        twin = vars(AsyncInspector)[name]  # KeyError: a query without its async face
+        if twin.__doc__ is None:
+            twin.__doc__ = f"``Inspector.{name}``, awaited on the async saver; see it."
+        if method.__doc__ is None:
+            raise TypeError(f"Inspector.{name} has no docstring")
+
+
+_document_the_async_face()

@@ -16,6 +16,7 @@ retry      which errors are retried, and how long to wait
 locks      SQLite's in-process writer lock (sync and async)
 kept       the pooled connection an owner keeps between direct-path calls
 forks      what a forked child resets (kept connections, own pools, locks)
+owning     what ``from_conn_string`` opens: keep, stop the sweeper, release, dispose
 ========== ===================================================================
 
 Nothing here knows what a checkpoint is; nothing outside it opens a transaction

@@ -37,7 +37,8 @@ from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan, T
-from lg_sqla.runtime import Runtime, forks
+from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
@@ -313,27 +314,21 @@ class SQLAlchemyStore(_StoreBase):
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             engine_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
-        forks.renew_pool_in_children(engine)  # ours: a forked child connects anew
-        store = None
-        try:
-            store = cls(
-                engine,
+        # The engine is the store's: it may keep a connection between calls
+        # (runtime.kept; none where sqlite-vec's checkout listener must see each
+        # call), given back on exit before the engine is disposed.
+        with owned(
+            engine,
+            lambda owned_engine: cls(
+                owned_engine,
                 index=index,
                 ttl=ttl,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
-            )
-            # The engine is the store's: it may keep a connection between calls
-            # (runtime.kept; none where sqlite-vec's checkout listener must see each
-            # call), given back below before the engine is disposed.
-            store._runtime.keep_connection = True
+            ),
+        ) as store:
             yield store
-        finally:
-            if store is not None:
-                store.stop_ttl_sweeper()
-                store._runtime.release_connections()
-            engine.dispose()
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
@@ -467,42 +462,38 @@ class AsyncSQLAlchemyStore(_StoreBase):
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             async_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_async_engine(url, **engine_options(url, async_kwargs)))
-        forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
-        store = None
-        threaded = None
-        try:
-            store = cls(
-                engine,
+        sync_url = threaded_sqlite_url(url)
+
+        def threaded() -> Engine | None:
+            if sync_url is None:
+                return None
+            sync_kwargs = engine_kwargs
+            if index is not None:
+                sync_kwargs = sqlite_vec_engine_options(sync_url, engine_kwargs)
+            return configure_engine(
+                create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
+            )
+
+        def attach(store: AsyncSQLAlchemyStore, sync_engine: Engine) -> None:
+            store._threaded = in_schema(sync_engine, schema)
+            if index is not None and store._distance in store.sql.native_distances:
+                # Batches run there: so does the ranking.
+                store._native_vectors = store.sql.native_vectors(sync_engine)
+
+        async with aowned(
+            engine,
+            lambda owned_engine: cls(
+                owned_engine,
                 index=index,
                 ttl=ttl,
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
-            )
-            sync_url = threaded_sqlite_url(url)
-            if sync_url is not None:
-                sync_kwargs = engine_kwargs
-                if index is not None:
-                    sync_kwargs = sqlite_vec_engine_options(sync_url, engine_kwargs)
-                threaded = configure_engine(
-                    create_engine(sync_url, **engine_options(sync_url, sync_kwargs))
-                )
-                forks.renew_pool_in_children(threaded)
-                store._threaded = in_schema(threaded, schema)
-                # Its own engine: batches may keep a connection of it between them
-                # (runtime.kept), given back below before it is disposed.
-                store._runtime.keep_connection = True
-                if index is not None and store._distance in store.sql.native_distances:
-                    # Batches run there: so does the ranking.
-                    store._native_vectors = store.sql.native_vectors(threaded)
+            ),
+            threaded,
+            attach,
+        ) as store:
             yield store
-        finally:
-            if store is not None:
-                await store.stop_ttl_sweeper()
-                store._runtime.release_connections()
-            if threaded is not None:
-                threaded.dispose()
-            await engine.dispose()
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.

@@ -119,3 +119,27 @@ def test_no_public_method_without_its_counterpart() -> None:
         extra = _own_public(cls) - paired - SAME_NAME - shared
         assert extra == set(), (cls.__name__, extra)
     assert _own_public(SQLAlchemySaver) == _own_public(AsyncSQLAlchemySaver)
+
+
+def test_every_public_method_of_both_savers_is_documented() -> None:
+    # The bridges get theirs from checkpoint/twins.py, pointing at the face that holds
+    # the documentation: help() on either face says what the call does.
+    undocumented = [
+        f"{cls.__name__}.{name}"
+        for cls in SAVERS
+        for name in sorted(_own_public(cls))
+        if not inspect.getdoc(getattr(cls, name))
+    ]
+    assert undocumented == []
+
+
+def test_the_bridge_table_names_every_pair_the_savers_implement() -> None:
+    from lg_sqla.checkpoint.twins import FACES
+
+    own = _own_public(SQLAlchemySaver) & _own_public(AsyncSQLAlchemySaver)
+    implemented = {n for n in own if not n.startswith("a") and f"a{n}" in own}
+    assert set(FACES) == implemented - SAME_NAME
+    assert inspect.getdoc(AsyncSQLAlchemySaver.get_tuple) == (
+        "``aget_tuple`` for sync code: run on the saver's event loop, from another thread"
+        " than the loop's own; see ``AsyncSQLAlchemySaver.aget_tuple``."
+    )

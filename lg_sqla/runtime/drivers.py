@@ -15,14 +15,20 @@ atomicity on both paths: tests/integration/test_drivers.py and test_direct_path.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy.engine import Dialect
+from sqlalchemy import event
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.pool import Pool
+from sqlalchemy.util.concurrency import await_, in_greenlet
 
 from lg_sqla import internals
 
@@ -257,3 +263,43 @@ def left_unusable(dialect: Dialect, dbapi_connection: Any) -> bool:
         return check(dbapi_connection)
     except Exception:  # a driver release that changed these attributes
         return False
+
+
+# --- aiosqlite: a connection closed mid-statement keeps its transaction -------------
+#
+# A cancelled task leaves aiosqlite's statement running in the connection's thread,
+# and the sqlite3 cursor it runs on reachable from the CancelledError's traceback.
+# SQLAlchemy then invalidates the connection, and its terminate() closes it: the
+# close waits for the statement, but sqlite3 closes with sqlite3_close_v2, which
+# leaves a connection with an unfinalized statement open as a "zombie" until that
+# statement is finalized (when the garbage collector frees the cursor). A zombie
+# that had begun writing keeps its transaction and SQLite's write lock: every later
+# writer of the file met SQLITE_BUSY for the whole busy_timeout (30 s), and failed
+# with "database is locked" when no collection came within it. Ending the
+# transaction first leaves the zombie with no lock.
+
+_GUARDED: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def guard_invalidation(engine: Engine) -> None:
+    """On an aiosqlite engine, make every invalidation of a pooled connection roll
+    its transaction back before SQLAlchemy closes it; once per pool."""
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) != ("sqlite", "aiosqlite") or engine.pool in _GUARDED:
+        return
+    _GUARDED.add(engine.pool)
+    event.listen(engine.pool, "invalidate", _roll_back_before_close)
+
+
+def _roll_back_before_close(dbapi_connection: Any, _record: Any, _error: Any) -> None:
+    """The ROLLBACK queues behind the statement still running in aiosqlite's thread,
+    and the close behind it. Awaited shielded (as terminate() awaits its close): a
+    second cancellation ends the wait, not the ROLLBACK. Outside a greenlet (the
+    garbage collector's clean-up) nothing can be awaited, and nothing ran there."""
+    if not in_greenlet():
+        return
+    driver_connection = getattr(dbapi_connection, "driver_connection", None)
+    if driver_connection is None:
+        return
+    with contextlib.suppress(Exception):  # (already closed: nothing is held)
+        await_(asyncio.shield(driver_connection.rollback()))

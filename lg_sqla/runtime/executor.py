@@ -40,7 +40,7 @@ from lg_sqla import internals, migrate
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry
 from lg_sqla.runtime.direct import DirectCompiler
-from lg_sqla.runtime.drivers import direct_driver, left_unusable
+from lg_sqla.runtime.drivers import direct_driver, guard_invalidation, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
 from lg_sqla.runtime.routing import Path, Router
 
@@ -220,6 +220,8 @@ class Runtime:
         # before a checkout.
         self._connected = False
         self._writer_locks: dict[Engine, threading.Lock | None] = {}
+        # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
+        self._guarded: set[Engine] = set()
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -451,6 +453,9 @@ class Runtime:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         sync_engine = engine.sync_engine
+        if sync_engine not in self._guarded:
+            guard_invalidation(sync_engine)
+            self._guarded.add(sync_engine)
         lock = self._writer_lock(sync_engine, first, writes)
         if lock is None:  # (most databases: no async context manager per call)
             result: Any = await greenlet_spawn(

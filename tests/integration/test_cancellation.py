@@ -23,7 +23,9 @@ fell.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
+import sqlite3
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -356,3 +358,56 @@ async def test_a_cancelled_call_in_a_worker_thread_ends_before_it_returns(
         assert not tally.errors, _report(tally)
         assert tally.cancelled >= ROUNDS // 3
         await _assert_complete(world)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_cancelled_aiosqlite_call_leaves_no_write_lock(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """Cancelled at each driver call of a writer, on Core, the call's connection holds
+    no write lock once the CancelledError arrives: another connection takes it at
+    once (BEGIN IMMEDIATE, no busy wait). On main, sqlite3 kept the closed connection
+    open (sqlite3_close_v2: a statement of it was never finalized) with its write
+    transaction, until the garbage collector freed the cursor; collections are off
+    here so the check does not depend on when one runs."""
+    engine = _engine(make_engine, _url(backend, "sqlite+aiosqlite"), "lg_sqla", "core")
+    cancels = Cancels()
+    cancels.install(engine.sync_engine)
+    world = _world(engine, seed=5)
+    ops = world.ops()
+    writers = ["aput", "aput_writes", "store.aput", "store.abatch", "cache.aset"]
+    for name in writers:
+        await ops[name]()  # (tables warmed up; aput_writes has a checkpoint)
+    database = sa.make_url(backend.async_url).database
+    assert database, "the SQLite backend is a file"
+    cancelled = 0
+    gc.disable()
+    try:
+        for name in writers:
+            for n in range(1, 30):
+                cancels.arm(n)
+                task = asyncio.ensure_future(ops[name]())
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    cancelled += 1
+                reached = cancels.calls >= n
+                cancels.arm(0)
+                _take_write_lock_at_once(database, f"{name} cancelled at driver call {n}")
+                if not reached:
+                    break
+    finally:
+        gc.enable()
+    assert cancelled >= len(writers)
+    assert _checked_out(engine) == 0
+
+
+def _take_write_lock_at_once(database: str, when: str) -> None:
+    other = sqlite3.connect(database, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    except sqlite3.OperationalError as error:
+        raise AssertionError(f"{when}: the write lock is still held ({error})") from error
+    finally:
+        other.close()

@@ -27,8 +27,8 @@ test:
 # sync and async, in .venv-min: the lowest SQLAlchemy and Alembic versions pyproject.toml
 # allows (pins derived from its lower bounds by tests/min_versions.py). .ci/run runs it
 # after `make test`.
-MIN_VERSIONS_TESTS := tests/integration/test_conformance.py tests/integration/test_graphs.py \
-	tests/integration/test_entry_point_urls.py
+MIN_VERSIONS_TESTS := tests/integration/checkpoint/test_conformance.py tests/integration/checkpoint/test_graphs.py \
+	tests/integration/schema/test_entry_point_urls.py
 
 test-min:
 	bash tests/bootstrap.sh --min-versions && \

@@ -19,7 +19,7 @@ cache) and the last, and the sizes of the direct path's caches (``DirectCompiler
 compiled forms, path decisions; ``DialectOps``: the statements counted as cached).
 Prints one JSON line per kind (and the growth so far at every tenth of the calls, on
 stderr). On main at 69253b6 (before the caches were bounded) ``list_filter`` grew
-about 76 KB per call; ``tests/integration/test_bounded_caches.py`` runs the same
+about 76 KB per call; ``tests/integration/runtime/test_bounded_caches.py`` runs the same
 kinds with fewer calls.
 """
 

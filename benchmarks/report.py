@@ -457,7 +457,7 @@ pending writes and 30 channel values, built with set-based SQL from a thread the
 wrote (sample threads' built rows are compared with the saver's, column by column).
 Each cell: median wall time per call (its growth over the smallest size), and the
 client's thread CPU in ms. A call whose work is bounded by its page stays near 1×;
-`tests/integration/test_query_plans.py` and `test_inspect_plans.py` assert the bounded
+`tests/integration/checkpoint/test_query_plans.py` and `test_inspect_plans.py` assert the bounded
 work with each database's own counters."""
 
 

@@ -74,7 +74,7 @@ def _switch_to_wal(cursor: Any, sleep: Callable[[float], None]) -> None:
     result in a deadlock, it will go ahead and return SQLITE_BUSY to the
     application instead of invoking the busy handler." Several threads or processes
     opening one new file together met this in 4 to 8% of their starts
-    (tests/integration/test_sqlite_first_connections.py). The failed statement has
+    (tests/integration/runtime/test_sqlite_first_connections.py). The failed statement has
     released its locks, so running it again is safe, and it soon succeeds: once one
     connection has switched the file (WAL is persistent), the pragma finds it in WAL
     mode and takes no write lock. Bounded by the busy timeout.

@@ -10,7 +10,7 @@ driver (psycopg2, asyncpg, pg8000, mysqlclient, MariaDB Connector/Python, a
 third-party dialect...) runs every plan through SQLAlchemy Core, which knows it.
 
 Adding a driver here means running the whole suite on it (conformance, graphs,
-atomicity on both paths: tests/integration/test_drivers.py and test_direct_path.py).
+atomicity on both paths: tests/integration/runtime/test_drivers.py and test_direct_path.py).
 """
 
 from __future__ import annotations

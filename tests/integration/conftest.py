@@ -7,8 +7,19 @@ checked for leaked connections at teardown.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+
+# The test modules live in one folder per concern (checkpoint/, store/, runtime/, ...)
+# and some import each other by module name (`from test_cli import run_cli`), as the
+# shared helpers of this folder are imported (`from backends import Backend`): every
+# concern folder is on the path. Basenames are therefore unique across the folders.
+sys.path.extend(
+    str(room)
+    for room in sorted(Path(__file__).resolve().parent.iterdir())
+    if room.is_dir() and any(room.glob("test_*.py")) and str(room) not in sys.path
+)
 
 import pytest
 import sqlalchemy as sa

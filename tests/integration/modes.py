@@ -50,14 +50,20 @@ def async_name(target: object, name: str) -> str:
     return f"a{name}" if hasattr(target, f"a{name}") else name
 
 
+def call_sync(target: object, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``target.name(*args, **kwargs)``, blocking, for a thread without an event loop
+    (what :func:`call` does in sync mode); generators are collected into lists."""
+    result = getattr(target, name)(*args, **kwargs)
+    if inspect.isawaitable(result) or inspect.isasyncgen(result):
+        raise TypeError(f"{type(target).__name__}.{name} is async: not a sync-mode call")
+    return list(result) if inspect.isgenerator(result) else result
+
+
 async def call(target: object, mode: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """``target.name(*args, **kwargs)`` in sync mode, ``await target.aname(...)`` in
     async mode (module docstring); generators are collected into lists."""
     if mode == "sync":
-        result = getattr(target, name)(*args, **kwargs)
-        if inspect.isawaitable(result) or inspect.isasyncgen(result):
-            raise TypeError(f"{type(target).__name__}.{name} is async: not a sync-mode call")
-        return list(result) if inspect.isgenerator(result) else result
+        return call_sync(target, name, *args, **kwargs)
     if mode != "async":
         raise ValueError(f"mode is 'sync' or 'async', not {mode!r}")
     method = async_name(target, name)

@@ -1,6 +1,6 @@
 """Which driver errors are lock conflicts, code by code, decided per database
 (``DialectOps.is_lock_conflict``; the errors a real server raises are in
-tests/integration/test_retries.py)."""
+tests/integration/runtime/test_retries.py)."""
 
 from __future__ import annotations
 

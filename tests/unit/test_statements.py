@@ -95,7 +95,7 @@ def test_column_types_per_dialect() -> None:
 def test_blob_lookup_join_order_is_fixed_where_planners_get_it_wrong() -> None:
     """SQLite, MariaDB and PostgreSQL otherwise read every blob of the thread (see
     dialects.OrderedJoin, PostgresOps.keyed_lookup; measured on the servers by
-    tests/integration/test_query_plans.py)."""
+    tests/integration/checkpoint/test_query_plans.py)."""
 
     def load_sql(name: str) -> str:
         d = DIALECTS[name]

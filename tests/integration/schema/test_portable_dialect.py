@@ -29,7 +29,7 @@ from lg_sqla.models import metadata
 
 pytestmark = pytest.mark.duckdb
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

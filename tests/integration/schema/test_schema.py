@@ -21,7 +21,7 @@ from test_import import official_saver, snapshot_view
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.inspection import Inspector
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def drop_schema(db: Backend, schema: str) -> None:

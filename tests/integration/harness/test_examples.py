@@ -13,7 +13,7 @@ import httpx
 import pytest
 from backends import Backend
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 THREADS = 8
 ROUNDS = 3
 

@@ -23,7 +23,7 @@ from helpers import checkpoint, config, new_thread
 from lg_sqla import SQLAlchemySaver, migrate
 from lg_sqla.models import metadata
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # The `alembic` command (its console script calls alembic.config.main), in a process
 # where SQLAlchemy's own defaults for driverless URLs, psycopg2 and mysqlclient, cannot
 # be imported even where they are installed: a URL that reached them fails the test.

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from backends import Backend
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
-from modes import call
+from modes import call, call_sync
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.checkpoint import codec
@@ -117,7 +117,9 @@ class Party:
             engine = self.backend.engine()
             self._listen(engine)
             try:
-                self.result = call_sync(SQLAlchemySaver(engine, ttl=self.ttl), name, args, kwargs)
+                self.result = call_sync(
+                    SQLAlchemySaver(engine, ttl=self.ttl), name, *args, **kwargs
+                )
             finally:
                 engine.dispose()
 
@@ -160,11 +162,6 @@ class Party:
         if self.error is not None:
             raise self.error
         return self.result
-
-
-def call_sync(saver: SQLAlchemySaver, name: str, args: Any, kwargs: Any) -> Any:
-    result = getattr(saver, name)(*args, **kwargs)
-    return list(result) if name == "list" else result
 
 
 def wait_for(party: Party) -> None:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 from langchain_core.runnables import RunnableConfig
-from modes import Either, saver_on
+from modes import saver_on
 
 from lg_sqla import InvalidInputError
 from lg_sqla.checkpoint.codec import JSON_MAX_DEPTH
@@ -114,10 +114,6 @@ def _row_counts(engine: sa.Engine) -> tuple[int, ...]:
         )
 
 
-async def _call(saver: Either[Any], method: str, args: Any, kwargs: Any) -> None:
-    await getattr(saver, method)(*args, **kwargs)  # a list is read to its end
-
-
 @pytest.mark.parametrize(("field", "method", "args", "kwargs"), CASES, ids=IDS)
 async def test_hostile_input_is_refused_by_name(
     make_engine: EngineFactory,
@@ -132,7 +128,7 @@ async def test_hostile_input_is_refused_by_name(
     counting = make_engine(backend)  # counts rows with a sync engine on the same database
     before = _row_counts(counting)
     with pytest.raises(InvalidInputError, match=field):
-        await _call(saver, method, args, kwargs)
+        await getattr(saver, method)(*args, **kwargs)  # a list is read to its end
     assert _row_counts(counting) == before
 
 

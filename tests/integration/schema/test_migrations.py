@@ -32,7 +32,7 @@ from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.models import checkpoint_blobs, checkpoint_retention, checkpoints, metadata
 from lg_sqla.store import SQLAlchemyStore
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TABLES = {
     "checkpoints",
     "checkpoint_writes",

@@ -38,7 +38,7 @@ from helpers import checkpoint, config, new_thread
 
 from lg_sqla import SQLAlchemySaver
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from benchmarks import scale_level as scale
 
 # Also on a MariaDB database at the server's default charset (conftest.py).

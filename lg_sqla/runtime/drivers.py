@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.pool import Pool
-from sqlalchemy.util.concurrency import await_, in_greenlet
+from sqlalchemy.util.concurrency import await_only, in_greenlet
 
 from lg_sqla import internals
 
@@ -302,4 +302,4 @@ def _roll_back_before_close(dbapi_connection: Any, _record: Any, _error: Any) ->
     if driver_connection is None:
         return
     with contextlib.suppress(Exception):  # (already closed: nothing is held)
-        await_(asyncio.shield(driver_connection.rollback()))
+        await_only(asyncio.shield(driver_connection.rollback()))

@@ -35,11 +35,12 @@ from helpers import assert_conformance, checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, StateGraph
 from sqlalchemy.ext.asyncio import create_async_engine
-from store_helpers import fake_index
+from store_helpers import age_rows_in, fake_index
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.cache import SQLAlchemyCache
+from lg_sqla.models import store_items
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 
@@ -304,9 +305,17 @@ async def test_store_round_trip(target: Target) -> None:
         assert [h.key for h in await call("search", namespace)] == ["otra"]
         # Expiry: timestamps with their time zone through the driver, and the sweep's
         # count (the driver's rowcount). This database has no other store items.
-        await call("put", namespace, "fugaz", {"v": 1}, ttl=0.2 / 60)
+        await call("put", namespace, "fugaz", {"v": 1}, ttl=0.2)
         assert (await call("get", namespace, "fugaz", refresh_ttl=False)) is not None
-        await asyncio.sleep(0.4)
+        # Aged past its TTL (12 s) through this driver, not slept past it.
+        aged = store_items.c.prefix.startswith(namespace[0])
+        by = dt.timedelta(seconds=30)
+        if target.is_async:
+            async with engine.begin() as conn:
+                await conn.run_sync(age_rows_in, store_items, aged, by)
+        else:
+            with engine.begin() as conn:
+                age_rows_in(conn, store_items, aged, by)
         assert (await call("get", namespace, "fugaz", refresh_ttl=False)) is None
         swept = await store.sweep_ttl() if target.is_async else store.sweep_ttl()
         assert swept == 1

@@ -27,6 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from lg_sqla import limits
 from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.types import (
+    MYSQL_TABLE_OPTIONS,
     big_binary,
     json_document,
     key_string,
@@ -90,7 +91,7 @@ class CheckpointRow(Base):
         Index(None, "expires_at"),
         # `list`'s order across threads (revision 0005): a page reads its rows, not the table.
         Index(None, "checkpoint_id", "thread_id", "checkpoint_ns_hash"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -121,7 +122,7 @@ class CheckpointWriteRow(Base):
     __table_args__ = (
         # stats --since: a time window is a range of this index (revision 0005).
         Index(None, "created_at"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -142,7 +143,7 @@ class CheckpointBlobRow(Base):
     blob: Mapped[bytes | None] = mapped_column(big_binary(), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
-    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+    __table_args__ = (MYSQL_TABLE_OPTIONS,)
 
 
 class CheckpointRetentionRow(Base):
@@ -169,7 +170,7 @@ class CheckpointRetentionRow(Base):
     __table_args__ = (
         # The sweep's shortest per-thread TTL is the first entry of this index.
         Index(None, "ttl_minutes"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -203,7 +204,7 @@ class StoreItemRow(Base):
     __table_args__ = (
         Index(None, "expires_at"),
         Index(None, "prefix_head"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -219,7 +220,7 @@ class StoreVectorRow(Base):
     embedding: Mapped[Any] = mapped_column(vector_blob(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
-    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+    __table_args__ = (MYSQL_TABLE_OPTIONS,)
 
 
 class CacheEntryRow(Base):
@@ -237,7 +238,7 @@ class CacheEntryRow(Base):
 
     __table_args__ = (
         Index(None, "expires_at"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 

@@ -24,12 +24,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 import sqlalchemy as sa
 import test_graphs as graphs
-from backends import Backend, assert_no_leaked_connections, new_database
+from backends import MYSQL_DEFAULT_CHARSET, Backend, assert_no_leaked_connections, new_database
 from graph_runner import Runner
 from helpers import assert_conformance, checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
@@ -345,6 +346,38 @@ async def test_node_cache_round_trip(target: Target) -> None:
 
 
 # --- retention: what a sweep reports is what the driver counted -----------------------
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    "driver", [d for d in DRIVERS if d.dialect == "mysql"], ids=lambda d: d.name
+)
+def test_mysql_tables_are_utf8mb4_bin(
+    driver: Driver, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Tables created through any MySQL-family driver's URL, in a database whose
+    default charset is latin1 (MariaDB's own default), have the utf8mb4_bin table
+    collation: mariadb+... URLs included (SQLAlchemy reads table options by the
+    dialect's name, so with mysql_ options alone they got the database's default)."""
+    query = (
+        "SELECT table_name, table_collation FROM information_schema.tables "
+        "WHERE table_schema = DATABASE() AND table_name <> 'lg_sqla_alembic_version'"
+    )
+    for backend in new_database(request, MYSQL_DEFAULT_CHARSET, tmp_path):
+        url = driver.url(backend)
+        if driver.is_async:
+            asyncio.run(_migrate_async(url))
+        else:
+            _migrate(url)
+        engine = sa.create_engine(backend.sync_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(query).all()
+        finally:
+            engine.dispose()
+        collations = {str(name): str(collation) for name, collation in rows}
+        assert {"checkpoints", "store_items", "cache_entries"} <= collations.keys()
+        assert set(collations.values()) == {"utf8mb4_bin"}, collations
 
 
 async def test_sweep_reports_the_rows_it_removed(target: Target) -> None:

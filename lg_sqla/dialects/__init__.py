@@ -130,7 +130,7 @@ def store_sql_for(dialect_ops: DialectOps) -> StoreSQL:
     if isinstance(dialect_ops, MySQLOps):
         return MySQLStoreSQL(dialect_ops)
     if isinstance(dialect_ops, PostgresOps):
-        return PostgresStoreSQL()
+        return PostgresStoreSQL(dialect_ops)
     if isinstance(dialect_ops, SQLiteOps):
         return SQLiteStoreSQL()
     return StoreSQL()

@@ -175,20 +175,28 @@ def threads(
     candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
     next_offset: int | None = None
     decoded = 0
-    if query.values:
-        ids, next_offset, decoded = yield from _scan(
-            ctx, candidates, query.values, offset, limit, scan_limit
-        )
+    # Distributed (Citus): the page's ids first, then their rows (a statement each):
+    # Citus runs no subquery correlated to a page computed across shards.
+    two_steps = ctx.dialect_ops.distributed and not query.values
+    if query.values or two_steps:
+        if query.values:
+            ids, next_offset, decoded = yield from _scan(
+                ctx, candidates, query.values, offset, limit, scan_limit
+            )
+        else:
+            ids = yield from _page_ids(candidates, limit, offset)
         listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
         page = listed.group_by(C.c.thread_id).subquery("page")
     else:
         page = candidates.limit(limit + 1).offset(offset).subquery("page")
-    in_sql = count and not query.values
+    in_sql = count and not query.values and not two_steps
     needs_metadata = any(p[0] == "metadata" for p in paths.values())
     stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
-    only = not query.values and not paths
+    only = not query.values and not paths and not two_steps
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
     total = _int(rows[0].total) if in_sql and rows else None
+    if count and two_steps:
+        total = yield from _count_of(keys)
     found = [r for r in rows if r.thread_id is not None]
     if not query.values:
         next_offset = offset + limit if len(found) > limit else None
@@ -200,6 +208,18 @@ def threads(
         items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _page_ids(candidates: sa.Select[Any], limit: int, offset: int) -> Plan[list[str]]:
+    """The thread ids of the page (and one more: whether a next page exists)."""
+    step = Step(candidates.limit(limit + 1).offset(offset), fetch=True)
+    return [str(r.thread_id) for r in (yield step).rows]
+
+
+def _count_of(keys: sa.Select[Any]) -> Plan[int]:
+    stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
+    rows = (yield Step(stmt, fetch=True)).rows
+    return _int(rows[0][0])
 
 
 def _info(r: Any) -> ThreadInfo:

@@ -233,8 +233,9 @@ class Runtime:
         self._writer_locks = {}
 
     def set_up(self) -> None:
-        """The owner's ``setup()`` connected and brought the schema to head."""
-        self._connected = True
+        """The owner's ``setup()`` connected and brought the schema to head (a dialect
+        that learns its server still asks it on the first call: ``learn_server``)."""
+        self._connected = not self.dialect_ops.learns_server
         self.schema_checked = True
 
     # --- sync ------------------------------------------------------------------
@@ -286,6 +287,7 @@ class Runtime:
         checked (``SchemaError`` names the fix), once."""
         self._connected = True
         self.prepare_session(connection.engine, connection.connection, connection)
+        self.dialect_ops.learn_server(connection)
         if not self.schema_checked:
             migrate.check_schema(connection)
             self.schema_checked = True

@@ -267,7 +267,9 @@ def check_schema(connection: Connection) -> None:
     refused = dialect_ops.migrations_refused(connection)
     if refused is not None:
         # A Citus worker: the schema is the coordinator's to set up.
-        raise SchemaError(f"lg_sqla's schema here is at revision {current!r}, not {head!r}: {refused}")
+        raise SchemaError(
+            f"lg_sqla's schema here is at revision {current!r}, not {head!r}: {refused}"
+        )
     if dialect_ops.is_read_only(connection):
         # setup() cannot run here: the schema comes from the primary (a replica
         # follows it), and a replica only lags if replication does.

@@ -278,7 +278,9 @@ class DialectOps:
         worker: the coordinator); None where they can."""
         return None
 
-    def after_migrations(self, connection: Connection, tables: list[str], version_table: str) -> None:
+    def after_migrations(
+        self, connection: Connection, tables: list[str], version_table: str
+    ) -> None:
         """In the migration's transaction, after the revisions ran: ``tables`` are
         lg_sqla's (the models'), in dependency order. Here nothing."""
 

@@ -148,9 +148,7 @@ def distribute(
         placement = PLACEMENT[table]
         colocate = placement.colocate_with
         connection.execute(
-            sa.text(
-                "SELECT create_distributed_table(:table, :column, colocate_with => :colocate)"
-            ),
+            sa.text("SELECT create_distributed_table(:table, :column, colocate_with => :colocate)"),
             {
                 "table": _qualified(connection, schema, table),
                 "column": placement.column,

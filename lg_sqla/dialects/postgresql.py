@@ -314,7 +314,9 @@ class PostgresOps(OnConflictOps):
             "stores may then run on any node"
         )
 
-    def after_migrations(self, connection: Connection, tables: list[str], version_table: str) -> None:
+    def after_migrations(
+        self, connection: Connection, tables: list[str], version_table: str
+    ) -> None:
         # Citus: a table a revision created joins the others' distribution.
         if has_citus_uncached(connection):
             schema = connection.get_execution_options().get("schema_translate_map", {}) or {}

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
-from modes import Either, saver_on
 from citus import create_citus_database, drop_citus_database
+from modes import Either, saver_on
 from servers import create_database, drop_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 

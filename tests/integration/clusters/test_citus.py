@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import json
 import re
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,7 +93,7 @@ from test_thread_search import (
     test_value_filters_nested_metadata_and_counts,
 )
 
-from lg_sqla import SQLAlchemySaver, migrate
+from lg_sqla import SQLAlchemySaver, cli, migrate
 from lg_sqla.dialects.citus import PLACEMENT, distribute, distributed_tables
 from lg_sqla.distributing import distribute_on_citus
 from lg_sqla.errors import SchemaError
@@ -203,17 +202,17 @@ def test_every_table_is_distributed_co_located_and_at_head(distributed: Backend)
     try:
         with engine.connect() as conn:
             kinds = distributed_tables(conn, None)
-            groups = dict(
+            groups: dict[str, int] = dict(
                 conn.exec_driver_sql(
                     "SELECT logicalrelid::regclass::text, colocationid FROM pg_dist_partition"
                 ).all()
             )
-            shards = dict(
+            shards: dict[str, int] = dict(
                 conn.exec_driver_sql(
                     "SELECT logicalrelid::regclass::text, count(*) FROM pg_dist_shard GROUP BY 1"
                 ).all()
             )
-            columns = dict(
+            columns: dict[str, str] = dict(
                 conn.exec_driver_sql(
                     "SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, "
                     "partkey) FROM pg_dist_partition WHERE partkey IS NOT NULL"
@@ -246,20 +245,26 @@ def _fill(savers: list[SQLAlchemySaver], tag: str) -> list[str]:
             cp = checkpoint({"m": [n, step], "n": n}, {"m": step + 1, "n": 1})
             if n == 3 and step == n % 4:  # its head: a step that triggered a node
                 cp["updated_channels"] = ["branch:to:agent"]
-            meta = {"suite": tag, "step": step, "source": "loop", "n": n % 2}
+            meta: Any = {"suite": tag, "step": step, "source": "loop", "n": n % 2}
             parents = [
-                s.put(p, dict(cp), dict(meta), {"m": step + 1}) for s, p in zip(savers, parents)
+                s.put(p, cp.copy(), meta.copy(), {"m": step + 1})
+                for s, p in zip(savers, parents, strict=True)
             ]
-            for s, p in zip(savers, parents):
+            for s, p in zip(savers, parents, strict=True):
                 s.put_writes(p, [("m", f"w{n}-{step}")], f"task-{step}")
         status_write = {1: INTERRUPT, 2: ERROR}.get(n % 3)
         sub = checkpoint({"x": 1})
-        for s, p in zip(savers, parents):
+        for s, p in zip(savers, parents, strict=True):
             if status_write is not None:
                 s.put_writes(p, [(status_write, "why")], "task-status")
             if n == 4:
-                s.put(config(thread_id, "sub:1"), dict(sub), {"suite": tag}, {"x": 1})
+                s.put(config(thread_id, "sub:1"), sub.copy(), _meta(suite=tag), {"x": 1})
     return threads
+
+
+def _meta(**items: Any) -> Any:
+    """Checkpoint metadata with keys of the test's own (LangGraph's type names its own)."""
+    return items
 
 
 def _tuple_key(t: CheckpointTuple) -> Any:
@@ -295,7 +300,10 @@ def _answers(saver: SQLAlchemySaver, tag: str, threads: list[str]) -> dict[str, 
         page = inspector.threads(filter={"suite": tag}, order=order, limit=4, count=True)
         rest = inspector.threads(filter={"suite": tag}, order=order, limit=4, offset=4)
         out[f"threads_{order}"] = (
-            [(t.thread_id, t.status, t.checkpoints, t.namespaces) for t in page.threads + rest.threads],
+            [
+                (t.thread_id, t.status, t.checkpoints, t.namespaces)
+                for t in page.threads + rest.threads
+            ],
             page.next_offset,
             page.total,
         )
@@ -384,15 +392,13 @@ def _sweeps_and_cli(plain: Backend, citus: Backend) -> None:
 
 
 def _cli(url: str, *args: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "lg_sqla", "--url", url, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, (args, done.stderr)
-    return json.loads(done.stdout)
+    """A CLI command's JSON, run in this process (its entry point is tested in
+    test_cli.py: a process each would cost a second of imports here)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["--url", url, *args])
+    assert code == 0, (args, out.getvalue())
+    return json.loads(out.getvalue())
 
 
 def _without_times(value: Any) -> Any:
@@ -431,15 +437,13 @@ class Sent:
         return any("PREPARE TRANSACTION" in c for c in self.commands)
 
 
-_SHARD = re.compile(r"\b(?:%s)_(\d+)\b" % "|".join(TABLES))
+_SHARD = re.compile(r"\b(?:" + "|".join(TABLES) + r")_(\d+)\b")
 
 
 @pytest.fixture
 def sent(make_engine: Any, distributed: Backend) -> Iterator[tuple[sa.Engine, Sent]]:
     """An engine whose sessions log the commands Citus sends the workers, into ``Sent``."""
-    engine = make_engine(
-        distributed, connect_args={"options": "-c citus.log_remote_commands=on"}
-    )
+    engine = make_engine(distributed, connect_args={"options": "-c citus.log_remote_commands=on"})
     log = Sent()
 
     @sa.event.listens_for(engine, "connect")
@@ -480,7 +484,8 @@ def test_per_thread_calls_touch_one_shard(sent: tuple[sa.Engine, Sent]) -> None:
     parent = config(thread_id)
     saver.get_tuple(parent)  # the first call learns the server and checks the schema
     for step in range(3):
-        parent = saver.put(parent, checkpoint({"m": [step]}), {"step": step}, {"m": step + 1})
+        cp = checkpoint({"m": [step], "n": [1]}, {"m": step + 1, "n": 1})
+        parent = saver.put(parent, cp, {"step": step}, {"m": step + 1, "n": 1})
         saver.put_writes(parent, [("m", step)], "task")
     _one_shard(log, lambda: saver.put_writes(parent, [("m", 1), ("n", 2)], "t2"))
     _one_shard(log, lambda: saver.get_tuple(config(thread_id)))
@@ -489,11 +494,11 @@ def test_per_thread_calls_touch_one_shard(sent: tuple[sa.Engine, Sent]) -> None:
     _one_shard(log, lambda: list(saver.list(config(thread_id), before=parent)))
     _one_shard(log, lambda: Inspector(saver).history(thread_id))
     _one_shard(log, lambda: saver.prune([thread_id], strategy="keep_latest"))
-    # A put: its blobs and checkpoint on the thread's shards (measured: through the
-    # coordinator, committed in two phases on that one worker; docs/scaling.md).
-    cp = checkpoint({"m": [9]})
-    put = _sends(log, lambda: saver.put(parent, cp, {"step": 9}, {"m": 10}))
-    assert len(put.shard_groups()) == 1, put.commands
+    # A put, with a new version and one named from its parent (locked, not rewritten):
+    cp = checkpoint({"m": [9], "n": [1]}, {"m": 10, "n": 1})
+    put = _one_shard(log, lambda: saver.put(parent, cp, {"step": 9}, {"m": 10}))
+    assert sum("INSERT INTO" in c and "checkpoint_blobs" in c for c in put.commands) == 1
+    assert saver.get_tuple(config(thread_id, checkpoint_id=cp["id"])) is not None
     _one_shard(log, lambda: saver.delete_thread(thread_id))
     assert saver.get_tuple(config(thread_id)) is None
     # A cross-thread list does fan out: what is measured is what is sent.
@@ -553,7 +558,7 @@ def test_upgrade_and_downgrade_on_distributed_tables(
                 migrate.downgrade_connection(conn, _OLD)
             with engine.connect() as conn:
                 assert migrate.current_revision(conn) == _OLD
-                stored = conn.exec_driver_sql("SELECT embedding FROM store_vectors").scalar()
+                stored = conn.exec_driver_sql("SELECT embedding FROM store_vectors").scalar_one()
                 assert bytes(stored) == b"\x00\x00\x80\x3f\x00\x00\x00\xc0"
                 assert "checkpoint_retention" not in distributed_tables(conn, None)
             migrate.upgrade(engine)
@@ -579,7 +584,7 @@ def test_a_worker_names_the_coordinator(
     with SQLAlchemySaver.from_conn_string(on_worker) as saver:
         saver.setup()  # at head (the version table is on every node): nothing to do
         thread_id = new_thread()
-        saver.put(config(thread_id), checkpoint({"a": 1}), {"w": thread_id}, {"a": 1})
+        saver.put(config(thread_id), checkpoint({"a": 1}), _meta(w=thread_id), {"a": 1})
         assert saver.get_tuple(config(thread_id)) is not None
         page = Inspector(saver).threads(filter={"w": thread_id})  # across shards, too
         assert [t.thread_id for t in page.threads] == [thread_id]
@@ -591,7 +596,9 @@ def test_a_worker_names_the_coordinator(
             citus.workers[1], "psycopg", sa.make_url(db.sync_url).database
         )
         with SQLAlchemySaver.from_conn_string(empty_on_worker) as saver:
-            with pytest.raises(SchemaError, match=f"coordinator \\(127.0.0.1:{coordinator_port}\\)"):
+            with pytest.raises(
+                SchemaError, match=f"coordinator \\(127.0.0.1:{coordinator_port}\\)"
+            ):
                 saver.setup()
             with pytest.raises(SchemaError, match="Citus worker"):
                 saver.get_tuple(config(new_thread()))

@@ -241,11 +241,11 @@ def _put_routed(ctx: Context, rows: _PutRows) -> Plan[None]:
             blob_rows = rows.all_blobs(ctx)
     if blob_rows:
         shape = bulk_rows_shape(blob_rows)
-        statement = ctx.dialect_ops.cached(
+        insert = ctx.dialect_ops.cached(
             ("put blobs", shape),
             lambda: ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=shape),
         )
-        yield Step(statement, bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
+        yield Step(insert, bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
     yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 

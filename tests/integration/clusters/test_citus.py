@@ -246,6 +246,7 @@ def _fill(savers: list[SQLAlchemySaver], tag: str) -> list[str]:
             if n == 3 and step == n % 4:  # its head: a step that triggered a node
                 cp["updated_channels"] = ["branch:to:agent"]
             meta: Any = {"suite": tag, "step": step, "source": "loop", "n": n % 2}
+            meta["run_id"] = f"{tag}-run-{n % 2}"
             parents = [
                 s.put(p, cp.copy(), meta.copy(), {"m": step + 1})
                 for s, p in zip(savers, parents, strict=True)
@@ -380,11 +381,17 @@ def _sweeps_and_cli(plain: Backend, citus: Backend) -> None:
                 ]
             )
         assert [_without_times(o) for o in outputs[0]] == [_without_times(o) for o in outputs[1]]
+        # Runs span threads on several shards (its blobs locked a thread at a time).
+        for saver in savers:
+            saver.delete_for_runs([f"{tag}-run-1"])
+        left = [[_tuple_key(t) for t in s.list(None, filter={"suite": tag})] for s in savers]
+        assert left[0] == left[1] and len(left[0]) > 0
+        assert all(t[3]["run_id"] == f"{tag}-run-0" for t in left[0] if "run_id" in t[3])
         reports = [s.sweep(dt.timedelta(0), strategy="keep_latest", keep_last=1) for s in savers]
         assert reports[0].removed == reports[1].removed and reports[0].removed.checkpoints > 0
         reports = [s.sweep(dt.timedelta(0)) for s in savers]
         assert reports[0].removed == reports[1].removed
-        assert reports[0].removed.threads == len(threads)
+        assert reports[0].removed.threads == len({t[0]["thread_id"] for t in left[0]}) == 3
         assert [list(s.list(None)) for s in savers] == [[], []]
     finally:
         for engine in engines:

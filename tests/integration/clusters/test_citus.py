@@ -94,6 +94,7 @@ from test_thread_search import (
 )
 
 from lg_sqla import SQLAlchemySaver, cli, migrate
+from lg_sqla.cache import SQLAlchemyCache
 from lg_sqla.dialects.citus import PLACEMENT, distribute, distributed_tables
 from lg_sqla.distributing import distribute_on_citus
 from lg_sqla.errors import SchemaError
@@ -526,6 +527,13 @@ def test_store_key_operations_touch_one_shard(sent: tuple[sa.Engine, Sent]) -> N
     _one_shard(log, lambda: store.get(namespace, "a"))
     _one_shard(log, lambda: store.delete(namespace, "a"))
     assert store.get(namespace, "b") is not None and store.get(namespace, "a") is None
+    # The node cache, by its namespace: one shard a namespace too.
+    cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
+    cached = ("node", uuid.uuid4().hex[:8])
+    cache.get([(cached, "warm-up")])
+    _one_shard(log, lambda: cache.set({(cached, "k1"): (1, None), (cached, "k2"): (2, None)}))
+    _one_shard(log, lambda: cache.get([(cached, "k1"), (cached, "k2")]))
+    _one_shard(log, lambda: cache.clear([cached]))
     # Two namespaces: their two shards (or one, when they hash alike), no more.
     other = ("citus", uuid.uuid4().hex[:8])
     both = _sends(log, lambda: store.batch([PutOp(namespace, "e", {}), PutOp(other, "e", {})]))

@@ -184,6 +184,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe.
         Read-only savers only check the schema."""
         await migrate.aset_up(self.engine, read_only=self.read_only)
+        await self._runtime.alearn(self.engine)
         self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------

@@ -180,7 +180,9 @@ def put(
         values=values,
         versions=document["channel_versions"],
     )
-    if ctx.dialect_ops.writes_in_one_statement:
+    if ctx.dialect_ops.distributed:
+        yield from _put_routed(ctx, rows)
+    elif ctx.dialect_ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
     elif ctx.dialect_ops.native_upsert:
         yield from _put_in_steps(ctx, rows)
@@ -216,6 +218,35 @@ def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
         if not rows.named or complete.check_stored(done.rowcount, attempt):
             return
         blob_rows = rows.all_blobs(ctx)
+
+
+def _put_routed(ctx: Context, rows: _PutRows) -> Plan[None]:
+    """Distributed tables (Citus): statements each routed whole to the thread's shards,
+    in one transaction on one worker. (The one-statement put's ``INSERT ... SELECT``
+    over CTEs is run through the coordinator, with a two-phase commit.) The named blobs
+    that exist are locked first (``complete.held_blobs``), so a deleter waits for the
+    put or the put sees the row gone; when one is missing every named blob is written."""
+    blob_rows = rows.blobs
+    if rows.named:
+        statement = ctx.dialect_ops.cached(
+            ("held blobs", len(rows.named)), lambda: complete.held_blobs(len(rows.named))
+        )
+        params = {
+            _CHECKPOINT_PARAMS[n]: rows.checkpoint[n] for n in ("thread_id", "checkpoint_ns_hash")
+        }
+        held = yield Step(statement, {**params, **complete.key_params(rows.named)}, fetch=True)
+        present = {(r.channel, r.version) for r in held.rows}
+        new = {(r["channel"], r["version"]) for r in blob_rows}
+        if set(rows.named) - present - new:
+            blob_rows = rows.all_blobs(ctx)
+    if blob_rows:
+        shape = bulk_rows_shape(blob_rows)
+        insert = ctx.dialect_ops.cached(
+            ("put blobs", shape),
+            lambda: ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=shape),
+        )
+        yield Step(insert, bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 
 def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:

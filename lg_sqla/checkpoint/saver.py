@@ -174,6 +174,7 @@ class SQLAlchemySaver(SaverBase):
             ...     saver.setup()
         """
         migrate.set_up(self.engine, read_only=self.read_only)
+        self._runtime.learn(self.engine)
         self._runtime.set_up()
 
     # --- the checkpointer contract ----------------------------------------------

@@ -241,6 +241,7 @@ def versioned_blobs(
             B.c.channel == channel,
             B.c.version == version,
         ),
+        one_thread=thread is not None,
     )
     joined = ordered_join(ordered_join(rows, pairs, sa.true()), blob, blob_on)
     return VersionedBlobs(joined, channel, version, blob)
@@ -302,6 +303,7 @@ def select_load(
                 W.c.checkpoint_id == checkpoint_id,
                 *extra,
             ),
+            one_thread=thread is not None,
         )
         return sa.select(
             _kind(kind),

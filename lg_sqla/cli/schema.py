@@ -59,6 +59,12 @@ def register(commands: Commands) -> None:
     part.add_argument(
         "--partitions", type=positive, required=True, help="partitions per table, e.g. 16"
     )
+    commands.add(
+        "distribute",
+        "Citus: set up lg_sqla's tables on the coordinator and distribute them, co-located "
+        "(checkpoints by thread_id, the store by namespace; docs/scaling.md)",
+        distribute,
+    )
 
 
 def _sql_option(parser: argparse.ArgumentParser) -> None:
@@ -261,4 +267,14 @@ def partition(args: argparse.Namespace) -> int:
         f"lg_sqla schema at head; checkpoints, checkpoint_writes and checkpoint_blobs "
         f"hash-partitioned by thread_id into {args.partitions} partitions each"
     )
+    return 0
+
+
+def distribute(args: argparse.Namespace) -> int:
+    from lg_sqla.distributing import distribute_on_citus
+
+    with sync_saver(args) as saver:
+        changed = distribute_on_citus(saver.engine)
+    done = ", ".join(changed) if changed else "nothing to do: every table was distributed"
+    print(f"lg_sqla schema at head; distributed on Citus: {done}")
     return 0

@@ -117,6 +117,9 @@ class DialectOps:
     # True: the checkpoint tables can be hash-partitioned by thread_id
     # (lg_sqla.partitioning; PostgreSQL's declarative partitioning).
     partitions_by_thread = False
+    # True: the tables are distributed over servers (Citus; known after `learn_server`):
+    # cross-thread statements take the shapes a distributed planner can run.
+    distributed = False
     # The writes table of LangGraph's own saver for this database ("checkpoints" is its
     # checkpoints table everywhere); None: LangGraph ships no saver for it.
     official_writes_table: str | None = None
@@ -212,12 +215,13 @@ class DialectOps:
         raise NotImplementedError
 
     def keyed_lookup(
-        self, table: sa.Table, on: ColumnElement[bool]
+        self, table: sa.Table, on: ColumnElement[bool], *, one_thread: bool = True
     ) -> tuple[FromClause, ColumnElement[bool]]:
         """``table``'s rows matching ``on``, looked up once per row of what comes before
         it in an ``ordered_join`` (``on`` binds the table's key to those rows): the
         FROM item to join and its join condition. Here the table and ``on`` themselves,
-        whose order ``ordered_join`` keeps."""
+        whose order ``ordered_join`` keeps. ``one_thread``: the rows before it are of
+        one thread, named by a bound value."""
         return table, on
 
     def page_cte(self, page: sa.Select[Any]) -> CTE:
@@ -268,6 +272,25 @@ class DialectOps:
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         """Hold a lock that serializes schema migrations across processes."""
         yield
+
+    def migrations_refused(self, connection: Connection) -> str | None:
+        """Why migrations cannot run on this server, naming where they can (a Citus
+        worker: the coordinator); None where they can."""
+        return None
+
+    def after_migrations(
+        self, connection: Connection, tables: list[str], version_table: str
+    ) -> None:
+        """In the migration's transaction, after the revisions ran: ``tables`` are
+        lg_sqla's (the models'), in dependency order. Here nothing."""
+
+    # Whether `learn_server` asks the server something: the runtime then calls it on
+    # the owner's first connection, even after its setup().
+    learns_server = False
+
+    def learn_server(self, connection: Connection) -> None:
+        """What the dialect needs to know of the server before building statements
+        (PostgreSQL: whether Citus distributes the tables), asked once per engine."""
 
     # Whether `prepare_session` does anything: the runtime calls it on each checkout
     # only where it does.

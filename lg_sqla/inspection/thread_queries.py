@@ -160,7 +160,8 @@ def threads(
     rows of the threads it passes over, not the table); ``filter``, ``status``, the
     ``created_*`` windows and the other orders take one pass over the threads, the
     status by key lookups on each thread's latest checkpoint. ``count`` adds the number
-    of threads matching the filters.
+    of threads matching the filters. On distributed tables (Citus): the page's ids,
+    then their rows, then the count, a statement each.
     """
     _check_page(limit, offset)
     if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
@@ -173,22 +174,20 @@ def threads(
     query = _search(filter, values, status, windows or Windows())
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
-    next_offset: int | None = None
-    decoded = 0
-    if query.values:
-        ids, next_offset, decoded = yield from _scan(
-            ctx, candidates, query.values, offset, limit, scan_limit
-        )
-        listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
-        page = listed.group_by(C.c.thread_id).subquery("page")
-    else:
-        page = candidates.limit(limit + 1).offset(offset).subquery("page")
-    in_sql = count and not query.values
+    # Distributed (Citus): the page's ids first, then their rows (a statement each):
+    # Citus runs no subquery correlated to a page computed across shards.
+    two_steps = ctx.dialect_ops.distributed and not query.values
+    page, next_offset, decoded = yield from _page_of(
+        ctx, candidates, query, two_steps, (limit, offset, scan_limit)
+    )
+    in_sql = count and not query.values and not two_steps
     needs_metadata = any(p[0] == "metadata" for p in paths.values())
     stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
-    only = not query.values and not paths
+    only = not query.values and not paths and not two_steps
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
     total = _int(rows[0].total) if in_sql and rows else None
+    if count and two_steps:
+        total = yield from _count_of(keys)
     found = [r for r in rows if r.thread_id is not None]
     if not query.values:
         next_offset = offset + limit if len(found) > limit else None
@@ -200,6 +199,38 @@ def threads(
         items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _page_of(
+    ctx: Context,
+    candidates: sa.Select[Any],
+    query: _Search,
+    two_steps: bool,
+    bounds: tuple[int, int, int],
+) -> Plan[tuple[sa.Subquery, int | None, int]]:
+    """The page's threads as a subquery (one more than ``limit``: whether a next page
+    exists), the next offset where a ``values`` scan set it, and how many threads it
+    decoded. With ``values`` or ``two_steps``, the ids are read first (statements)."""
+    limit, offset, scan_limit = bounds
+    if not (query.values or two_steps):
+        return candidates.limit(limit + 1).offset(offset).subquery("page"), None, 0
+    next_offset: int | None = None
+    decoded = 0
+    if query.values:
+        ids, next_offset, decoded = yield from _scan(
+            ctx, candidates, query.values, offset, limit, scan_limit
+        )
+    else:
+        step = Step(candidates.limit(limit + 1).offset(offset), fetch=True)
+        ids = [str(r.thread_id) for r in (yield step).rows]
+    listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
+    return listed.group_by(C.c.thread_id).subquery("page"), next_offset, decoded
+
+
+def _count_of(keys: sa.Select[Any]) -> Plan[int]:
+    stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
+    rows = (yield Step(stmt, fetch=True)).rows
+    return _int(rows[0][0])
 
 
 def _info(r: Any) -> ThreadInfo:

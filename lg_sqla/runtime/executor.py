@@ -233,9 +233,24 @@ class Runtime:
         self._writer_locks = {}
 
     def set_up(self) -> None:
-        """The owner's ``setup()`` connected and brought the schema to head."""
+        """The owner's ``setup()`` connected, brought the schema to head and let the
+        dialect learn its server (``learn``)."""
         self._connected = True
         self.schema_checked = True
+
+    def learn(self, engine: Engine) -> None:
+        """In the owner's ``setup()``: what the dialect asks of its server before the
+        first call (``DialectOps.learn_server``: PostgreSQL, whether Citus is there),
+        which the first call otherwise asks."""
+        if self.dialect_ops.learns_server:
+            with engine.connect() as connection:
+                self.dialect_ops.learn_server(connection)
+
+    async def alearn(self, engine: AsyncEngine) -> None:
+        """``learn`` on an ``AsyncEngine``."""
+        if self.dialect_ops.learns_server:
+            async with engine.connect() as connection:
+                await connection.run_sync(self.dialect_ops.learn_server)
 
     # --- sync ------------------------------------------------------------------
 
@@ -286,6 +301,7 @@ class Runtime:
         checked (``SchemaError`` names the fix), once."""
         self._connected = True
         self.prepare_session(connection.engine, connection.connection, connection)
+        self.dialect_ops.learn_server(connection)
         if not self.schema_checked:
             migrate.check_schema(connection)
             self.schema_checked = True

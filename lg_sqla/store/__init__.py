@@ -337,6 +337,7 @@ class SQLAlchemyStore(_StoreBase):
         if not self.read_only:
             with self.engine.begin() as connection:
                 self._vectors_set_up(connection)
+        self._runtime.learn(self.engine)
         self._runtime.set_up()
 
     def _run(
@@ -502,6 +503,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         if not self.read_only:
             async with self.engine.begin() as connection:
                 await connection.run_sync(self._vectors_set_up)
+        await self._runtime.alearn(self.engine)
         self._runtime.set_up()
 
     async def _run(

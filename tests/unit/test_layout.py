@@ -46,6 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "inspection": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
     "importer": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
     "partitioning": FOUNDATION | SCHEMA | {"dialects"},
+    "distributing": FOUNDATION | SCHEMA | {"dialects"},
     "inspect": frozenset({"inspection"}),  # the former name of inspection: a re-export
     "lg_sqla": FOUNDATION,  # the package's __init__
     "cli": frozenset(),  # every concern but __main__: filled in below

@@ -31,6 +31,7 @@ from backends import Backend
 from bound_helpers import migrated_database
 from graph_helpers import build_chat_graph
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from modes import either
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -101,7 +102,7 @@ def start_conversation(db: Backend, title: str) -> str:
         with Session(engine) as session, session.begin():
             session.add(Conversation(title=title, thread_id=thread_id))
             graph = build_chat_graph().compile(checkpointer=saver.bound(session))
-            config = {"configurable": {"thread_id": thread_id}}
+            config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
             graph.invoke({"messages": [HumanMessage("hello")]}, config)
     finally:
         engine.dispose()

@@ -122,7 +122,7 @@ async def test_graph_with_bound_checkpointer_store_and_cache_then_roll_back(
         assert out["recalled"] == sorted(facts)
 
         calls: Counter[int] = Counter()
-        cache = SQLAlchemyCache(engine).bound(connection)
+        cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine).bound(connection)
         cached = either(cached_graph(calls).compile(cache=cache), mode)
         assert await cached.invoke({"x": 7}) == {"x": 7, "y": 14}
         assert await cached.invoke({"x": 7}) == {"x": 7, "y": 14}

@@ -13,8 +13,10 @@ retried inside its transaction.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -209,4 +211,45 @@ async def test_a_lock_conflict_is_raised_once_never_retried(
         assert len(attempts) == 1  # not retried inside the caller's transaction
         if sys.version_info >= (3, 11):
             assert BOUND_CONFLICT_NOTE in raised.value.__notes__
+    assert lg_sqla_rows(clean_backend) == {}
+
+
+async def test_a_writer_on_the_engine_beside_an_open_bound_transaction(
+    clean_backend: Backend, mode: str
+) -> None:
+    """A writer of this process on the engine waits for the caller's transaction (on
+    SQLite, in the database's busy handler, holding the in-process writer lock), and the
+    caller's further bound calls do not wait for that writer: bound calls take no writer
+    lock, or each would wait for the other until busy_timeout."""
+    engine = clean_backend.engine()
+    writer_holds_lock = threading.Event()
+    sa.event.listen(engine, "checkout", lambda *_: writer_holds_lock.set())  # (lock first)
+    writer_errors: list[BaseException] = []  # (SQLite: "database is locked" after 30 s)
+    sa.event.listen(engine, "handle_error", lambda context: writer_errors.append(context))
+    outcome: list[BaseException | None] = []
+
+    def write_on_the_engine() -> None:
+        try:
+            SQLAlchemySaver(engine).pin_thread("engine-writer")
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    writer = threading.Thread(target=write_on_the_engine)
+    try:
+        async with caller_transaction(clean_backend, mode) as connection:
+            saver = either(saver_of(connection, mode), mode)
+            await saver.pin_thread("caller-1")  # (SQLite: the caller holds the write lock)
+            writer.start()
+            await asyncio.to_thread(writer_holds_lock.wait)
+            await saver.pin_thread("caller-2")
+            # Done while the writer still waits in its first attempt: not behind it.
+            assert writer_errors == []
+            assert (await rows_inside(connection))["checkpoint_retention"] >= 2
+        await asyncio.to_thread(writer.join)
+        assert outcome == [None]
+        assert lg_sqla_rows(clean_backend) == {"checkpoint_retention": 1}  # the writer's
+        SQLAlchemySaver(engine).delete_thread("engine-writer")
+    finally:
+        engine.dispose()
     assert lg_sqla_rows(clean_backend) == {}

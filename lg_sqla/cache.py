@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from lg_sqla.dialects import ops_for
 from lg_sqla.engines import in_schema
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.models import cache_entries
+from lg_sqla.models import CacheEntryRow, cache_entries
 from lg_sqla.plans import Plan, Step, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding
@@ -165,9 +165,9 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         ``Session`` for a cache on an ``Engine``, an async one for an ``AsyncEngine``."""
         clone = copy.copy(self)
         if isinstance(self.engine, AsyncEngine):
-            clone._binding = AsyncBinding(target, self._runtime, self.engine)  # type: ignore[arg-type]
+            clone._binding = AsyncBinding(target, self._runtime, self.engine, CacheEntryRow)  # type: ignore[arg-type]
         else:
-            clone._binding = Binding(target, self._runtime, self.engine)  # type: ignore[arg-type]
+            clone._binding = Binding(target, self._runtime, self.engine, CacheEntryRow)  # type: ignore[arg-type]
         return clone
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:

@@ -39,6 +39,7 @@ from lg_sqla.engines import (
     saver_url,
     threaded_sqlite_url,
 )
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
@@ -197,7 +198,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         """
         view = cast(
             AsyncSQLAlchemySaver,
-            self._bound_copy(AsyncBinding(target, self._runtime, self.engine)),
+            self._bound_copy(AsyncBinding(target, self._runtime, self.engine, CheckpointRow)),
         )
         with contextlib.suppress(RuntimeError):  # (its sync methods: the loop it is bound on)
             view.loop = asyncio.get_running_loop()

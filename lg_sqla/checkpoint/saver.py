@@ -32,6 +32,7 @@ from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
@@ -183,7 +184,10 @@ class SQLAlchemySaver(SaverBase):
             ...     session.delete(conversation)
             ...     saver.bound(session).delete_thread(conversation.thread_id)
         """
-        return cast(SQLAlchemySaver, self._bound_copy(Binding(target, self._runtime, self.engine)))
+        return cast(
+            SQLAlchemySaver,
+            self._bound_copy(Binding(target, self._runtime, self.engine, CheckpointRow)),
+        )
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).

@@ -166,7 +166,13 @@ def _note(error: BaseException, note: str) -> None:
 class Binding:
     """An owner bound to a sync ``Connection`` or ``Session`` (module docstring)."""
 
-    def __init__(self, target: SyncTarget, runtime: Runtime, engine: Engine | AsyncEngine):
+    def __init__(
+        self,
+        target: SyncTarget,
+        runtime: Runtime,
+        engine: Engine | AsyncEngine,
+        mapper: type | None = None,
+    ):
         if isinstance(target, (AsyncConnection, AsyncSession)):
             raise InvalidInputError(
                 f"a sync lg_sqla object cannot be bound to an {type(target).__name__}: "
@@ -179,6 +185,9 @@ class Binding:
                 f"the caller commits or rolls back), got {type(target).__name__}"
             )
         self.target = target
+        # A Session's connection for lg_sqla's tables: Session.get_bind() by one of their
+        # mapped classes (``Session(binds={lg_sqla.models.Base: engine})``), else its bind.
+        self._bind_arguments = {"mapper": mapper} if mapper is not None else None
         self._call = _Call(runtime, engine)
         self._lock = _sync_lock(target)
 
@@ -195,14 +204,20 @@ class Binding:
             return target
         if target.autoflush:  # the app's pending rows first, as its own queries see them
             target.flush()
-        return target.connection()
+        return target.connection(bind_arguments=self._bind_arguments)
 
 
 class AsyncBinding:
     """An owner bound to an ``AsyncConnection`` or ``AsyncSession``: the same call as
     :class:`Binding`'s, run on the sync connection in one greenlet (``run_sync``)."""
 
-    def __init__(self, target: AsyncTarget, runtime: Runtime, engine: Engine | AsyncEngine):
+    def __init__(
+        self,
+        target: AsyncTarget,
+        runtime: Runtime,
+        engine: Engine | AsyncEngine,
+        mapper: type | None = None,
+    ):
         if isinstance(target, (Connection, Session)):
             raise InvalidInputError(
                 f"an async lg_sqla object cannot be bound to a {type(target).__name__}: "
@@ -215,6 +230,9 @@ class AsyncBinding:
                 f"transaction the caller commits or rolls back), got {type(target).__name__}"
             )
         self.target = target
+        # A Session's connection for lg_sqla's tables: Session.get_bind() by one of their
+        # mapped classes (``Session(binds={lg_sqla.models.Base: engine})``), else its bind.
+        self._bind_arguments = {"mapper": mapper} if mapper is not None else None
         self._call = _Call(runtime, engine)
 
     async def run(self, source: PlanSource[T]) -> T:
@@ -232,4 +250,4 @@ class AsyncBinding:
             return target
         if target.autoflush:
             await target.flush()
-        return await target.connection()
+        return await target.connection(bind_arguments=self._bind_arguments)

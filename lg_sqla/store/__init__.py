@@ -38,6 +38,7 @@ from lg_sqla import internals, migrate
 from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
+from lg_sqla.models import StoreItemRow
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding
@@ -320,7 +321,10 @@ class SQLAlchemyStore(_StoreBase):
         """This store's batches on your ``Connection`` or ORM ``Session``, inside your
         transaction: each batch in a SAVEPOINT, never committed, rolled back or retried
         by the store (see ``SQLAlchemySaver.bound``; docs/application.md)."""
-        view = cast(SQLAlchemyStore, self._bound_copy(Binding(target, self._runtime, self.engine)))
+        view = cast(
+            SQLAlchemyStore,
+            self._bound_copy(Binding(target, self._runtime, self.engine, StoreItemRow)),
+        )
         view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
         return view
 
@@ -477,7 +481,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemyStore:
         """This store's batches on your ``AsyncConnection`` or ``AsyncSession``, inside
         your transaction; see ``SQLAlchemyStore.bound`` (docs/application.md)."""
-        binding = AsyncBinding(target, self._runtime, self.engine)
+        binding = AsyncBinding(target, self._runtime, self.engine, StoreItemRow)
         view = cast(AsyncSQLAlchemyStore, self._bound_copy(binding))
         view._gatherers = Gatherers(view._abatch_now)
         with contextlib.suppress(RuntimeError):

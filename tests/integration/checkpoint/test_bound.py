@@ -32,8 +32,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.types import Command
 from modes import either
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla import models as lg_sqla_models
 from lg_sqla.models import checkpoint_retention
 from lg_sqla.plans import Plan, Step
 from lg_sqla.runtime.bound import BOUND_CONFLICT_NOTE
@@ -252,4 +255,21 @@ async def test_a_writer_on_the_engine_beside_an_open_bound_transaction(
         SQLAlchemySaver(engine).delete_thread("engine-writer")
     finally:
         engine.dispose()
+    assert lg_sqla_rows(clean_backend) == {}
+
+
+async def test_a_session_with_binds_per_model_is_bound_through_lg_sqlas_models(
+    clean_backend: Backend, mode: str
+) -> None:
+    """A session without a default bind, whose binds name lg_sqla's models (an app with
+    several databases): the bound saver finds its connection as the ORM would."""
+    async with caller_transaction(clean_backend, mode) as connection:
+        if mode == "sync":
+            session: Any = Session(binds={lg_sqla_models.Base: connection})
+            saver: Any = SQLAlchemySaver(connection.engine).bound(session)
+        else:
+            session = AsyncSession(binds={lg_sqla_models.Base: connection})
+            saver = AsyncSQLAlchemySaver(connection.engine).bound(session)
+        await either(saver, mode).pin_thread("bound-by-model")
+        assert await rows_inside(connection) == {"checkpoint_retention": 1}
     assert lg_sqla_rows(clean_backend) == {}

@@ -273,3 +273,40 @@ async def test_a_session_with_binds_per_model_is_bound_through_lg_sqlas_models(
         await either(saver, mode).pin_thread("bound-by-model")
         assert await rows_inside(connection) == {"checkpoint_retention": 1}
     assert lg_sqla_rows(clean_backend) == {}
+
+
+async def test_a_saver_with_a_schema_of_its_own_bound_to_the_callers_connection(
+    clean_backend: Backend, mode: str
+) -> None:
+    """``schema=`` holds for a bound view: its rows go to its schema's tables, and the
+    caller's connection keeps its own options after the call."""
+    if clean_backend.name == "sqlite":
+        pytest.skip("SQLite has no schemas for lg_sqla (schema= raises InvalidInputError there)")
+    schema = f"lgs_{uuid.uuid4().hex[:10]}"
+    engine = clean_backend.engine()
+    try:
+        SQLAlchemySaver(engine, schema=schema).setup()
+        async with caller_transaction(clean_backend, mode) as connection:
+            saver_class = SQLAlchemySaver if mode == "sync" else AsyncSQLAlchemySaver
+            saver = either(saver_class(connection.engine, schema=schema).bound(connection), mode)
+            await saver.pin_thread("in-its-schema")
+            options = (
+                connection if mode == "sync" else connection.sync_connection
+            ).get_execution_options()
+            assert options.get("schema_translate_map") is None  # the caller's, as it was
+            in_schema = sa.select(sa.func.count()).select_from(
+                checkpoint_retention.to_metadata(sa.MetaData(), schema=schema)
+            )
+            assert (await either(connection, mode).execute(in_schema)).scalar_one() == 1
+            assert await rows_inside(connection) == {}  # nothing in the default schema
+        with engine.connect() as check:
+            assert check.execute(in_schema).scalar_one() == 0
+    finally:
+        with engine.begin() as cleanup:
+            quoted = cleanup.dialect.identifier_preparer.quote(schema)
+            kind = "SCHEMA" if clean_backend.name == "postgres" else "DATABASE"
+            cleanup.exec_driver_sql(
+                f"DROP {kind} IF EXISTS {quoted}" + (" CASCADE" if kind == "SCHEMA" else "")
+            )
+        engine.dispose()
+    assert lg_sqla_rows(clean_backend) == {}

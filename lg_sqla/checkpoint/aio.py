@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -19,7 +20,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
@@ -38,7 +39,9 @@ from lg_sqla.engines import (
     saver_url,
     threaded_sqlite_url,
 )
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
 from lg_sqla.sweeper import TaskSweeper
 
@@ -75,6 +78,8 @@ class AsyncSQLAlchemySaver(SaverBase):
     """
 
     engine: AsyncEngine
+    # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
+    _binding: AsyncBinding | None = None
 
     def __init__(
         self,
@@ -172,6 +177,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         ``from_conn_string`` it runs whole on the pysqlite engine in a worker thread).
         Other plans (maintenance, whose progress callbacks run on the loop; inspection)
         stay on the event loop."""
+        if self._binding is not None:
+            return await self._binding.run(source)
         return await self._runtime.arun(
             self.engine,
             source,
@@ -180,9 +187,27 @@ class AsyncSQLAlchemySaver(SaverBase):
             calls_back=not prebuilt,
         )
 
+    def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
+        """This saver's calls on your ``AsyncConnection`` or ``AsyncSession``, inside your
+        transaction; see ``SQLAlchemySaver.bound`` (docs/application.md).
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():
+            ...     await session.delete(conversation)
+            ...     await saver.bound(session).adelete_thread(conversation.thread_id)
+        """
+        view = cast(
+            AsyncSQLAlchemySaver,
+            self._bound_copy(AsyncBinding(target, self._runtime, self.engine, CheckpointRow)),
+        )
+        with contextlib.suppress(RuntimeError):  # (its sync methods: the loop it is bound on)
+            view.loop = asyncio.get_running_loop()
+        return view
+
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe.
         Read-only savers only check the schema."""
+        self._not_bound("setup")
         await migrate.aset_up(self.engine, read_only=self.read_only)
         await self._runtime.alearn(self.engine)
         self._runtime.set_up()
@@ -413,6 +438,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         task of the running loop until :meth:`stop_ttl_sweeper` (``from_conn_string``
         stops it on exit); ``on_pass`` is called with each pass's report."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 

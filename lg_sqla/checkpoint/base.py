@@ -114,6 +114,21 @@ class SaverBase(BaseCheckpointSaver[str]):
                 "dashboards, history); run graphs and maintenance on a saver of the primary"
             )
 
+    def _bound_copy(self, binding: object) -> Any:
+        """A shallow clone whose calls run on ``binding`` (``runtime.bound``): the same
+        runtime, serializer and policy; only where its statements run differs."""
+        clone = copy.copy(self)
+        clone.__dict__["_binding"] = binding
+        return clone
+
+    def _not_bound(self, call: str) -> None:
+        """Refuse ``call`` on a bound view: it would need a connection of its own."""
+        if getattr(self, "_binding", None) is not None:
+            raise InvalidInputError(
+                f"{call}: this is a view bound to your transaction (bound()); call it on "
+                "the saver you bound, which has an engine of its own"
+            )
+
     def _keep_last(self) -> int | None:
         return None if self.retention is None else self.retention.keep_last
 

@@ -7,7 +7,7 @@ import concurrent.futures
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -19,7 +19,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
@@ -31,7 +32,9 @@ from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
 from lg_sqla.sweeper import ThreadSweeper
 
@@ -81,6 +84,8 @@ class SQLAlchemySaver(SaverBase):
     """
 
     engine: Engine
+    # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
+    _binding: Binding | None = None
 
     def __init__(
         self,
@@ -158,7 +163,31 @@ class SQLAlchemySaver(SaverBase):
 
         ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
         (the checkpointer's hot calls), so it may take the direct path."""
+        if self._binding is not None:
+            return self._binding.run(source)
         return self._runtime.run(self.engine, source, prebuilt=prebuilt)
+
+    def bound(self, target: Connection | Session) -> SQLAlchemySaver:
+        """This saver's calls on your ``Connection`` or ORM ``Session``, inside your
+        transaction (docs/application.md, "Use it inside your application").
+
+        The returned view is a ``SQLAlchemySaver`` (compile a graph with it, pass it to
+        ``import_threads``) whose calls run on ``target``: no connection of their own,
+        no COMMIT, no ROLLBACK; each call in a SAVEPOINT, so a failed call leaves your
+        transaction usable with nothing of it applied; never retried (a deadlock or
+        serialization failure is raised to you: run your transaction again). A
+        ``Session`` is flushed first when it autoflushes. Calls of every view bound to
+        one target run one at a time. ``setup()`` and the TTL sweeper stay on the saver.
+
+        Example:
+            >>> with Session(engine) as session, session.begin():
+            ...     session.delete(conversation)
+            ...     saver.bound(session).delete_thread(conversation.thread_id)
+        """
+        return cast(
+            SQLAlchemySaver,
+            self._bound_copy(Binding(target, self._runtime, self.engine, CheckpointRow)),
+        )
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
@@ -173,6 +202,7 @@ class SQLAlchemySaver(SaverBase):
             >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
             ...     saver.setup()
         """
+        self._not_bound("setup")
         migrate.set_up(self.engine, read_only=self.read_only)
         self._runtime.learn(self.engine)
         self._runtime.set_up()
@@ -565,6 +595,7 @@ class SQLAlchemySaver(SaverBase):
         thread; metrics, or a test waiting for a pass). The future completes when the
         thread ends."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 

@@ -294,6 +294,10 @@ class DialectOps:
 
     # Whether `prepare_session` does anything: the runtime calls it on each checkout
     # only where it does.
+    def join_transaction(self, connection: Connection) -> None:
+        """Before a bound call's SAVEPOINT (``runtime.bound``): make sure the database
+        itself is in the transaction SQLAlchemy says ``connection`` is in."""
+
     prepares_sessions = False
 
     def prepare_session(self, pooled: PoolProxiedConnection, options: Mapping[str, Any]) -> None:

@@ -158,6 +158,17 @@ class SQLiteOps(OnConflictOps):
         message = str(error)
         return "database is locked" in message or "database table is locked" in message
 
+    def join_transaction(self, connection: Connection) -> None:
+        # pysqlite (and aiosqlite on it) in its default, legacy mode sends BEGIN only
+        # before an INSERT/UPDATE/DELETE: after the caller's begin() and only reads, or
+        # nothing, the database is in no transaction, our SAVEPOINT would open one and
+        # its RELEASE commit it, outside the caller's rollback. An explicit BEGIN joins
+        # the transaction the caller began; the driver then commits or rolls it back
+        # with the caller's. (An engine set up as SQLAlchemy's SQLite docs advise, with
+        # a BEGIN of its own, is in a transaction already.)
+        if not connection.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
+            connection.exec_driver_sql("BEGIN")
+
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:
         # SQLite has one writer at a time: take the write lock up front so a

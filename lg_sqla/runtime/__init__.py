@@ -17,6 +17,8 @@ locks      SQLite's in-process writer lock (sync and async)
 kept       the pooled connection an owner keeps between direct-path calls
 forks      what a forked child resets (kept connections, own pools, locks)
 owning     what ``from_conn_string`` opens: keep, stop the sweeper, release, dispose
+bound      ``bound(target)``: plans on the caller's connection or session, inside
+           its transaction, one SAVEPOINT per call, never retried
 ========== ===================================================================
 
 Nothing here knows what a checkpoint is; nothing outside it opens a transaction

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import copy
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
@@ -30,14 +31,17 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
+from lg_sqla.models import StoreItemRow
 from lg_sqla.plans import Plan, T
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import AsyncBinding, Binding
 from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
@@ -250,6 +254,20 @@ class _StoreBase(BaseStore):
             self.__dict__["_key_lists_direct_once"] = known
         return known
 
+    def _bound_copy(self, binding: object) -> Any:
+        """A shallow clone whose batches run on ``binding`` (``runtime.bound``)."""
+        clone = copy.copy(self)
+        clone.__dict__["_binding"] = binding
+        return clone
+
+    def _not_bound(self, call: str) -> None:
+        """Refuse ``call`` on a bound view: it would need a connection of its own."""
+        if getattr(self, "_binding", None) is not None:
+            raise InvalidInputError(
+                f"{call}: this is a view bound to your transaction (bound()); call it on "
+                "the store you bound, which has an engine of its own"
+            )
+
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:
             minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
@@ -296,6 +314,20 @@ class SQLAlchemyStore(_StoreBase):
         # in a worker thread: not a thread and a connection each (_gather.py).
         self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
 
+    # Set on the views bound() returns (runtime.bound); None: batches run on the engine.
+    _binding: Binding | None = None
+
+    def bound(self, target: Connection | Session) -> SQLAlchemyStore:
+        """This store's batches on your ``Connection`` or ORM ``Session``, inside your
+        transaction: each batch in a SAVEPOINT, never committed, rolled back or retried
+        by the store (see ``SQLAlchemySaver.bound``; docs/application.md)."""
+        view = cast(
+            SQLAlchemyStore,
+            self._bound_copy(Binding(target, self._runtime, self.engine, StoreItemRow)),
+        )
+        view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
+        return view
+
     @classmethod
     @contextmanager
     def from_conn_string(
@@ -333,6 +365,7 @@ class SQLAlchemyStore(_StoreBase):
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
         A read-only store only checks the schema."""
+        self._not_bound("setup")
         migrate.set_up(self.engine, read_only=self.read_only)
         if not self.read_only:
             with self.engine.begin() as connection:
@@ -343,6 +376,8 @@ class SQLAlchemyStore(_StoreBase):
     def _run(
         self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
     ) -> T:
+        if self._binding is not None:
+            return self._binding.run(factory)
         return self._runtime.run(self.engine, factory, prebuilt=prebuilt, writes=writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -406,6 +441,7 @@ class SQLAlchemyStore(_StoreBase):
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
         else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
@@ -439,6 +475,19 @@ class AsyncSQLAlchemyStore(_StoreBase):
             self._loop = asyncio.get_running_loop()
         # Concurrent calls of one loop run as few batches, one at a time (_gather.py).
         self._gatherers = Gatherers(self._abatch_now)
+
+    # Set on the views bound() returns (runtime.bound); None: batches run on the engine.
+    _binding: AsyncBinding | None = None
+
+    def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemyStore:
+        """This store's batches on your ``AsyncConnection`` or ``AsyncSession``, inside
+        your transaction; see ``SQLAlchemyStore.bound`` (docs/application.md)."""
+        binding = AsyncBinding(target, self._runtime, self.engine, StoreItemRow)
+        view = cast(AsyncSQLAlchemyStore, self._bound_copy(binding))
+        view._gatherers = Gatherers(view._abatch_now)
+        with contextlib.suppress(RuntimeError):
+            view._loop = asyncio.get_running_loop()
+        return view
 
     @classmethod
     @asynccontextmanager
@@ -499,6 +548,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
         A read-only store only checks the schema."""
+        self._not_bound("setup")
         await migrate.aset_up(self.engine, read_only=self.read_only)
         if not self.read_only:
             async with self.engine.begin() as connection:
@@ -511,6 +561,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
     ) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
         # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
+        if self._binding is not None:
+            return await self._binding.run(factory)
         return await self._runtime.arun(
             self.engine, factory, prebuilt=prebuilt, writes=writes, threaded=self._threaded
         )
@@ -579,6 +631,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     ) -> asyncio.Task[None]:
         """Sweep expired items every interval in a task of the running loop."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:

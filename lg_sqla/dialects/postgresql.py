@@ -140,6 +140,18 @@ class PostgresOps(OnConflictOps):
     locks_rows = True
     autocommit_single_statements = True
 
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        # pg_total_relation_size: heap, TOAST and indexes; summed over the partitions
+        # of a hash-partitioned table (pg_partition_tree: the table itself otherwise).
+        return sa.text(
+            "SELECT t.name, (SELECT COALESCE(SUM(pg_total_relation_size(p.relid)), 0) "
+            "FROM pg_partition_tree(c.oid) AS p) AS bytes "
+            "FROM unnest(CAST(:tables AS text[])) AS t(name) "
+            "JOIN pg_class AS c ON c.relname = t.name "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "AND n.nspname = COALESCE(CAST(:schema AS text), current_schema())"
+        ).bindparams(tables=list(tables), schema=schema)
+
     def bulk_insert(
         self,
         table: sa.Table,

@@ -46,20 +46,8 @@ def copy_thread(args: argparse.Namespace) -> int:
     with sync_saver(args) as saver:
         if args.checkpoint is None:
             with resumable("copy-thread", lambda: "nothing was copied", in_batches=False):
-                counts = saver.run(_whole_copy(saver, args.source, args.target))
-            say(
-                args,
-                {
-                    "source": args.source,
-                    "target": args.target,
-                    "checkpoints": counts.checkpoints,
-                    "writes": counts.writes,
-                    "values": counts.blobs,
-                },
-                f"done: copied thread {args.source!r} to {args.target!r}: "
-                f"{counts.checkpoints} checkpoint(s), {counts.writes} write(s), "
-                f"{counts.blobs} value(s)",
-            )
+                saver.run(_whole_copy(saver, args.source, args.target))
+            _say_copied(args, saver)
             return 0
         copied = _fork(args, saver)
     say(
@@ -74,6 +62,25 @@ def copy_thread(args: argparse.Namespace) -> int:
         f"{args.source!r}: {copied[1]} checkpoint(s) copied",
     )
     return 0
+
+
+def _say_copied(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
+    from lg_sqla import inspection as insp
+
+    # Counted from the copy (rowcounts of INSERT ... SELECT are not every driver's).
+    tables = saver.run(insp.storage(saver.context, thread_id=args.target)).tables
+    counts = {
+        "checkpoints": tables["checkpoints"].rows,
+        "writes": tables["checkpoint_writes"].rows,
+        "values": tables["checkpoint_blobs"].rows,
+    }
+    say(
+        args,
+        {"source": args.source, "target": args.target, **counts},
+        f"done: copied thread {args.source!r} to {args.target!r}: "
+        f"{counts['checkpoints']} checkpoint(s), {counts['writes']} write(s), "
+        f"{counts['values']} value(s)",
+    )
 
 
 def _whole_copy(saver: SQLAlchemySaver, source: str, target: str) -> Any:

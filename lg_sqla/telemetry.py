@@ -24,9 +24,11 @@ recorded (``lg_sqla.thread_id``) only with ``record_thread_ids=True``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -206,7 +208,22 @@ def _system(dialect: Any) -> str:
     return {"postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql"}.get(name, "other_sql")
 
 
+# Per saver, store or cache: its engine's attributes, read once.
+_ATTRIBUTES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _connection_attributes(owner: Any) -> dict[str, Any]:
+    try:
+        return _ATTRIBUTES[owner]
+    except (KeyError, TypeError):  # (TypeError: an owner without weak references)
+        pass
+    attributes = _read_attributes(owner)
+    with contextlib.suppress(TypeError):
+        _ATTRIBUTES[owner] = attributes
+    return attributes
+
+
+def _read_attributes(owner: Any) -> dict[str, Any]:
     engine = getattr(owner, "engine", None)
     if engine is None:
         return {}
@@ -257,20 +274,8 @@ class _Call:
 
     def finish(self, error: BaseException | None, result: Any = None) -> None:
         stats, span = self.stats, self.span
-        measured: dict[str, Any] = {
-            "lg_sqla.statements": stats.statements,
-            "db.response.returned_rows": stats.rows_returned,
-            "lg_sqla.rows_affected": stats.rows_affected,
-            "lg_sqla.payload.bytes_written": stats.bytes_written,
-            "lg_sqla.payload.bytes_read": stats.bytes_read,
-            "lg_sqla.retries": stats.retries,
-            "lg_sqla.conflicts": stats.conflicts,
-        }
-        if stats.paths:
-            measured["lg_sqla.path"] = "+".join(sorted(stats.paths))
-        if (hits := stats.blob_dedup_hits) is not None:
-            measured["lg_sqla.blob.dedup_hits"] = hits
-        span.set_attributes(measured)
+        if span.is_recording():
+            self._describe(span, stats)
         metric_attributes: dict[str, Any] = {
             key: self.attributes[key]
             for key in ("db.system.name", "db.namespace", "db.operation.name", "lg_sqla.component")
@@ -286,6 +291,23 @@ class _Call:
             span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
         self._record(metric_attributes, result if error is None else None)
         span.end()
+
+    @staticmethod
+    def _describe(span: Any, stats: CallStats) -> None:
+        measured: dict[str, Any] = {
+            "lg_sqla.statements": stats.statements,
+            "db.response.returned_rows": stats.rows_returned,
+            "lg_sqla.rows_affected": stats.rows_affected,
+            "lg_sqla.payload.bytes_written": stats.bytes_written,
+            "lg_sqla.payload.bytes_read": stats.bytes_read,
+            "lg_sqla.retries": stats.retries,
+            "lg_sqla.conflicts": stats.conflicts,
+        }
+        if stats.paths:
+            measured["lg_sqla.path"] = "+".join(sorted(stats.paths))
+        if (hits := stats.blob_dedup_hits) is not None:
+            measured["lg_sqla.blob.dedup_hits"] = hits
+        span.set_attributes(measured)
 
     def _record(self, attributes: dict[str, Any], result: Any) -> None:
         instruments, stats = self.settings.instruments, self.stats
@@ -318,8 +340,8 @@ def _start(owner: Any, component: str, name: str, function: Any, args: Any, kwar
     attributes = _connection_attributes(owner)
     if settings.record_thread_ids:
         thread_id = _thread_id(function, (owner, *args), kwargs)
-        if thread_id is not None:
-            attributes["lg_sqla.thread_id"] = str(thread_id)
+        if thread_id is not None:  # (a copy: the engine's attributes are shared)
+            attributes = {**attributes, "lg_sqla.thread_id": str(thread_id)}
     return _Call(settings, component, name, attributes)
 
 

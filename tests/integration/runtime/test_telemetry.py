@@ -229,11 +229,20 @@ async def test_span_counts_are_the_statements_the_driver_ran(
     thread = new_thread()
     await _invoke(saver, "aput" if aio else "put", SAVER_CALLS["put"](thread))
     otel.finished()
-    for name in ("put", "get_tuple", "put_writes", "copy_thread", "prune"):
+    counted: dict[str, int] = {}
+    names = ("put", "get_tuple", "put_writes", "copy_thread", "prune")
+    for name in names:
         with faults.at(10**9) as seen:  # (armed far away: it only records)
             await _invoke(saver, ("a" + name) if aio else name, SAVER_CALLS[name](thread))
         attributes = _one_span(otel.finished(), ("a" + name) if aio else name)
         assert attributes["lg_sqla.statements"] == len(seen) >= 1, (name, seen)
+        counted[name] = len(seen)
+    telemetry.uninstrument()  # the same calls, not instrumented: the same statements
+    for name in names:
+        with faults.at(10**9) as seen:
+            await _invoke(saver, ("a" + name) if aio else name, SAVER_CALLS[name](thread))
+        assert len(seen) == counted[name], name
+    otel = Telemetry()  # instrumented again, for the retry below
     faults.commit_errors = [_conflict(sync)]
     await _invoke(saver, "acopy_thread" if aio else "copy_thread", ((thread, thread + "-c"), {}))
     attributes = _one_span(otel.finished(), "acopy_thread" if aio else "copy_thread")

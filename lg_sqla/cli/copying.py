@@ -109,7 +109,7 @@ def _fork(args: argparse.Namespace, saver: SQLAlchemySaver) -> tuple[str, int]:
         )
     source = cast("BaseCheckpointSaver[Any]", _Renamed(lineage, args.target))
     # Writes first, then the checkpoint, oldest first: a rerun skips what is there.
-    with resumable("copy-thread", lambda: "a part of the checkpoints"):
+    with resumable("copy-thread", lambda: "the oldest checkpoints"):
         report = import_threads(source, saver, thread_ids=[args.target])
     return checkpoint_id, report.checkpoints_imported + report.checkpoints_skipped
 

@@ -233,7 +233,7 @@ def _copy(args: argparse.Namespace, source_engine: Engine) -> ImportReport:
                 )
 
             with (
-                resumable("import", lambda: _imported(last[0]) if last else "no thread"),
+                resumable("import", lambda: _imported(last[0]) if last else "nothing"),
                 Progress("import", len(threads), args) as progress,
             ):
                 report = import_threads(

@@ -27,8 +27,9 @@ def resumable(command: str, done: Callable[[], str], *, in_batches: bool = True)
     except KeyboardInterrupt:
         if in_batches:
             report = (
-                f"interrupted: {command} stopped after {done()} (each batch is committed; "
-                "the one in flight was rolled back); run the same command again to resume"
+                f"interrupted: {command} stopped; done so far: {done()} (each batch is "
+                "committed; the one in flight was rolled back); run the same command again "
+                "to resume"
             )
         else:
             report = (

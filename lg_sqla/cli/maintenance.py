@@ -225,7 +225,7 @@ def _prune_each(
     total = maintenance.RowCounts()
     with (
         resumable(
-            args.command, lambda: f"{verb} {total.threads} thread(s); removed {_counts(total)}"
+            args.command, lambda: f"{verb} {total.threads} thread(s), removed {_counts(total)}"
         ),
         Progress(verb, len(threads), args) as progress,
     ):
@@ -344,8 +344,8 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
 
     def so_far() -> str:
         if not last:
-            return "removing nothing"
-        return f"visiting {last[-1].threads_visited} thread(s): removed {_removed(last[-1])}"
+            return "nothing"
+        return f"visited {last[-1].threads_visited} thread(s), removed {_removed(last[-1])}"
 
     def batch_done(report: SweepReport) -> None:
         last[:] = [report]

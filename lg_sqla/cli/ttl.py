@@ -260,9 +260,9 @@ def _sweep(args: argparse.Namespace) -> int:
         def so_far() -> str:
             removed = last[0].removed if last else None
             if removed is None:
-                return "deleting nothing"
+                return "nothing"
             return (
-                f"deleting {removed.threads} expired thread(s) ({removed.checkpoints} "
+                f"deleted {removed.threads} expired thread(s) ({removed.checkpoints} "
                 f"checkpoint(s), {removed.writes} write(s), {removed.blobs} value(s))"
             )
 

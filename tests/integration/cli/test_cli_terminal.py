@@ -350,15 +350,51 @@ def test_copy_thread_whole_and_forked(backend: Backend, threads: dict[str, str],
 
 
 class _InterruptAtFirstBatch(io.StringIO):
-    """Stdout that sends this process SIGINT (Ctrl-C) when the first batch is reported:
-    a real signal, arriving while the sweep still has batches to go."""
+    """Stdout that sends this process SIGINT (Ctrl-C) when the first batch is reported
+    (a progress line starting with ``label``): a real signal, arriving while the command
+    still has batches to go."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label, self.sent = label, False
 
     def write(self, text: str) -> int:
         written = super().write(text)
-        if text.startswith("sweep: ") and not getattr(self, "sent", False):
+        if text.startswith(self.label) and not self.sent:
             self.sent = True
             signal.raise_signal(signal.SIGINT)
         return written
+
+
+def _interrupted(args: Sequence[str], label: str) -> tuple[int, str]:
+    """``lg-sqla args``, Ctrl-C at its first progress line: its exit code and stderr."""
+    try:
+        with _output(_InterruptAtFirstBatch(label)) as stderr:
+            code = cli.main(list(args))
+    except KeyboardInterrupt:  # pragma: no cover (the CLI let Ctrl-C through: a failure)
+        pytest.fail(f"{args} let KeyboardInterrupt through")
+    return code, stderr.getvalue()
+
+
+def test_ctrl_c_in_delete_thread_reports_what_was_deleted(
+    backend: Backend, threads: dict[str, str], lg: Lg
+) -> None:
+    doomed = [f"doomed-{uuid.uuid4()}" for _ in range(3)]
+    with fresh_saver(backend) as saver:
+        fan = build_fan_graph().compile(checkpointer=saver)
+        for thread_id in doomed:
+            fan.invoke({"items": [], "note": ""}, _config(thread_id))
+    args = ["--url", backend.sync_url, "delete-thread", *doomed, "--yes"]
+    code, message = _interrupted(args, "deleted: ")
+    assert code == 130
+    assert message.startswith(
+        "error: interrupted: delete-thread stopped; done so far: deleted 1 thread(s)"
+    )
+    assert "run the same command again to resume" in message
+    left = [t for t in doomed if lg(["history", t], backend.sync_url).code == 0]
+    assert left == doomed[1:]  # the first thread's transaction is committed, no other
+    assert lg(args[2:], backend.sync_url).code == 0  # the same command again
+    assert not [t for t in doomed if lg(["history", t], backend.sync_url).code == 0]
 
 
 def test_ctrl_c_in_sweep_reports_and_a_rerun_resumes(fresh_database: Backend, lg: Lg) -> None:
@@ -379,14 +415,9 @@ def test_ctrl_c_in_sweep_reports_and_a_rerun_resumes(fresh_database: Backend, lg
                     .values(updated_at=old, created_at=old)
                 )
     args = ["--url", url, "sweep", "--older-than-days", "30", "--batch-size", "2", "--yes"]
-    try:
-        with _output(_InterruptAtFirstBatch()) as stderr:
-            code = cli.main(args)
-    except KeyboardInterrupt:  # pragma: no cover (the CLI let Ctrl-C through: a failure)
-        pytest.fail("the sweep let KeyboardInterrupt through")
+    code, message = _interrupted(args, "sweep: ")
     assert code == 130
-    message = stderr.getvalue()
-    assert message.startswith("error: interrupted: sweep stopped after visiting 2 thread(s)")
+    assert message.startswith("error: interrupted: sweep stopped; done so far: visited 2 thread(s)")
     assert "removed 2 thread(s)" in message and "run the same command again" in message
     listed = lg(["threads", "--json", "--limit", "100"], url).json()["threads"]
     assert len(listed) == 3  # the first batch is committed; nothing of the second

@@ -1,7 +1,7 @@
 """Tables that fit the terminal: no id, status or date ever wrapped inside its cell.
 
 A table wider than the terminal is narrowed in this order, the same for rich's tables
-and plain text (both put two spaces between columns and nothing at the edges):
+(their borders counted: ``RICH``) and plain text (two spaces between columns: ``PLAIN``):
 
 1. times lose their seconds (``2026-01-31 12:00``);
 2. the columns the command marks optional are left out, least useful first, and a
@@ -21,7 +21,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-GAP = 2  # spaces between two columns
+
+@dataclass(frozen=True)
+class Frame:
+    """What a table adds to its cells' widths: between two columns, and at its edges."""
+
+    gap: int
+    edges: int
+
+
+PLAIN = Frame(gap=2, edges=0)
+RICH = Frame(gap=3, edges=4)  # "┃ " ... " ┃ " ... " ┃"
 ELLIPSIS = "…"
 # A free-text cell keeps at least this many characters (with its ellipsis).
 MIN_TEXT = 12
@@ -59,8 +69,8 @@ def _widths(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
     return [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
 
 
-def _total(widths: Sequence[int]) -> int:
-    return sum(widths) + GAP * max(len(widths) - 1, 0)
+def _total(widths: Sequence[int], frame: Frame) -> int:
+    return sum(widths) + frame.gap * max(len(widths) - 1, 0) + frame.edges
 
 
 def _without(layout: Layout, index: int) -> Layout:
@@ -79,9 +89,9 @@ def _to_the_minute(layout: Layout) -> None:
                 row[i] = row[i][:16]
 
 
-def _cut_text(layout: Layout, text: Sequence[str], width: int) -> None:
+def _cut_text(layout: Layout, text: Sequence[str], width: int, frame: Frame) -> None:
     """Cut the free-text columns, widest first, until the table fits (or cannot)."""
-    while (over := _total(_widths(layout.columns, layout.rows)) - width) > 0:
+    while (over := _total(_widths(layout.columns, layout.rows), frame) - width) > 0:
         widths = _widths(layout.columns, layout.rows)
         candidates = [i for i, c in enumerate(layout.columns) if c in text and widths[i] > MIN_TEXT]
         if not candidates:
@@ -102,17 +112,18 @@ def fit(
     *,
     optional: Sequence[str] = (),
     text: Sequence[str] = (),
+    frame: Frame = PLAIN,
 ) -> Layout:
     """The table's columns and cells narrowed to ``width`` (module docstring); None:
     as they are."""
     layout = Layout(list(columns), [list(row) for row in rows])
-    if width is None or _total(_widths(layout.columns, layout.rows)) <= width:
+    if width is None or _total(_widths(layout.columns, layout.rows), frame) <= width:
         return layout
     _to_the_minute(layout)
     for name in optional:
-        if _total(_widths(layout.columns, layout.rows)) <= width:
+        if _total(_widths(layout.columns, layout.rows), frame) <= width:
             break
         if name in layout.columns:
             layout = _without(layout, layout.columns.index(name))
-    _cut_text(layout, text, width)
+    _cut_text(layout, text, width, frame)
     return layout

@@ -364,6 +364,7 @@ def _print_threads(args: argparse.Namespace, result: Any) -> None:
                 + [_cell(t.extracted[a]) for a in aliases]
                 for t in result.threads
             ],
+            optional=["LAST WRITE"],
             text=[a.upper() for a in aliases],
         )
     else:

@@ -53,7 +53,8 @@ def table(
     cells = [[str(c) for c in row] for row in rows]
     console = _rich()
     width = console.width if console is not None else fitting.plain_width()
-    layout = fitting.fit(columns, cells, width, optional=optional, text=text)
+    frame = fitting.RICH if console is not None else fitting.PLAIN
+    layout = fitting.fit(columns, cells, width, optional=optional, text=text, frame=frame)
     widths = [
         max([len(c), *(len(r[i]) for r in layout.rows)]) for i, c in enumerate(layout.columns)
     ]
@@ -79,12 +80,11 @@ def table(
 def _rich_table(console: Any, title: str, layout: fitting.Layout, widths: list[int]) -> None:
     from rich.table import Table
 
-    # No borders: two spaces between columns and none at the edges, as the plain
-    # tables, so both fit the same width (cli.fitting). Each column at least as wide as
-    # its widest cell: rich would otherwise narrow (and cut) ids to fit the terminal.
-    view = Table(title=title, title_justify="left", box=None, pad_edge=False, padding=(0, 1))
+    # Each column at least as wide as its widest cell: rich would otherwise narrow
+    # (and fold) ids to fit the terminal; cli.fitting made the table fit already.
+    view = Table(title=title, title_justify="left")
     for column, width in zip(layout.columns, widths, strict=True):
-        view.add_column(column, no_wrap=True, min_width=width, header_style="bold")
+        view.add_column(column, no_wrap=True, min_width=width)
     for row in layout.rows:
         view.add_row(*row)
     console.print(view, crop=False)

@@ -218,8 +218,11 @@ def _connection_attributes(owner: Any) -> dict[str, Any]:
     except (KeyError, TypeError):  # (TypeError: an owner without weak references)
         pass
     attributes = _read_attributes(owner)
-    with contextlib.suppress(TypeError):
-        _ATTRIBUTES[owner] = attributes
+    engine = getattr(owner, "engine", None)
+    # Kept once the engine has connected: MySQL's dialect tells MariaDB only then.
+    if engine is not None and engine.dialect.server_version_info is not None:
+        with contextlib.suppress(TypeError):
+            _ATTRIBUTES[owner] = attributes
     return attributes
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import lg_sqla
 from lg_sqla import migrate
-from lg_sqla.cli import importing, inspection, maintenance, schema, store, ttl
+from lg_sqla.cli import copying, importing, inspection, maintenance, schema, store, ttl
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
@@ -36,6 +36,7 @@ FAMILIES = (
     store.register,
     ttl.register,
     importing.register,
+    copying.register,
     maintenance.register_vacuum,
 )
 

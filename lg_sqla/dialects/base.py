@@ -168,6 +168,22 @@ class DialectOps:
         """INSERT that leaves an existing row with the same key untouched."""
         raise NotImplementedError
 
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        """A statement whose rows are ``(name, bytes)``: what each of ``tables`` (in
+        ``schema``, None: the connection's) takes on disk, its indexes included; None
+        where the database cannot tell."""
+        return None
+
+    def table_disk_usage_probe(self) -> Any | None:
+        """A statement that returns a row when ``table_disk_usage`` can run on this
+        connection (SQLite: a build with the dbstat table); None: it always can."""
+        return None
+
+    def file_usage(self) -> Any | None:
+        """A statement whose one row is ``(bytes, free_bytes)`` of the database file
+        (free: pages a VACUUM gives back); None for servers."""
+        return None
+
     def database_file(self, url: URL) -> str | None:
         """The local file a URL names, which connecting creates when it is missing;
         None for servers (and in-memory databases)."""

@@ -147,6 +147,19 @@ class PostgresOps(OnConflictOps):
     locks_rows = True
     autocommit_single_statements = True
 
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        # pg_total_relation_size: heap, TOAST and indexes; summed over the partitions
+        # of a hash-partitioned table (whose own size is 0).
+        return sa.text(
+            "SELECT t.name, CASE WHEN c.relkind = 'p' THEN (SELECT "
+            "COALESCE(SUM(pg_total_relation_size(p.relid)), 0) FROM pg_partition_tree(c.oid) "
+            "AS p) ELSE pg_total_relation_size(c.oid) END AS bytes "
+            "FROM unnest(CAST(:tables AS text[])) AS t(name) "
+            "JOIN pg_class AS c ON c.relname = t.name "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "AND n.nspname = COALESCE(CAST(:schema AS text), current_schema())"
+        ).bindparams(tables=list(tables), schema=schema)
+
     def bulk_insert(
         self,
         table: sa.Table,

@@ -11,6 +11,7 @@ from lg_sqla.inspection.pending_writes import write_stats, writes
 from lg_sqla.inspection.results import (
     ChannelChange,
     CheckpointView,
+    DiskUsage,
     HistoryEntry,
     LatestValue,
     StorageReport,
@@ -18,7 +19,7 @@ from lg_sqla.inspection.results import (
     WriteInfo,
     WriteStats,
 )
-from lg_sqla.inspection.table_sizes import storage
+from lg_sqla.inspection.table_sizes import disk_usage, storage
 from lg_sqla.inspection.thread_pages import Windows
 from lg_sqla.inspection.thread_queries import SCAN_LIMIT, count_threads, threads
 
@@ -236,6 +237,11 @@ class Inspector:
             storage(self.saver.context, thread_id=thread_id, thread_ids=thread_ids)
         )
 
+    def disk_usage(self) -> DiskUsage:
+        """Bytes on disk per table (indexes included) and the SQLite file's size and
+        free pages, where the database can tell (``table_sizes.disk_usage``)."""
+        return self.saver.run(disk_usage(self.saver.context, self.saver.schema))
+
 
 class AsyncInspector:
     """The same queries on an :class:`~lg_sqla.AsyncSQLAlchemySaver`."""
@@ -413,6 +419,9 @@ class AsyncInspector:
         return await self.saver.arun(
             storage(self.saver.context, thread_id=thread_id, thread_ids=thread_ids)
         )
+
+    async def disk_usage(self) -> DiskUsage:
+        return await self.saver.arun(disk_usage(self.saver.context, self.saver.schema))
 
 
 def _document_the_async_face() -> None:

@@ -33,6 +33,7 @@ from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.owning import owned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import ThreadSweeper
 
 
@@ -72,6 +73,15 @@ class SQLAlchemySaver(SaverBase):
             or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
             (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
             no expiry, and no extra statement on any call.
+        reconnect_window: Seconds a call waits for a database that went away (a
+            failover, a restart): it reconnects with growing pauses instead of
+            raising, where that is safe (nothing ran, or the call is idempotent:
+            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
+            "Failover"). 0: one immediate retry only. Default 30.
+        call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
+            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
+            synchronous standby that is gone). Default None: no limit. psycopg and
+            psycopg2 only.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -93,9 +103,19 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            reconnect_window,
+            call_timeout,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -114,6 +134,8 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
@@ -145,6 +167,8 @@ class SQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
             ),
         ) as saver:
             yield saver
@@ -157,8 +181,10 @@ class SQLAlchemySaver(SaverBase):
         ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
 
         ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
-        (the checkpointer's hot calls), so it may take the direct path."""
-        return self._runtime.run(self.engine, source, prebuilt=prebuilt)
+        (the checkpointer's hot calls), so it may take the direct path. Each of those
+        is idempotent too (``runtime.retry``: reads, put, put_writes, delete_thread,
+        the DeltaChannel history), so it may run again after an unknown outcome."""
+        return self._runtime.run(self.engine, source, prebuilt=prebuilt, idempotent=prebuilt)
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).

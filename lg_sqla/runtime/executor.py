@@ -37,8 +37,9 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
+from lg_sqla.errors import CallTimeoutError
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
-from lg_sqla.runtime import direct, forks, locks, retry
+from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver, guard_invalidation, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
@@ -93,6 +94,15 @@ def _end_refused_transaction(connection: Connection) -> None:
             dbapi_connection.rollback()
 
 
+def _connect(engine: Engine) -> Connection:
+    """``engine.connect()``, its error marked: nothing of the call ran (``runtime.retry``)."""
+    try:
+        return engine.connect()
+    except DBAPIError as error:
+        retry.mark_not_started(error)
+        raise
+
+
 def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bool:
     """Whether a call that raised ``error`` must not give its connection back to the
     pool as it is. Interrupted (``asyncio.CancelledError``, ``KeyboardInterrupt``: not
@@ -102,6 +112,8 @@ def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bo
     does every path here. Or the driver's connection is left unusable in a way the
     error did not tell (``drivers.left_unusable``: a killed session's psycopg stuck
     in pipeline mode)."""
+    if isinstance(error, CallTimeoutError):  # (its connection was cut: dead)
+        return True
     if not isinstance(error, Exception) or isinstance(error, ConnectionError):
         # (ConnectionError: a socket's reset or broken pipe, which a driver such as
         # pg8000 raises as it is, and SQLAlchemy neither wraps nor counts as a
@@ -180,6 +192,8 @@ async def _in_worker_thread(call: Callable[[], T]) -> T:
         raise
 
 
+_NOT_WATCHED = contextlib.nullcontext()
+
 # Every Runtime of the process, for a forked child's reset (``Runtime.forked``).
 _RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
@@ -196,6 +210,12 @@ class Runtime:
             that changes nothing (``runtime.kept``: SQLite files, PostgreSQL on sync
             psycopg); the owner calls :meth:`release_connections` before it disposes
             an engine.
+        reconnect_window: Seconds a call waits for a database that went away
+            (``runtime.retry``: only once the owner has connected, only where the
+            outcome is known or the call idempotent); 0: one immediate retry only.
+        call_timeout: Seconds a call may wait for the database on one connection
+            before its connection is cut and ``CallTimeoutError`` raised
+            (``runtime.timeouts``); None: no limit.
     """
 
     def __init__(
@@ -205,8 +225,12 @@ class Runtime:
         check_schema: bool,
         direct_path: bool = True,
         keep_connection: bool = False,
+        reconnect_window: float = retry.DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         self.dialect_ops = dialect_ops
+        self.reconnect_window = retry.check_window(reconnect_window)
+        self.call_timeout = timeouts.check_timeout(call_timeout)
         self.keep_connection = keep_connection
         # By engine: the owner's few engines, which the owner keeps alive anyway (an
         # id() key could outlive its engine and name the next one).
@@ -246,20 +270,30 @@ class Runtime:
         *,
         prebuilt: bool = False,
         writes: bool | None = None,
+        idempotent: bool = False,
     ) -> T:
         """Run a plan on ``engine``; given a plan factory, again from scratch while the
         database rolls attempts back (``runtime.retry``).
 
         ``prebuilt``: all of the plan's statements come from ``DialectOps.cached``, so
         it may take the direct path. ``writes``: whether it writes (None: it does
-        unless its first step fetches rows), for the writer lock.
+        unless its first step fetches rows), for the writer lock. ``idempotent``: its
+        effect is the same run once or twice, so it may run again after an unknown
+        outcome (a connection lost at COMMIT) within the reconnect window.
         """
         if not callable(source):
             return self.attempt(engine, source, prebuilt=prebuilt, writes=writes)
         return retry.with_retries(
             lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes),
             self.dialect_ops,
+            idempotent=idempotent,
+            window=self._window,
         )
+
+    def _window(self) -> float:
+        """The reconnect window: none before the owner ever connected (a wrong URL or
+        password is raised at once, not waited on)."""
+        return self.reconnect_window if self._connected else 0.0
 
     def attempt(
         self,
@@ -271,8 +305,12 @@ class Runtime:
     ) -> T:
         """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
         if not (self._connected and self.schema_checked):
-            with engine.connect() as connection:
-                self._first_connection(connection)
+            try:  # (the schema check: no statement of the plan ran)
+                with engine.connect() as connection:
+                    self._first_connection(connection)
+            except DBAPIError as error:
+                retry.mark_not_started(error)
+                raise
         try:
             first = next(plan)
         except StopIteration as done:
@@ -293,11 +331,12 @@ class Runtime:
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
         if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
-        connection = engine.connect()
+        connection = _connect(engine)
         pooled = connection.connection
         try:
             self.prepare_session(engine, pooled, connection)
-            return self.run_on(connection, plan, first)
+            with self._watched(pooled):
+                return self.run_on(connection, plan, first)
         except BaseException as error:
             if not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
                 connection.invalidate(error)
@@ -305,6 +344,13 @@ class Runtime:
             raise
         finally:
             _close_core(connection, pooled)
+
+    def _watched(self, pooled: PoolProxiedConnection) -> contextlib.AbstractContextManager[None]:
+        """The call timeout's watch over a call's statements (``runtime.timeouts``);
+        without one, a shared no-op."""
+        if self.call_timeout is None:
+            return _NOT_WATCHED
+        return timeouts.Watched(pooled, self.call_timeout)
 
     def forget(self, statement: Any) -> None:
         """Drop what the runtime decided and compiled for ``statement``, which its
@@ -334,7 +380,11 @@ class Runtime:
                     connection.invalidate(error)
                 else:
                     pooled.invalidate(error)
-            internals.raise_checkout_error(error, engine)
+            try:
+                internals.raise_checkout_error(error, engine)
+            except DBAPIError as wrapped:
+                retry.mark_not_started(wrapped)  # (no statement of the plan ran)
+                raise
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
@@ -362,16 +412,17 @@ class Runtime:
 
         try:
             self.prepare_session(engine, pooled, None)
-            result = direct.run(
-                pooled,
-                engine.dialect,
-                core,
-                self.compiler,
-                driver,
-                plan,
-                first,
-                autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
-            )
+            with self._watched(pooled):
+                result = direct.run(
+                    pooled,
+                    engine.dialect,
+                    core,
+                    self.compiler,
+                    driver,
+                    plan,
+                    first,
+                    autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
+                )
         except BaseException as error:
             try:
                 _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
@@ -424,6 +475,7 @@ class Runtime:
         writes: bool | None = None,
         threaded: Engine | None = None,
         calls_back: bool = False,
+        idempotent: bool = False,
     ) -> T:
         """Async twin of :meth:`run`.
 
@@ -434,20 +486,34 @@ class Runtime:
         """
         if threaded is not None and not calls_back:
             return await _in_worker_thread(
-                partial(self.run, threaded, source, prebuilt=prebuilt, writes=writes)
+                partial(
+                    self.run,
+                    threaded,
+                    source,
+                    prebuilt=prebuilt,
+                    writes=writes,
+                    idempotent=idempotent,
+                )
             )
         if not callable(source):
             return await self._aattempt(engine, source, prebuilt, writes)
         return await retry.awith_retries(
-            lambda: self._aattempt(engine, source(), prebuilt, writes), self.dialect_ops
+            lambda: self._aattempt(engine, source(), prebuilt, writes),
+            self.dialect_ops,
+            idempotent=idempotent,
+            window=self._window,
         )
 
     async def _aattempt(
         self, engine: AsyncEngine, plan: Plan[T], prebuilt: bool, writes: bool | None
     ) -> T:
         if not (self._connected and self.schema_checked):
-            async with engine.connect() as connection:
-                await connection.run_sync(self._first_connection)
+            try:  # (the schema check: no statement of the plan ran)
+                async with engine.connect() as connection:
+                    await connection.run_sync(self._first_connection)
+            except DBAPIError as error:
+                retry.mark_not_started(error)
+                raise
         try:
             first = next(plan)
         except StopIteration as done:

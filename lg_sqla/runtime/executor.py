@@ -37,6 +37,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
+from lg_sqla.dialects import poolers
 from lg_sqla.errors import CallTimeoutError
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
@@ -99,8 +100,28 @@ def _connect(engine: Engine) -> Connection:
     try:
         return engine.connect()
     except DBAPIError as error:
-        retry.mark_not_started(error)
+        _not_started(engine, error)
         raise
+
+
+def _not_started(engine: Engine, error: DBAPIError) -> None:
+    """Mark an error met before the call ran anything (a checkout, the first
+    connection's checks): waited for in the reconnect window, or run again at once
+    when a pooler refused a prepared statement of SQLAlchemy's first-connect queries."""
+    retry.mark_not_started(error)
+    _pooler_refused(engine, error)
+
+
+def _pooler_refused(engine: Engine, error: BaseException) -> bool:
+    """Whether ``error`` is a pooler's answer to a prepared statement
+    (``dialects.poolers``): the engine then prepares nothing from now on, and the call,
+    which ran nothing, is run again (``runtime.retry``)."""
+    orig = error.orig if isinstance(error, DBAPIError) else None
+    if orig is None or not poolers.is_pooler_prepare_error(engine, orig):
+        return False
+    poolers.stop_preparing(engine)
+    retry.mark_run_again(error)
+    return True
 
 
 def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bool:
@@ -257,8 +278,8 @@ class Runtime:
         self._writer_locks = {}
 
     def set_up(self) -> None:
-        """The owner's ``setup()`` connected and brought the schema to head."""
-        self._connected = True
+        """The owner's ``setup()`` connected and brought the schema to head. (The first
+        call still passes through ``_first_connection``, once: its pooler check.)"""
         self.schema_checked = True
 
     # --- sync ------------------------------------------------------------------
@@ -309,7 +330,7 @@ class Runtime:
                 with engine.connect() as connection:
                     self._first_connection(connection)
             except DBAPIError as error:
-                retry.mark_not_started(error)
+                _not_started(engine, error)
                 raise
         try:
             first = next(plan)
@@ -322,6 +343,9 @@ class Runtime:
         """The owner's first call: the dialect learns its server (plans may build
         statements that depend on it, e.g. MariaDB or MySQL), and the schema version is
         checked (``SchemaError`` names the fix), once."""
+        # Before _connected is set: the owner's other first calls come here too, and
+        # wait for a pooler's check (``dialects.poolers``) rather than run without it.
+        poolers.check_first_connection(connection.engine, connection.connection.dbapi_connection)
         self._connected = True
         self.prepare_session(connection.engine, connection.connection, connection)
         if not self.schema_checked:
@@ -338,7 +362,9 @@ class Runtime:
             with self._watched(pooled):
                 return self.run_on(connection, plan, first)
         except BaseException as error:
-            if not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
+            if _pooler_refused(engine, error) and not connection.invalidated:
+                connection.invalidate(error)  # (its prepared statements are a muddle)
+            elif not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
                 connection.invalidate(error)
                 _mark_invalidated(error)
             raise
@@ -398,10 +424,14 @@ class Runtime:
         driver = direct_driver(engine.dialect)
         assert driver is not None  # choose_path checked it
         kept = self._kept_connection(engine)
-        pooled = kept.take(engine) if kept is not None else None
-        if pooled is None:
-            kept = None
-            pooled = direct.checkout(engine)
+        try:
+            pooled = kept.take(engine) if kept is not None else None
+            if pooled is None:
+                kept = None
+                pooled = direct.checkout(engine)
+        except DBAPIError as error:
+            _pooler_refused(engine, error)  # (checkout marked it not started)
+            raise
         wrapped: list[Connection] = []
 
         def core() -> Connection:
@@ -424,6 +454,9 @@ class Runtime:
                     autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
                 )
         except BaseException as error:
+            if _pooler_refused(engine, error) and pooled.is_valid:
+                # (its prepared statements are a muddle: not pooled again)
+                (wrapped[0] if wrapped else pooled).invalidate(error)
             try:
                 _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
             finally:
@@ -508,11 +541,12 @@ class Runtime:
         self, engine: AsyncEngine, plan: Plan[T], prebuilt: bool, writes: bool | None
     ) -> T:
         if not (self._connected and self.schema_checked):
+            sync = engine.sync_engine
             try:  # (the schema check: no statement of the plan ran)
                 async with engine.connect() as connection:
                     await connection.run_sync(self._first_connection)
             except DBAPIError as error:
-                retry.mark_not_started(error)
+                _not_started(sync, error)
                 raise
         try:
             first = next(plan)

@@ -91,6 +91,7 @@ _PARTLY_COMMITTED = "_lg_sqla_partly_committed"
 _AT_COMMIT = "_lg_sqla_failed_at_commit"
 _LOST = "_lg_sqla_connection_lost"
 _NOT_STARTED = "_lg_sqla_not_started"
+_RUN_AGAIN = "_lg_sqla_run_again"
 
 T = TypeVar("T")
 
@@ -117,6 +118,12 @@ def mark_not_started(error: BaseException) -> None:
     """Record that ``error`` came before the call ran anything: the connection could
     not be made, or not set up (its outcome is known: nothing happened)."""
     setattr(error, _NOT_STARTED, True)
+
+
+def mark_run_again(error: BaseException) -> None:
+    """Record that ``error`` ran nothing and its cause is gone (a pooler refused a
+    prepared statement, and the engine prepares nothing now): run the call again."""
+    setattr(error, _RUN_AGAIN, True)
 
 
 def check_window(seconds: float) -> float:
@@ -149,6 +156,8 @@ def retry_delay(
     """
     if getattr(error, _PARTLY_COMMITTED, False):
         return None
+    if getattr(error, _RUN_AGAIN, False):
+        return 0.0 if attempt < MAX_ATTEMPTS else None
     orig = error.orig if isinstance(error, DBAPIError) else None
     conflict = orig is not None and dialect_ops.is_lock_conflict(orig)
     lost = getattr(error, "connection_invalidated", False) or getattr(error, _LOST, False)

@@ -66,6 +66,7 @@ Plans are generators and cannot be rewound: the executors retry by asking a plan
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -94,6 +95,8 @@ _NOT_STARTED = "_lg_sqla_not_started"
 _RUN_AGAIN = "_lg_sqla_run_again"
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def mark_partly_committed(error: BaseException) -> None:
@@ -163,23 +166,32 @@ def retry_delay(
     lost = getattr(error, "connection_invalidated", False) or getattr(error, _LOST, False)
     if getattr(error, _AT_COMMIT, False) and not conflict:
         # The COMMIT's outcome is unknown: only an idempotent call may run again.
-        return _reconnect_pause(attempt, window_left) if idempotent and lost else None
+        return _reconnect_pause(error, attempt, window_left) if idempotent and lost else None
     if getattr(error, _NOT_STARTED, False) and window_left > 0:
-        return _reconnect_pause(attempt, window_left)
+        return _reconnect_pause(error, attempt, window_left)
     if lost:
         if attempt == 1:
             return 0.0
-        return _reconnect_pause(attempt, window_left) if idempotent else None
+        return _reconnect_pause(error, attempt, window_left) if idempotent else None
     if attempt < MAX_ATTEMPTS and conflict:
         return random.uniform(0, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return None
 
 
-def _reconnect_pause(attempt: int, window_left: float) -> float | None:
+def _reconnect_pause(error: BaseException, attempt: int, window_left: float) -> float | None:
     if window_left <= 0:
         return None
     pause = min(RECONNECT_MAX_PAUSE_S, RECONNECT_FIRST_PAUSE_S * 2 ** min(attempt - 1, 16))
-    return min(random.uniform(pause / 2, pause), window_left)
+    pause = min(random.uniform(pause / 2, pause), window_left)
+    # INFO: a failover makes one line per waiting call and attempt (operators who
+    # want to see the database come back turn it on).
+    logger.info(
+        "lg_sqla: the database is away (attempt %d, %.1f s left of the reconnect window): %s",
+        attempt,
+        window_left,
+        str(error).splitlines()[0] if str(error) else type(error).__name__,
+    )
+    return pause
 
 
 class _Window:

@@ -38,7 +38,6 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
-from lg_sqla.errors import CallTimeoutError
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
@@ -133,8 +132,6 @@ def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bo
     does every path here. Or the driver's connection is left unusable in a way the
     error did not tell (``drivers.left_unusable``: a killed session's psycopg stuck
     in pipeline mode)."""
-    if isinstance(error, CallTimeoutError):  # (its connection was cut: dead)
-        return True
     if not isinstance(error, Exception) or isinstance(error, ConnectionError):
         # (ConnectionError: a socket's reset or broken pipe, which a driver such as
         # pg8000 raises as it is, and SQLAlchemy neither wraps nor counts as a
@@ -212,8 +209,6 @@ async def _in_worker_thread(call: Callable[[], T]) -> T:
             running.exception()  # (retrieved: its outcome is the cancellation's)
         raise
 
-
-_NOT_WATCHED = contextlib.nullcontext()
 
 # Every Runtime of the process, for a forked child's reset (``Runtime.forked``).
 _RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -357,11 +352,15 @@ class Runtime:
             return self._run_direct(engine, plan, first)
         connection = _connect(engine)
         pooled = connection.connection
+        clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)
         try:
             self.prepare_session(engine, pooled, connection)
-            with self._watched(pooled):
-                return self.run_on(connection, plan, first)
+            result = self.run_on(connection, plan, first)
         except BaseException as error:
+            if timeouts.ended(clock):  # (the watchdog cut it: dead)
+                if not connection.invalidated:
+                    connection.invalidate(error)
+                raise timeouts.timed_out(clock) from error
             if _pooler_refused(engine, error) and not connection.invalidated:
                 connection.invalidate(error)  # (its prepared statements are a muddle)
             elif not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
@@ -370,13 +369,9 @@ class Runtime:
             raise
         finally:
             _close_core(connection, pooled)
-
-    def _watched(self, pooled: PoolProxiedConnection) -> contextlib.AbstractContextManager[None]:
-        """The call timeout's watch over a call's statements (``runtime.timeouts``);
-        without one, a shared no-op."""
-        if self.call_timeout is None:
-            return _NOT_WATCHED
-        return timeouts.Watched(pooled, self.call_timeout)
+        if clock is not None:
+            timeouts.ended(clock)
+        return result
 
     def forget(self, statement: Any) -> None:
         """Drop what the runtime decided and compiled for ``statement``, which its
@@ -440,29 +435,35 @@ class Runtime:
             wrapped.append(Connection(engine, connection=pooled))
             return wrapped[0]
 
+        clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)
         try:
             self.prepare_session(engine, pooled, None)
-            with self._watched(pooled):
-                result = direct.run(
-                    pooled,
-                    engine.dialect,
-                    core,
-                    self.compiler,
-                    driver,
-                    plan,
-                    first,
-                    autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
-                )
+            result = direct.run(
+                pooled,
+                engine.dialect,
+                core,
+                self.compiler,
+                driver,
+                plan,
+                first,
+                autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
+            )
         except BaseException as error:
-            if _pooler_refused(engine, error) and pooled.is_valid:
-                # (its prepared statements are a muddle: not pooled again)
+            cut = clock if timeouts.ended(clock) else None
+            # Not pooled again: cut by the watchdog (dead), or its prepared statements
+            # are a muddle (a pooler refused one).
+            if (cut is not None or _pooler_refused(engine, error)) and pooled.is_valid:
                 (wrapped[0] if wrapped else pooled).invalidate(error)
             try:
                 _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
             finally:
                 if kept is not None:
                     kept.put_back(committed=False)
+            if cut is not None:
+                raise timeouts.timed_out(cut) from error
             raise
+        if clock is not None:
+            timeouts.ended(clock)
         if kept is not None:
             kept.put_back(committed=True)  # committed: clean, kept for the next call
             return result

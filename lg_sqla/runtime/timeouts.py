@@ -28,8 +28,7 @@ import os
 import socket
 import threading
 import time
-from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import PoolProxiedConnection
@@ -82,10 +81,11 @@ def _cut(fd: int) -> None:
 
 
 class _Watch:
-    __slots__ = ("deadline", "fd", "state")
+    __slots__ = ("deadline", "fd", "seconds", "state")
 
-    def __init__(self, deadline: float, fd: int) -> None:
-        self.deadline = deadline
+    def __init__(self, seconds: float, fd: int) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
         self.fd = fd
         self.state = "watched"  # then "ended" (by the call) or "cut" (by the watchdog)
 
@@ -101,7 +101,7 @@ class _Watchdog:
         self._thread: threading.Thread | None = None
 
     def watch(self, fd: int, seconds: float) -> _Watch:
-        watch = _Watch(time.monotonic() + seconds, fd)
+        watch = _Watch(seconds, fd)
         with self._condition:
             heapq.heappush(self._heap, (watch.deadline, next(self._order), watch))
             if self._thread is None:
@@ -147,34 +147,25 @@ def _forked() -> None:
 forks.on_fork_in_child(_forked)
 
 
-class Watched:
-    """``with Watched(pooled, seconds):`` around a call's statements on ``pooled``."""
+def watch(pooled: PoolProxiedConnection, seconds: float) -> _Watch | None:
+    """Start the clock of a call on ``pooled`` (None: a connection with no socket to
+    cut, which ``check_driver`` refuses up front)."""
+    fd = _socket_fd(pooled.driver_connection)
+    return None if fd is None else _WATCHDOG.watch(fd, seconds)
 
-    __slots__ = ("_seconds", "_watch")
 
-    def __init__(self, pooled: PoolProxiedConnection, seconds: float) -> None:
-        self._seconds = seconds
-        fd = _socket_fd(pooled.driver_connection)
-        self._watch = None if fd is None else _WATCHDOG.watch(fd, seconds)
+def ended(watch: _Watch | None) -> TypeGuard[_Watch]:
+    """Stop the clock; True if the watchdog cut the connection first (then a call
+    that ended by itself keeps its result, and its dead connection fails at its next
+    use and is replaced, ``runtime.retry``)."""
+    return watch is not None and _WATCHDOG.end(watch)
 
-    def __enter__(self) -> None:
-        return None
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._watch is None or not _WATCHDOG.end(self._watch):
-            return
-        if error is not None:
-            raise CallTimeoutError(
-                f"no answer from the database within call_timeout={self._seconds:g} s: the "
-                "connection was cut, and what the call did is unknown (a COMMIT may have "
-                "been applied on the server, and not reached a synchronous standby: on "
-                "PostgreSQL, a COMMIT waits while synchronous_standby_names names a standby "
-                "that is not connected)"
-            ) from error
-        # Cut as the call ended by itself: its result stands; its connection, now
-        # dead, fails at its next use and is replaced (``runtime.retry``).
+def timed_out(watch: _Watch) -> CallTimeoutError:
+    """The error of a call whose connection the watchdog cut."""
+    return CallTimeoutError(
+        f"no answer from the database within call_timeout={watch.seconds:g} s: the connection "
+        "was cut, and what the call did is unknown (a COMMIT may have been applied on the "
+        "server, and not reached a synchronous standby: on PostgreSQL, a COMMIT waits "
+        "while synchronous_standby_names names a standby that is not connected)"
+    )

@@ -551,6 +551,5 @@ def test_a_node_killed_under_load(galera: GaleraCluster, nodes: list[Node]) -> N
             f"reconnect-window waits: {waits.count}"
         )
         assert acknowledged.errors == []
-        assert waits.count > 0  # (the writers did meet the dead node)
     check_everything_is_there(nodes[1].sync_url, acknowledged)
     print("acknowledged writes lost: 0")

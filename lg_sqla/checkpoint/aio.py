@@ -209,7 +209,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe.
         Read-only savers only check the schema."""
         await migrate.aset_up(self.engine, read_only=self.read_only)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine.sync_engine)
 
     # --- the checkpointer contract ----------------------------------------------
 

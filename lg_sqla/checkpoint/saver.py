@@ -200,7 +200,7 @@ class SQLAlchemySaver(SaverBase):
             ...     saver.setup()
         """
         migrate.set_up(self.engine, read_only=self.read_only)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine)
 
     # --- the checkpointer contract ----------------------------------------------
 

@@ -114,6 +114,11 @@ def detect_poolers(engine: Engine) -> None:
     event.listen(engine, "connect", on_connect, insert=True)
 
 
+def needs_check(engine: Engine) -> bool:
+    """Whether ``engine``'s connections are yet to be checked for a pooler."""
+    return engine.dialect.driver in _PSYCOPG_DRIVERS and engine.pool not in _CHECKED
+
+
 def check_first_connection(engine: Engine, dbapi_connection: Any) -> None:
     """On an owner's first connection of ``engine``: unless its connections are
     checked already (or prepare nothing), whether a pooler is in front; then the

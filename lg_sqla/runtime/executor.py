@@ -262,6 +262,7 @@ class Runtime:
         self._writer_locks: dict[Engine, threading.Lock | None] = {}
         # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
         self._guarded: set[Engine] = set()
+        self._window_of = self._window
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -272,9 +273,12 @@ class Runtime:
             kept.forget_parents()
         self._writer_locks = {}
 
-    def set_up(self) -> None:
-        """The owner's ``setup()`` connected and brought the schema to head. (The first
-        call still passes through ``_first_connection``, once: its pooler check.)"""
+    def set_up(self, engine: Engine) -> None:
+        """The owner's ``setup()`` connected to ``engine`` and brought the schema to
+        head. The first call skips ``_first_connection``, unless the engine's
+        connections still need their pooler check (``dialects.poolers``: a psycopg
+        engine the caller made), which it makes there, once."""
+        self._connected = not poolers.needs_check(engine)
         self.schema_checked = True
 
     # --- sync ------------------------------------------------------------------
@@ -302,8 +306,8 @@ class Runtime:
         return retry.with_retries(
             lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes),
             self.dialect_ops,
-            idempotent=idempotent,
-            window=self._window,
+            idempotent,
+            self._window_of,  # (positional, and bound once: the hot calls pay nothing)
         )
 
     def _window(self) -> float:
@@ -534,8 +538,8 @@ class Runtime:
         return await retry.awith_retries(
             lambda: self._aattempt(engine, source(), prebuilt, writes),
             self.dialect_ops,
-            idempotent=idempotent,
-            window=self._window,
+            idempotent,
+            self._window_of,
         )
 
     async def _aattempt(

@@ -213,7 +213,6 @@ class _Window:
 def with_retries(
     attempt: Callable[[], T],
     dialect_ops: DialectOps,
-    *,
     idempotent: bool = False,
     window: Callable[[], float] = _no_window,
 ) -> T:
@@ -239,7 +238,6 @@ def with_retries(
 async def awith_retries(
     attempt: Callable[[], Awaitable[T]],
     dialect_ops: DialectOps,
-    *,
     idempotent: bool = False,
     window: Callable[[], float] = _no_window,
 ) -> T:

@@ -337,7 +337,7 @@ class SQLAlchemyStore(_StoreBase):
         if not self.read_only:
             with self.engine.begin() as connection:
                 self._vectors_set_up(connection)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine)
 
     def _run(
         self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
@@ -502,7 +502,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         if not self.read_only:
             async with self.engine.begin() as connection:
                 await connection.run_sync(self._vectors_set_up)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine.sync_engine)
 
     async def _run(
         self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True

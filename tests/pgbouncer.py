@@ -14,7 +14,6 @@ import contextlib
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from servers import (
     _INSTALL_HINT,
@@ -99,7 +98,3 @@ def pgbouncers(server_admin_url: str) -> Iterator[Bouncers]:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def log_of(base: Path) -> str:
-    return (base / "pgbouncer.log").read_text(errors="replace")

@@ -53,6 +53,9 @@ have_galera() {
         command -v wsrep_sst_rsync >/dev/null 2>&1
 }
 
+have_pgbouncer() { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; }
+have_haproxy() { command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; }
+
 have_mariadb() {
     { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
         command -v mariadb-install-db >/dev/null 2>&1
@@ -151,6 +154,10 @@ if [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ]; then
     if [ -z "${LG_SQLA_TEST_GALERA_URLS:-}" ] && ! have_galera; then
         packages+=(galera-4 rsync)
     fi
+    # PgBouncer in front of the test PostgreSQL (tests/pgbouncer.py), haproxy in front
+    # of the Galera nodes (tests/haproxy.py); never from Docker.
+    have_pgbouncer || packages+=(pgbouncer)
+    have_haproxy || packages+=(haproxy)
 fi
 have_mariadb_dev || packages+=(libmariadb-dev pkg-config)
 command -v cc >/dev/null 2>&1 || packages+=(gcc libc6-dev)
@@ -179,6 +186,8 @@ if [ "${#packages[@]}" -gt 0 ]; then
         postgresql-15) have_postgres || die "postgresql-15 installed but $PG_BINDIR/initdb is missing" ;;
         mariadb-server) have_mariadb || die "mariadb-server installed but mariadbd/mariadb-install-db are missing" ;;
         galera-4) have_galera || die "galera-4 and rsync installed but libgalera_smm.so, rsync or wsrep_sst_rsync is missing" ;;
+        pgbouncer) have_pgbouncer || die "pgbouncer installed but its binary is missing" ;;
+        haproxy) have_haproxy || die "haproxy installed but its binary is missing" ;;
         libmariadb-dev) have_mariadb_dev || die "libmariadb-dev installed but mariadb_config or pkg-config's mariadb is missing" ;;
         esac
     done

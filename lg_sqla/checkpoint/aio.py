@@ -43,6 +43,7 @@ from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -68,6 +69,15 @@ class AsyncSQLAlchemySaver(SaverBase):
         read_only: See ``SQLAlchemySaver``: reads only, for a replica.
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
+        reconnect_window: Seconds a call waits for a database that went away (a
+            failover, a restart): it reconnects with growing pauses instead of
+            raising, where that is safe (nothing ran, or the call is idempotent:
+            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
+            "Failover"). 0: one immediate retry only. Default 30.
+        call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
+            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
+            synchronous standby that is gone). Default None: no limit. psycopg and
+            psycopg2 only.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -92,9 +102,19 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            reconnect_window,
+            call_timeout,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
@@ -119,6 +139,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -161,6 +183,8 @@ class AsyncSQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
             ),
             threaded,
             attach,
@@ -185,6 +209,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             prebuilt=prebuilt,
             threaded=self._threaded,
             calls_back=not prebuilt,
+            idempotent=prebuilt,  # (see SQLAlchemySaver.run)
         )
 
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
@@ -210,7 +235,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         self._not_bound("setup")
         await migrate.aset_up(self.engine, read_only=self.read_only)
         await self._runtime.alearn(self.engine)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine.sync_engine)
 
     # --- the checkpointer contract ----------------------------------------------
 

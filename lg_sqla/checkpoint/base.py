@@ -18,6 +18,8 @@ from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
+from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
 from lg_sqla.shared import utc_now
 
@@ -73,6 +75,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         direct_path: bool,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
@@ -88,8 +92,13 @@ class SaverBase(BaseCheckpointSaver[str]):
         check_page_size(list_page_size)
         self.dialect_ops = ops_for(dialect)
         self._runtime = Runtime(
-            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+            self.dialect_ops,
+            check_schema=check_schema,
+            direct_path=direct_path,
+            reconnect_window=reconnect_window,
+            call_timeout=call_timeout,
         )
+        check_driver(dialect, self._runtime.call_timeout)
         self.list_page_size = list_page_size
         self.read_only = read_only
 

@@ -36,6 +36,7 @@ from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import ThreadSweeper
 
 
@@ -75,6 +76,15 @@ class SQLAlchemySaver(SaverBase):
             or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
             (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
             no expiry, and no extra statement on any call.
+        reconnect_window: Seconds a call waits for a database that went away (a
+            failover, a restart): it reconnects with growing pauses instead of
+            raising, where that is safe (nothing ran, or the call is idempotent:
+            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
+            "Failover"). 0: one immediate retry only. Default 30.
+        call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
+            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
+            synchronous standby that is gone). Default None: no limit. psycopg and
+            psycopg2 only.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -98,9 +108,19 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            reconnect_window,
+            call_timeout,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -119,6 +139,8 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
@@ -150,6 +172,8 @@ class SQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
             ),
         ) as saver:
             yield saver
@@ -162,10 +186,12 @@ class SQLAlchemySaver(SaverBase):
         ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
 
         ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
-        (the checkpointer's hot calls), so it may take the direct path."""
+        (the checkpointer's hot calls), so it may take the direct path. Each of those
+        is idempotent too (``runtime.retry``: reads, put, put_writes, delete_thread,
+        the DeltaChannel history), so it may run again after an unknown outcome."""
         if self._binding is not None:
             return self._binding.run(source)
-        return self._runtime.run(self.engine, source, prebuilt=prebuilt)
+        return self._runtime.run(self.engine, source, prebuilt=prebuilt, idempotent=prebuilt)
 
     def bound(self, target: Connection | Session) -> SQLAlchemySaver:
         """This saver's calls on your ``Connection`` or ORM ``Session``, inside your
@@ -205,7 +231,7 @@ class SQLAlchemySaver(SaverBase):
         self._not_bound("setup")
         migrate.set_up(self.engine, read_only=self.read_only)
         self._runtime.learn(self.engine)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine)
 
     # --- the checkpointer contract ----------------------------------------------
 

@@ -12,7 +12,8 @@ routing    ``choose_path``: Core or direct, decided once per call, every reason
            written beside it
 direct     the direct path: compiled SQL on the pooled DBAPI cursor
 drivers    the drivers the direct path is allowed on, with their cursor settings
-retry      which errors are retried, and how long to wait
+retry      which errors are retried, and how long to wait (the reconnect window)
+timeouts   the call timeout: a watchdog that cuts a connection waited on too long
 locks      SQLite's in-process writer lock (sync and async)
 kept       the pooled connection an owner keeps between direct-path calls
 forks      what a forked child resets (kept connections, own pools, locks)

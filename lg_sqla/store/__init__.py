@@ -371,7 +371,7 @@ class SQLAlchemyStore(_StoreBase):
             with self.engine.begin() as connection:
                 self._vectors_set_up(connection)
         self._runtime.learn(self.engine)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine)
 
     def _run(
         self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
@@ -554,7 +554,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
             async with self.engine.begin() as connection:
                 await connection.run_sync(self._vectors_set_up)
         await self._runtime.alearn(self.engine)
-        self._runtime.set_up()
+        self._runtime.set_up(self.engine.sync_engine)
 
     async def _run(
         self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True

@@ -41,6 +41,7 @@ from lg_sqla.runtime.telemetry import CallStats
 UNTRACED: dict[str, str] = {
     "from_conn_string": "opens an engine; the calls made on what it yields have spans",
     "get_next_version": "computes a version string, no I/O",
+    "bound": "returns a view on the caller's connection; the calls made on it have spans",
     "with_allowlist": "returns a copy of the saver with another serializer allowlist",
     "start_ttl_sweeper": "starts a thread; each of its passes is a sweep_ttl call, with its span",
     "stop_ttl_sweeper": "stops that thread",

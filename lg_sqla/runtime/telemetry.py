@@ -189,9 +189,16 @@ def install() -> None:
         return path
 
     def counted_retry_delay(
-        error: DBAPIError | ConnectionError, attempt: int, dialect_ops: DialectOps
+        error: DBAPIError | ConnectionError,
+        attempt: int,
+        dialect_ops: DialectOps,
+        *,
+        idempotent: bool = False,
+        window_left: float = 0.0,
     ) -> float | None:
-        delay: float | None = retry_delay(error, attempt, dialect_ops)
+        delay: float | None = retry_delay(
+            error, attempt, dialect_ops, idempotent=idempotent, window_left=window_left
+        )
         stats = current.get()
         if stats is not None:
             orig = error.orig if isinstance(error, DBAPIError) else None

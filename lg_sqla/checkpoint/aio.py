@@ -28,6 +28,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import async_bridged
 from lg_sqla.engines import (
@@ -65,6 +66,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         read_only: See ``SQLAlchemySaver``: reads only, for a replica.
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
+        state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -87,9 +89,17 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        state_migrations: StateMigrations | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            state_migrations,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
@@ -114,6 +124,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -156,6 +167,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                state_migrations=state_migrations,
             ),
             threaded,
             attach,
@@ -277,6 +289,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in one statement; see the sync saver."""
         if not channels:
             return {}
+        if self.state_migrations is not None:
+            # See the sync saver: ancestors at older state revisions, read migrated.
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         return await self.arun(
             lambda: operations.delta_history(self.context, config, channels), prebuilt=True
         )

@@ -28,6 +28,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
@@ -72,6 +73,12 @@ class SQLAlchemySaver(SaverBase):
             or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
             (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
             no expiry, and no extra statement on any call.
+        state_migrations: The application's state revisions
+            (``lg_sqla.checkpoint.state_migrations.StateMigrations``): every read returns
+            checkpoints in the newest state shape, whatever revision they were written
+            at, and writes stamp the newest revision (docs/state-migrations.md). None:
+            rows are read as stored; a row written at a state revision raises
+            ``StateRevisionError``.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -93,9 +100,17 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        state_migrations: StateMigrations | None = None,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            state_migrations,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -114,6 +129,7 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
@@ -145,6 +161,7 @@ class SQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                state_migrations=state_migrations,
             ),
         ) as saver:
             yield saver
@@ -344,6 +361,10 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
+        if self.state_migrations is not None:
+            # Ancestors at older state revisions name the channels by their old names:
+            # the walk of migrated tuples (one get_tuple per ancestor) reads them as new.
+            return super().get_delta_channel_history(config=config, channels=channels)
         return self.run(
             lambda: operations.delta_history(self.context, config, channels), prebuilt=True
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 import state_app
 from backends import Backend, EngineFactory
 from helpers import config, new_thread
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from modes import either
 from state_app import V1, V2, build, first_input, later_input
@@ -280,3 +282,60 @@ def test_a_downgrade_without_a_way_back_changes_nothing(
     with pytest.raises(MissingDowngradeError, match=r"0003_no_score: DropChannel\('score'\)"):
         upgrade_state(saver, to="0001_chat")
     assert _rows(engine, thread) == before
+
+
+def test_a_thread_a_graph_is_running_on_is_left_alone(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """The sweeper's rule: a thread between the supersteps of a run (written within
+    max_run, tasks to run, no interrupt) is skipped and reported, not rewritten; a
+    thread paused at an interrupt is rewritten. Once the run ended, a second upgrade
+    takes the first thread too."""
+    engine = make_engine(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    started, release = threading.Event(), threading.Event()
+
+    def first(state: Any) -> dict[str, Any]:
+        return {"messages": ["one"], "score": 1}
+
+    def second(state: Any) -> dict[str, Any]:
+        started.set()
+        assert release.wait(120), "the test never released the run"
+        return {"messages": ["two"], "score": state["score"] + 1}
+
+    builder = StateGraph(state_app.StateV1)
+    builder.add_node("first", first)
+    builder.add_node("second", second)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.add_edge("second", END)
+    graph = builder.compile(checkpointer=SQLAlchemySaver(engine))
+    running, paused = "run-a", "run-b"
+    build(V1, SQLAlchemySaver(engine)).invoke(first_input(V1), config(paused))
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            # durability="sync": each step's checkpoint is stored before the next runs.
+            graph.invoke(first_input(V1), config(running), durability="sync")
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert started.wait(120)
+        before = _rows(engine, running)
+        saver = SQLAlchemySaver(engine, state_migrations=state_app.MIGRATIONS)
+        report = upgrade_state(saver)
+        assert report.threads_running == [running] and report.failures == []
+        assert _rows(engine, running) == before
+        assert _revisions(engine, [paused]) == {HEAD}
+    finally:
+        release.set()
+        worker.join(120)
+    assert not worker.is_alive() and failures == []
+    assert upgrade_state(saver).threads_running == []
+    assert _revisions(engine, [running, paused]) == {HEAD}
+    values = build(V2, saver).get_state(config(running)).values
+    assert values == {"chat": ["one", "two"], "score": "2 pts"}

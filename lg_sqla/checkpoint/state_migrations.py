@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from langgraph.checkpoint.serde.types import TASKS
 
@@ -119,7 +119,7 @@ class RenameNode:
     new: str
 
 
-Operation = Union[RenameChannel, TransformChannel, DropChannel, RenameNode]
+Operation = RenameChannel | TransformChannel | DropChannel | RenameNode
 
 
 @dataclass(frozen=True)

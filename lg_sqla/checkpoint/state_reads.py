@@ -13,8 +13,8 @@ checkpoint it resumed from, which may be older than the code writing).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
 
@@ -50,16 +50,17 @@ from lg_sqla.plans import Record
 # A stored blob with its revision: (channel, type, blob, state_revision).
 RevisedBlob = tuple[str, str, bytes | None, str | None]
 RevisedWrite = tuple[StoredWrite, str | None]
+V = TypeVar("V")
 
 
-def refuse_revisions(rows: Iterable[Mapping[str, Any]]) -> None:
+def refuse_revisions(rows: Iterable[Record]) -> None:
     """Raise on the first row written at a state revision (a saver that has none)."""
     for row in rows:
         if row["state_revision"] is not None:
             raise unknown_revision(row["state_revision"], _row_name(row), None)
 
 
-def _row_name(row: Mapping[str, Any]) -> str:
+def _row_name(row: Record) -> str:
     checkpoint = row.get("checkpoint_id")
     thread = row.get("thread_id")
     if checkpoint is None:
@@ -91,10 +92,10 @@ def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
             write: StoredWrite = tuple(row[AT_CHANNEL : AT_BLOB + 1])
             (writes if kind == KIND_WRITE else sends)[key].append((write, revision))
     if len(checkpoint_rows) == 1:  # a page of one sends its rows without keys
-        own, keyless = _page_key(checkpoint_rows[0]), (None, None, None)
-        for found in (blobs, writes, sends):
-            if keyless in found:
-                found[own] = found.pop(keyless)  # type: ignore[index]
+        own = _page_key(checkpoint_rows[0])
+        _give_keyless(blobs, own)
+        _give_keyless(writes, own)
+        _give_keyless(sends, own)
     ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
     return [
         migrated_tuple(
@@ -106,6 +107,14 @@ def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
         )
         for row in ordered
     ]
+
+
+_KEYLESS = cast(PageKey, (None, None, None))
+
+
+def _give_keyless(found: dict[PageKey, list[V]], owner: PageKey) -> None:
+    if _KEYLESS in found:
+        found[owner] = found.pop(_KEYLESS)
 
 
 def _write_order(write: RevisedWrite) -> tuple[str, str, int]:

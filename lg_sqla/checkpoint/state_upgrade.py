@@ -21,14 +21,14 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
 from lg_sqla.checkpoint import codec, maintenance
 from lg_sqla.checkpoint.base import Context
-from lg_sqla.checkpoint.policy import Policy
 from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
+from lg_sqla.checkpoint.policy import Policy
 from lg_sqla.checkpoint.retention import runs_in_progress
 from lg_sqla.checkpoint.state_migrations import (
     DROPPED,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from lg_sqla.checkpoint.aio import AsyncSQLAlchemySaver
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 
-    SaverBase = Union[SQLAlchemySaver, AsyncSQLAlchemySaver]
+    SaverBase = SQLAlchemySaver | AsyncSQLAlchemySaver
 
 TABLES = {"checkpoints": C, "blobs": B, "writes": W}
 # A row already at the target: nothing to write.
@@ -188,14 +188,14 @@ def revision_counts(table: sa.Table = C) -> Plan[dict[str | None, int]]:
             fetch=True,
         )
     ).rows
-    return {row[0]: row[1] for row in rows}
+    return {row[0]: row[1] for row in cast(Any, rows)}
 
 
 def check_path(state: StateMigrations, present: Sequence[str | None], target: str | None) -> None:
     """Refuse, before anything changes, a revision the migrations do not know or a way
     down they do not have (naming every operation that has none)."""
     for revision in present:
-        if not state.known(revision):
+        if revision is not None and not state.known(revision):
             raise unknown_revision(revision, "a stored checkpoint", state)
     lowest = state.position(target)
     above = [r for r in present if state.position(r) > lowest]
@@ -294,7 +294,7 @@ def _running(threads: list[str], max_run: dt.timedelta) -> Plan[set[str]]:
         )
     ).rows
     since = utc_now() - max_run
-    return {row[0] for row in rows if row[1] is not None and _aware(row[1]) > since}
+    return {row[0] for row in cast(Any, rows) if row[1] is not None and _aware(row[1]) > since}
 
 
 def _aware(moment: dt.datetime) -> dt.datetime:
@@ -348,7 +348,9 @@ class _Rewrite:
         self.failures: list[StateFailure] = []
         self._kept_blobs: set[BlobKey] = set()  # named by a checkpoint left as it was
 
-    def plan(self, checkpoints: list[Record], blobs: list[Record], writes: list[Record]) -> None:
+    def plan(
+        self, checkpoints: Sequence[Record], blobs: Sequence[Record], writes: Sequence[Record]
+    ) -> None:
         by_key = {_blob_key(b): b for b in blobs}
         writes_of: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
         for w in writes:
@@ -372,9 +374,9 @@ class _Rewrite:
                 except Exception as error:
                     self._fail(w, error, {})
         # A blob a checkpoint left as it was still names keeps its key and value.
-        for key in self._kept_blobs:
-            self.blob_updates.pop(key, None)
-            self.blob_deletes.discard(key)
+        for kept in self._kept_blobs:
+            self.blob_updates.pop(kept, None)
+            self.blob_deletes.discard(kept)
 
     def _fail(self, row: Record, error: Exception, by_key: dict[BlobKey, Record]) -> None:
         self.failures.append(
@@ -497,7 +499,9 @@ class _Rewrite:
         steps = self.state.steps(blob["state_revision"], self.target)
         if blob["type"] == EMPTY_TYPE:
             name = channel_through(steps, blob["channel"])
-            return None if name is None else {**blob, "channel": name, "state_revision": self.target}
+            if name is None:
+                return None
+            return {**blob, "channel": name, "state_revision": self.target}
         value = codec.load_value(self.ctx.serde, blob["type"], blob["blob"])
         name, new = migrate_value(steps, blob["channel"], value)
         if new is DROPPED:

@@ -129,7 +129,8 @@ def _show(args: argparse.Namespace) -> int:
         order += sorted((r for r in table if r not in order), key=str)
     rows = []
     for revision in order:
-        row = {"revision": revision, **{name: t.get(revision, 0) for name, t in counts.items()}}
+        row: dict[str, Any] = {"revision": revision}
+        row.update({name: t.get(revision, 0) for name, t in counts.items()})
         if migrations is not None:
             row["known"] = migrations.known(revision)
             row["head"] = revision == migrations.head

@@ -112,14 +112,14 @@ def build(version: Version, checkpointer: Any) -> Any:
     def finish(state: Any) -> dict[str, Any]:
         return {key: ["done"], "score": dump(load(state["score"]) + 100)}
 
-    review = StateGraph(version.state)
+    review: StateGraph[Any] = StateGraph(version.state)
     review.add_node("draft", draft)
     review.add_node("ask", ask)
     review.add_edge(START, "draft")
     review.add_edge("draft", "ask")
     review.add_edge("ask", END)
 
-    graph = StateGraph(version.state)
+    graph: StateGraph[Any] = StateGraph(version.state)
     graph.add_node("greet", greet)
     graph.add_node("review", review.compile())
     graph.add_node("finish", finish)

@@ -66,9 +66,7 @@ async def test_conformance(make_engine: EngineFactory, backend: Backend, mode: s
 MIGRATIONS = StateMigrations(
     [
         StateRevision("0001_renamed", None, [RenameChannel("legacy", "current")]),
-        StateRevision(
-            "0002_node", "0001_renamed", [RenameNode("old_node", "new_node")]
-        ),
+        StateRevision("0002_node", "0001_renamed", [RenameNode("old_node", "new_node")]),
         StateRevision("0003_typed", "0002_node", [TransformChannel("legacy_count", str)]),
     ]
 )

@@ -128,7 +128,7 @@ async def test_version_1_thread_resumes_under_version_2_lazily(
     assert _revisions(make_engine(backend), [old]) == {None, HEAD}
     # Code that knows only the first revision refuses the rows written at the second.
     first_only = either(build(V2, _saver(engine, state_migrations=state_app.FIRST_ONLY)), mode)
-    with pytest.raises(StateRevisionError, match="'0002_score_text'.*'0001_chat'"):
+    with pytest.raises(StateRevisionError, match=r"'0002_score_text'.*'0001_chat'"):
         await first_only.get_state(config(old))
 
 
@@ -167,8 +167,11 @@ async def test_offline_upgrade_then_version_2_resumes(
 
 
 def _named(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    return {"checkpoints": rows["checkpoints"], "blobs": rows["checkpoint_blobs"],
-            "writes": rows["checkpoint_writes"]}
+    return {
+        "checkpoints": rows["checkpoints"],
+        "blobs": rows["checkpoint_blobs"],
+        "writes": rows["checkpoint_writes"],
+    }
 
 
 def test_a_checkpoint_a_migration_fails_on_is_left_as_it_was(
@@ -273,11 +276,15 @@ def test_a_downgrade_without_a_way_back_changes_nothing(
     thread = new_thread()
     build(V1, SQLAlchemySaver(engine)).invoke(first_input(V1), config(thread))
     dropping = StateMigrations(
-        [*state_app.MIGRATIONS.revisions, StateRevision("0003_no_score", HEAD, [DropChannel("score")])]
+        [
+            *state_app.MIGRATIONS.revisions,
+            StateRevision("0003_no_score", HEAD, [DropChannel("score")]),
+        ]
     )
     saver = SQLAlchemySaver(engine, state_migrations=dropping)
     upgrade_state(saver)
-    assert "score" not in saver.get_tuple(config(thread)).checkpoint["channel_values"]
+    upgraded = saver.get_tuple(config(thread))
+    assert upgraded is not None and "score" not in upgraded.checkpoint["channel_values"]
     before = _rows(engine, thread)
     with pytest.raises(MissingDowngradeError, match=r"0003_no_score: DropChannel\('score'\)"):
         upgrade_state(saver, to="0001_chat")
@@ -303,13 +310,13 @@ def test_a_thread_a_graph_is_running_on_is_left_alone(
         assert release.wait(120), "the test never released the run"
         return {"messages": ["two"], "score": state["score"] + 1}
 
-    builder = StateGraph(state_app.StateV1)
+    builder: StateGraph[Any] = StateGraph(state_app.StateV1)
     builder.add_node("first", first)
     builder.add_node("second", second)
     builder.add_edge(START, "first")
     builder.add_edge("first", "second")
     builder.add_edge("second", END)
-    graph = builder.compile(checkpointer=SQLAlchemySaver(engine))
+    graph: Any = builder.compile(checkpointer=SQLAlchemySaver(engine))
     running, paused = "run-a", "run-b"
     build(V1, SQLAlchemySaver(engine)).invoke(first_input(V1), config(paused))
     failures: list[BaseException] = []

@@ -11,6 +11,7 @@ checkpoint a migration function raises on is left as it was and reported.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -346,3 +347,31 @@ def test_a_thread_a_graph_is_running_on_is_left_alone(
     assert _revisions(engine, [running, paused]) == {HEAD}
     values = build(V2, saver).get_state(config(running)).values
     assert values == {"chat": ["one", "two"], "score": "2 pts"}
+
+
+def test_the_documented_example_resumes_a_version_1_ticket_under_version_2(
+    make_engine: EngineFactory, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/state_migrations.py, as docs/state-migrations.md runs it: a ticket paused
+    by version 1 is approved by version 2 through the migrations."""
+    spec = importlib.util.spec_from_file_location(
+        "lg_sqla_example_state_migrations", HERE.parents[2] / "examples" / "state_migrations.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, example)  # (its TypedDicts' annotations)
+    spec.loader.exec_module(example)
+    engine = make_engine(backend)
+    thread = new_thread()
+    example.version_1(SQLAlchemySaver(engine)).invoke(
+        {"messages": ["user: printer on fire"]}, config(thread)
+    )
+    saver = SQLAlchemySaver(engine, state_migrations=example.MIGRATIONS)
+    result = example.version_2(saver).invoke(Command(resume="yes"), config(thread))
+    assert result["priority"] == "high"
+    assert result["conversation"] == [
+        "user: printer on fire",
+        "bot: triaged",
+        "agent: yes",
+        "bot: on it (priority high)",
+    ]

@@ -343,6 +343,20 @@ def migrate_names(document: Mapping[str, Any], steps: Sequence[Step]) -> dict[st
     return migrated
 
 
+# LangGraph's per-DeltaChannel snapshot counters, in checkpoint metadata, by channel name.
+DELTA_COUNTERS = "counters_since_delta_snapshot"
+
+
+def migrate_metadata(metadata: Mapping[str, Any], steps: Sequence[Step]) -> dict[str, Any]:
+    """Checkpoint metadata with the channel names it holds (the DeltaChannel snapshot
+    counters) after ``steps``: a renamed DeltaChannel keeps its snapshot cadence."""
+    migrated = dict(metadata)
+    counters = metadata.get(DELTA_COUNTERS)
+    if steps and isinstance(counters, Mapping):
+        migrated[DELTA_COUNTERS] = _renamed_keys(counters, steps)
+    return migrated
+
+
 # --- values ------------------------------------------------------------------------
 
 

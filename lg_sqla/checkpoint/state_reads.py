@@ -26,6 +26,7 @@ from lg_sqla.checkpoint.state_migrations import (
     StateMigrationError,
     StateMigrations,
     Step,
+    migrate_metadata,
     migrate_names,
     migrate_value,
     unknown_revision,
@@ -149,7 +150,8 @@ def migrated_tuple(
         return found
     head = state.head
     stored_at = row["state_revision"]
-    checkpoint: Any = migrate_names(found.checkpoint, state.steps(stored_at, head))
+    names = state.steps(stored_at, head)
+    checkpoint: Any = migrate_names(found.checkpoint, names)
     blob_revision = {channel: revision for channel, _, _, revision in blobs}
     values = {}
     for channel, value in found.checkpoint["channel_values"].items():
@@ -166,7 +168,8 @@ def migrated_tuple(
         name, migrated = _migrated(steps, channel, value, where, state, write=True)
         if migrated is not DROPPED:
             pending.append((task_id, name, migrated))
-    return found._replace(checkpoint=checkpoint, pending_writes=pending)
+    metadata: Any = migrate_metadata(found.metadata, names)
+    return found._replace(checkpoint=checkpoint, metadata=metadata, pending_writes=pending)
 
 
 def _migrated(

@@ -35,6 +35,7 @@ from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
     StateMigrations,
     channel_through,
+    migrate_metadata,
     migrate_names,
     migrate_value,
     unknown_revision,
@@ -235,7 +236,7 @@ def upgrade_plan(
     yield COMMIT
     if dry_run:
         return report
-    after = ""
+    after: str | None = None
     while True:
         threads = yield from _next_threads(target, after, batch_size)
         if not threads:
@@ -264,18 +265,20 @@ def _count_threads(target: str | None) -> Plan[int]:
     return int(rows[0][0])
 
 
-def _next_threads(target: str | None, after: str, batch_size: int) -> Plan[list[str]]:
+def _next_threads(target: str | None, after: str | None, batch_size: int) -> Plan[list[str]]:
     """The next ``batch_size`` threads (by id, after ``after``) with a row to rewrite;
     each table walked in its primary key's order from ``after``."""
     found: set[str] = set()
     for table in TABLES.values():
         query = (
             sa.select(table.c.thread_id)
-            .where(table.c.thread_id > after, _stale(table, target))
+            .where(_stale(table, target))
             .group_by(table.c.thread_id)
             .order_by(table.c.thread_id)
             .limit(batch_size)
         )
+        if after is not None:
+            query = query.where(table.c.thread_id > after)
         found.update(row[0] for row in (yield Step(query, fetch=True)).rows)
     return sorted(found)[:batch_size]
 
@@ -452,6 +455,7 @@ class _Rewrite:
                 "k_ns_hash": nsh,
                 "k_checkpoint_id": row["checkpoint_id"],
                 "v_checkpoint": migrated,
+                "v_metadata": migrate_metadata(codec.json_object(row["metadata"]), steps),
                 "v_revision": self.target,
             },
             blob_changes,
@@ -584,6 +588,7 @@ def _update_documents() -> sa.Update:
         )
         .values(
             checkpoint=sa.bindparam("v_checkpoint", type_=C.c.checkpoint.type),
+            metadata=sa.bindparam("v_metadata", type_=C.c.metadata.type),
             state_revision=sa.bindparam("v_revision", type_=C.c.state_revision.type),
         )
     )

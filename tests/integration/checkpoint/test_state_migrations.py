@@ -118,6 +118,15 @@ async def test_version_1_thread_resumes_under_version_2_lazily(
     turn = ["hello 0", "hello 0", "draft", "answer:first", "done", "again", "hello 6"]
     assert reference == {"chat": [*turn, *turn, "draft", "answer:yes", "done"], "score": "224 pts"}
     assert await _resumed(v2, old) == reference
+    # Stored as version 2 stores it: the renamed DeltaChannel kept its snapshot cadence.
+    counters = [
+        [
+            found.metadata.get("counters_since_delta_snapshot")
+            for found in await either(saver, mode).list(config(thread))
+        ]
+        for thread in (old, migrated)
+    ]
+    assert counters[0] == counters[1] and "chat" in str(counters[0])
     history = await either(saver, mode).list(None, filter=None)
     mine = [t for t in history if t.config["configurable"]["thread_id"] == old]
     assert {t.config["configurable"]["checkpoint_ns"] != "" for t in mine} == {True, False}
@@ -154,6 +163,9 @@ async def test_offline_upgrade_then_version_2_resumes(
     assert report.checkpoints == len(before["checkpoints"])
     assert _revisions(engine, [old]) == {HEAD}
     assert state_counts(saver)["checkpoints"] == {HEAD: len(before["checkpoints"])}
+    with engine.connect() as conn:  # the DeltaChannel's snapshot counters renamed too
+        stored = conn.execute(sa.select(checkpoints.c.metadata)).scalars().all()
+    assert "chat" in str(stored) and "messages" not in str(stored)
     with pytest.raises(StateRevisionError, match="0002_score_text"):
         build(V1, SQLAlchemySaver(engine)).get_state(config(old))
     v2 = either(build(V2, saver), "sync")

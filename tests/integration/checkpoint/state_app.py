@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from lg_sqla.checkpoint.state_migrations import (
+    DropChannel,
     RenameChannel,
     StateMigrations,
     StateRevision,
@@ -61,6 +62,14 @@ MIGRATIONS = StateMigrations(
             "0001_chat",
             [TransformChannel("score", score_text, down=score_points)],
         ),
+    ]
+)
+
+# A third revision that drops the score: it has no way back.
+DROPPING = StateMigrations(
+    [
+        *MIGRATIONS.revisions,
+        StateRevision("0003_no_score", "0002_score_text", [DropChannel("score")]),
     ]
 )
 

@@ -12,6 +12,7 @@ checkpoint a migration function raises on is left as it was and reported.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -31,10 +32,7 @@ from state_app import V1, V2, build, first_input, later_input
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.checkpoint.state_migrations import (
-    DropChannel,
     MissingDowngradeError,
-    StateMigrations,
-    StateRevision,
     StateRevisionError,
 )
 from lg_sqla.checkpoint.state_upgrade import state_counts, upgrade_state
@@ -282,26 +280,35 @@ async def test_an_encrypted_and_compressed_saver_migrates_the_same_way(
 def test_a_downgrade_without_a_way_back_changes_nothing(
     make_engine: EngineFactory, fresh_database: Backend
 ) -> None:
-    """A revision that drops a channel has no down: `to="base"` (and `lg-sqla state
-    downgrade`) says so, naming it, before any row changes."""
+    """A revision that drops a channel has no down: `to=` an older revision (and `lg-sqla
+    state downgrade`) says so, naming it, before any row changes; `lg-sqla state show`
+    counts the rows per revision."""
     engine = make_engine(fresh_database)
     SQLAlchemySaver(engine).setup()
     thread = new_thread()
     build(V1, SQLAlchemySaver(engine)).invoke(first_input(V1), config(thread))
-    dropping = StateMigrations(
-        [
-            *state_app.MIGRATIONS.revisions,
-            StateRevision("0003_no_score", HEAD, [DropChannel("score")]),
-        ]
-    )
-    saver = SQLAlchemySaver(engine, state_migrations=dropping)
+    saver = SQLAlchemySaver(engine, state_migrations=state_app.DROPPING)
     upgrade_state(saver)
     upgraded = saver.get_tuple(config(thread))
     assert upgraded is not None and "score" not in upgraded.checkpoint["channel_values"]
     before = _rows(engine, thread)
     with pytest.raises(MissingDowngradeError, match=r"0003_no_score: DropChannel\('score'\)"):
         upgrade_state(saver, to="0001_chat")
+    cli = [sys.executable, "-m", "lg_sqla", "--url", fresh_database.sync_url, "state"]
+    refused = _cli([*cli, "downgrade", "--to", "base", "--migrations", "state_app:DROPPING"])
+    assert refused.returncode != 0
+    assert "0003_no_score: DropChannel('score') cannot be undone" in refused.stderr
+    assert "nothing was changed" in refused.stderr
     assert _rows(engine, thread) == before
+    shown = _cli([*cli, "show", "--migrations", "state_app:DROPPING", "--json"])
+    assert shown.returncode == 0, shown.stderr
+    counts = {row["revision"]: row["checkpoints"] for row in json.loads(shown.stdout)}
+    assert counts == {None: 0, "0003_no_score": len(before["checkpoints"])}
+
+
+def _cli(command: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    return subprocess.run(command, cwd=HERE, env=env, capture_output=True, text=True)
 
 
 def test_a_thread_a_graph_is_running_on_is_left_alone(

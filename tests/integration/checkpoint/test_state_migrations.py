@@ -35,7 +35,12 @@ from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
     StateRevisionError,
 )
-from lg_sqla.checkpoint.state_upgrade import state_counts, upgrade_state
+from lg_sqla.checkpoint.state_upgrade import (
+    astate_counts,
+    aupgrade_state,
+    state_counts,
+    upgrade_state,
+)
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 from lg_sqla.serde import CompressedSerializer, EncryptedSerializer
 
@@ -394,3 +399,23 @@ def test_the_documented_example_resumes_a_version_1_ticket_under_version_2(
         "agent: yes",
         "bot: on it (priority high)",
     ]
+
+
+async def test_the_async_saver_upgrades_too(fresh_database: Backend) -> None:
+    """``aupgrade_state`` on an AsyncSQLAlchemySaver: the same rewrite, on the saver's
+    own loop; ``astate_counts`` then finds every checkpoint at the head."""
+    engine = fresh_database.async_engine()
+    try:
+        await AsyncSQLAlchemySaver(engine).setup()
+        thread = new_thread()
+        v1 = either(build(V1, AsyncSQLAlchemySaver(engine)), "async")
+        await _paused_v1(v1, thread)
+        saver = AsyncSQLAlchemySaver(engine, state_migrations=state_app.MIGRATIONS)
+        report = await aupgrade_state(saver, batch_size=1)
+        assert report.failures == [] and report.checkpoints > 0
+        counts = await astate_counts(saver)
+        assert set(counts["checkpoints"]) == {HEAD}
+        v2 = either(build(V2, saver), "async")
+        assert (await _resumed(v2, thread))["score"] == "224 pts"
+    finally:
+        await engine.dispose()

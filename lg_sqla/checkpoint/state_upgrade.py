@@ -365,7 +365,7 @@ class _Rewrite:
             try:
                 planned = self._checkpoint(row, by_key, writes_of.pop(key, []), done)
             except Exception as error:
-                self._fail(row, error, by_key)
+                self._fail(row, error)
                 continue
             self._take(*planned)
         for orphans in writes_of.values():  # writes of no stored checkpoint: one by one
@@ -375,13 +375,13 @@ class _Rewrite:
                     if change[1] is not _UNCHANGED:
                         self._take(None, {}, [change])
                 except Exception as error:
-                    self._fail(w, error, {})
+                    self._fail(w, error)
         # A blob a checkpoint left as it was still names keeps its key and value.
         for kept in self._kept_blobs:
             self.blob_updates.pop(kept, None)
             self.blob_deletes.discard(kept)
 
-    def _fail(self, row: Record, error: Exception, by_key: dict[BlobKey, Record]) -> None:
+    def _fail(self, row: Record, error: Exception) -> None:
         self.failures.append(
             StateFailure(
                 row["thread_id"],
@@ -402,9 +402,12 @@ class _Rewrite:
         document: Record | None,
         blob_changes: dict[BlobKey, Record | None],
         write_changes: list[tuple[WriteKey, Record | None]],
+        new_blobs: Sequence[Record] = (),
     ) -> None:
         if document is not None:
             self.documents.append(document)
+        for new_blob in new_blobs:
+            self.blob_inserts[_blob_key(new_blob)] = new_blob
         for old, new in blob_changes.items():
             if new is None:
                 self.blob_deletes.add(old)
@@ -425,8 +428,14 @@ class _Rewrite:
         by_key: dict[BlobKey, Record],
         writes: list[Record],
         done: dict[BlobKey, Any],
-    ) -> tuple[Record | None, dict[BlobKey, Record | None], list[tuple[WriteKey, Record | None]]]:
-        """The checkpoint's migrated document, named blobs and writes; raises on any."""
+    ) -> tuple[
+        Record | None,
+        dict[BlobKey, Record | None],
+        list[tuple[WriteKey, Record | None]],
+        list[Record],
+    ]:
+        """The checkpoint's migrated document, named blobs, writes and the blobs its
+        inline values become; raises on any."""
         document = codec.json_object(row["checkpoint"])
         steps = self.state.steps(row["state_revision"], self.target)
         migrated = migrate_names(document, steps)
@@ -439,16 +448,15 @@ class _Rewrite:
             if done.get(key, _UNCHANGED) is not _UNCHANGED:
                 blob_changes[key] = done[key]
         inline = codec.inline_values(document)
+        moved: list[Record] = []
         if inline:
             kept, moved = self._inline(row, steps, inline, migrated["channel_versions"])
             migrated[INLINE_KEY] = kept
             if not kept:
                 del migrated[INLINE_KEY]
-            for new in moved:
-                blob_changes[_blob_key(new)] = new  # (a new key: inserted)
         write_changes = [c for c in map(self._write, writes) if c[1] is not _UNCHANGED]
         if row["state_revision"] == self.target:
-            return None, blob_changes, write_changes
+            return None, blob_changes, write_changes, moved
         return (
             {
                 "k_thread_id": thread,
@@ -460,6 +468,7 @@ class _Rewrite:
             },
             blob_changes,
             write_changes,
+            moved,
         )
 
     def _inline(

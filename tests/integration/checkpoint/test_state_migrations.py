@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 import state_app
 from backends import Backend, EngineFactory
-from helpers import config, new_thread
+from helpers import checkpoint, config, new_thread
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from modes import either
@@ -33,7 +33,10 @@ from state_app import V1, V2, build, first_input, later_input
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
+    StateMigrations,
+    StateRevision,
     StateRevisionError,
+    TransformChannel,
 )
 from lg_sqla.checkpoint.state_upgrade import (
     astate_counts,
@@ -419,3 +422,38 @@ async def test_the_async_saver_upgrades_too(fresh_database: Backend) -> None:
         assert (await _resumed(v2, thread))["score"] == "224 pts"
     finally:
         await engine.dispose()
+
+
+def test_a_none_kept_in_the_document_that_a_transform_gives_a_value_becomes_a_blob(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """``None`` values live in the checkpoint document, not in a blob: a transform that
+    gives them a value reads it lazily, and the upgrade stores it as the channel's blob
+    (the document keeps only what is still ``None``)."""
+    engine = make_engine(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    stored = SQLAlchemySaver(engine).put(
+        config(new_thread()), checkpoint({"note": None, "gone": None}), {}, {"note": 1, "gone": 1}
+    )
+    filled = StateMigrations(
+        [
+            StateRevision(
+                "0001_note",
+                None,
+                [TransformChannel("note", lambda v: "(none)" if v is None else v)],
+            )
+        ]
+    )
+    saver = SQLAlchemySaver(engine, state_migrations=filled)
+    lazily = saver.get_tuple(stored)
+    assert lazily is not None
+    assert lazily.checkpoint["channel_values"] == {"note": "(none)", "gone": None}
+    assert upgrade_state(saver).failures == []
+    upgraded = saver.get_tuple(stored)
+    assert upgraded is not None and upgraded.checkpoint["channel_values"] == {
+        "note": "(none)",
+        "gone": None,
+    }
+    with engine.connect() as conn:
+        blobs = conn.execute(sa.select(checkpoint_blobs.c.channel)).scalars().all()
+    assert blobs == ["note"]

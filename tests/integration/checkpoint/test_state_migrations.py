@@ -33,6 +33,7 @@ from state_app import V1, V2, build, first_input, later_input
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
+    RenameNode,
     StateMigrations,
     StateRevision,
     StateRevisionError,
@@ -458,3 +459,43 @@ def test_a_none_kept_in_the_document_that_a_transform_gives_a_value_becomes_a_bl
     with engine.connect() as conn:
         blobs = conn.execute(sa.select(checkpoint_blobs.c.channel)).scalars().all()
     assert blobs == ["note"]
+
+
+def _steps_graph(node: str, checkpointer: Any) -> Any:
+    """START -> draft -> ``node`` -> END, stopped before ``node``."""
+
+    def draft(state: Any) -> dict[str, Any]:
+        return {"messages": ["draft"], "score": state["score"] + 1}
+
+    def finish(state: Any) -> dict[str, Any]:
+        return {"messages": [f"{node} done"], "score": state["score"] * 10}
+
+    builder: StateGraph[Any] = StateGraph(state_app.StateV1)
+    builder.add_node("draft", draft)
+    builder.add_node(node, finish)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", node)
+    builder.add_edge(node, END)
+    return builder.compile(checkpointer=checkpointer, interrupt_before=[node])
+
+
+def test_a_renamed_node_runs_where_the_old_one_was_due(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """Stopped before node ``agent`` (its trigger channel written, not yet read), the
+    thread resumes under a graph that calls it ``assistant``: the renamed node runs, as
+    in a thread run under the new names from the start."""
+    engine = make_engine(backend)
+    old, fresh = new_thread(), new_thread()
+    _steps_graph("agent", SQLAlchemySaver(engine)).invoke(first_input(V1), config(old))
+    renamed = StateMigrations(
+        [StateRevision("0001_assistant", None, [RenameNode("agent", "assistant")])]
+    )
+    saver = SQLAlchemySaver(engine, state_migrations=renamed)
+    graph = _steps_graph("assistant", saver)
+    graph.invoke(first_input(V1), config(fresh))
+    assert graph.get_state(config(old)).next == ("assistant",)
+    for thread in (old, fresh):
+        graph.invoke(None, config(thread))
+    expected = {"messages": ["draft", "assistant done"], "score": 10}
+    assert graph.get_state(config(old)).values == graph.get_state(config(fresh)).values == expected

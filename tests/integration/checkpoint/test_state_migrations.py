@@ -30,7 +30,7 @@ from langgraph.types import Command
 from modes import either
 from state_app import V1, V2, build, first_input, later_input
 
-from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, cli
 from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
     RenameNode,
@@ -230,7 +230,7 @@ def test_a_checkpoint_a_migration_fails_on_is_left_as_it_was(
 
 
 async def test_upgrade_killed_mid_run_and_run_again(
-    make_engine: EngineFactory, fresh_database: Backend
+    make_engine: EngineFactory, fresh_database: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`lg-sqla state upgrade` in a real process that dies (os._exit) in its fourth batch
     of one thread: three threads are at the head, the others untouched and readable;
@@ -251,9 +251,9 @@ async def test_upgrade_killed_mid_run_and_run_again(
     assert _revisions(engine, threads[:3]) == {HEAD}
     assert _revisions(engine, threads[3:]) == {None}
     saver = SQLAlchemySaver(engine, state_migrations=state_app.MIGRATIONS)
-    done = subprocess.run(command, cwd=HERE, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "rewritten to state revision 0002_score_text in 3 batch(es)" in done.stdout
+    # Run again (in this process: the command's code, without a second interpreter).
+    assert cli.main(command[3:]) == 0
+    assert "rewritten to state revision 0002_score_text in 3 batch(es)" in capsys.readouterr().out
     assert _revisions(engine, threads) == {HEAD}
     v2 = either(build(V2, saver), "sync")
     for n, thread in enumerate(threads):
@@ -288,7 +288,7 @@ async def test_an_encrypted_and_compressed_saver_migrates_the_same_way(
 
 
 def test_a_downgrade_without_a_way_back_changes_nothing(
-    make_engine: EngineFactory, fresh_database: Backend
+    make_engine: EngineFactory, fresh_database: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A revision that drops a channel has no down: `to=` an older revision (and `lg-sqla
     state downgrade`) says so, naming it, before any row changes; `lg-sqla state show`
@@ -304,21 +304,17 @@ def test_a_downgrade_without_a_way_back_changes_nothing(
     before = _rows(engine, thread)
     with pytest.raises(MissingDowngradeError, match=r"0003_no_score: DropChannel\('score'\)"):
         upgrade_state(saver, to="0001_chat")
-    cli = [sys.executable, "-m", "lg_sqla", "--url", fresh_database.sync_url, "state"]
-    refused = _cli([*cli, "downgrade", "--to", "base", "--migrations", "state_app:DROPPING"])
-    assert refused.returncode != 0
-    assert "0003_no_score: DropChannel('score') cannot be undone" in refused.stderr
-    assert "nothing was changed" in refused.stderr
+    state = ["--url", fresh_database.sync_url, "state"]
+    refusal = [*state, "downgrade", "--to", "base", "--migrations", "state_app:DROPPING"]
+    assert cli.main(refusal) != 0
+    refused = capsys.readouterr().err
+    assert "0003_no_score: DropChannel('score') cannot be undone" in refused
+    assert "nothing was changed" in refused
     assert _rows(engine, thread) == before
-    shown = _cli([*cli, "show", "--migrations", "state_app:DROPPING", "--json"])
-    assert shown.returncode == 0, shown.stderr
-    counts = {row["revision"]: row["checkpoints"] for row in json.loads(shown.stdout)}
+    assert cli.main([*state, "show", "--migrations", "state_app:DROPPING", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    counts = {row["revision"]: row["checkpoints"] for row in shown}
     assert counts == {None: 0, "0003_no_score": len(before["checkpoints"])}
-
-
-def _cli(command: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    return subprocess.run(command, cwd=HERE, env=env, capture_output=True, text=True)
 
 
 def test_a_thread_a_graph_is_running_on_is_left_alone(

@@ -2,7 +2,8 @@
 
 Checkpoints since revision 0001; the store and the node cache since 0002; the index
 in ``list``'s cross-thread order since 0005; retention settings since 0006; the stored
-expiry of each checkpoint since 0008.
+expiry of each checkpoint since 0008; the state revision of each checkpoint, blob
+and write since 0009.
 
 Host apps that run their own Alembic env keep these tables out of it: pass
 ``include_name=exclude_lg_sqla_tables`` to ``context.configure`` and leave
@@ -83,6 +84,11 @@ class CheckpointRow(Base):
     # updated_at plus the TTL of the saver that wrote it, stamped by the put's own
     # statement; NULL: written under no TTL (it never expires unless given one).
     expires_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
     __table_args__ = (
         Index(None, "run_id"),
@@ -118,6 +124,11 @@ class CheckpointWriteRow(Base):
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
     __table_args__ = (
         # stats --since: a time window is a range of this index (revision 0005).
@@ -142,6 +153,11 @@ class CheckpointBlobRow(Base):
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes | None] = mapped_column(big_binary(), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
     __table_args__ = (MYSQL_TABLE_OPTIONS,)
 

@@ -29,6 +29,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import async_bridged
 from lg_sqla.engines import (
@@ -78,6 +79,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
             synchronous standby that is gone). Default None: no limit. psycopg and
             psycopg2 only.
+        state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -104,6 +106,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
     ) -> None:
         self._init_common(
             engine.dialect,
@@ -115,6 +118,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             ttl,
             reconnect_window,
             call_timeout,
+            state_migrations,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
@@ -141,6 +145,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -185,6 +190,7 @@ class AsyncSQLAlchemySaver(SaverBase):
                 ttl=ttl,
                 reconnect_window=reconnect_window,
                 call_timeout=call_timeout,
+                state_migrations=state_migrations,
             ),
             threaded,
             attach,
@@ -328,6 +334,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in one statement; see the sync saver."""
         if not channels:
             return {}
+        if self.state_migrations is not None:
+            # See the sync saver: ancestors at older state revisions, read migrated.
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         return await self.arun(
             lambda: operations.delta_history(self.context, config, channels), prebuilt=True
         )

@@ -25,6 +25,7 @@ from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:  # (they import Context from here)
     from lg_sqla.checkpoint.maintenance import SweepReport
+    from lg_sqla.checkpoint.state_migrations import StateMigrations
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 
 DEFAULT_LIST_PAGE_SIZE = 100
@@ -58,6 +59,30 @@ class Context:
     # The writing saver's default_ttl: a put stamps its checkpoint's expires_at with
     # it (None: the checkpoint never expires by itself).
     stamp_ttl: dt.timedelta | None = None
+    # The application's state revisions (``state_migrations``): reads return the newest
+    # shape, writes stamp ``state_head``. None: every row read must be revision zero.
+    state: StateMigrations | None = None
+    state_head: str | None = None
+
+
+def _checked_migrations(
+    state_migrations: StateMigrations | None, dialect_ops: DialectOps
+) -> StateMigrations | None:
+    if state_migrations is None:
+        return None
+    from lg_sqla.checkpoint.state_migrations import StateMigrations
+
+    if not isinstance(state_migrations, StateMigrations):
+        raise InvalidInputError(
+            "state_migrations must be a lg_sqla.checkpoint.state_migrations.StateMigrations, "
+            f"got {type(state_migrations).__name__}"
+        )
+    if not dialect_ops.joins_channel_versions:
+        raise InvalidInputError(
+            f"state_migrations: not supported on the {dialect_ops.name} dialect (lg_sqla's "
+            "portable fallback); they are on PostgreSQL, SQLite and MySQL/MariaDB"
+        )
+    return state_migrations
 
 
 class SaverBase(BaseCheckpointSaver[str]):
@@ -77,9 +102,11 @@ class SaverBase(BaseCheckpointSaver[str]):
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
+        self.state_migrations = _checked_migrations(state_migrations, ops_for(dialect))
         self.ttl_config = ttl
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.
@@ -110,8 +137,14 @@ class SaverBase(BaseCheckpointSaver[str]):
         context: Context | None = self.__dict__.get("_context")
         if context is None or context.serde is not self.serde:
             stamp = None if self.retention is None else self.retention.default_ttl
+            state = self.state_migrations
             context = self._context = Context(
-                self.dialect_ops, self.serde, self._first_version, stamp
+                self.dialect_ops,
+                self.serde,
+                self._first_version,
+                stamp,
+                state,
+                None if state is None else state.head,
             )
         return context
 

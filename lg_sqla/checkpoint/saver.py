@@ -29,6 +29,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
@@ -85,6 +86,12 @@ class SQLAlchemySaver(SaverBase):
             it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
             synchronous standby that is gone). Default None: no limit. psycopg and
             psycopg2 only.
+        state_migrations: The application's state revisions
+            (``lg_sqla.checkpoint.state_migrations.StateMigrations``): every read returns
+            checkpoints in the newest state shape, whatever revision they were written
+            at, and writes stamp the newest revision (docs/state-migrations.md). None:
+            rows are read as stored; a row written at a state revision raises
+            ``StateRevisionError``.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -110,6 +117,7 @@ class SQLAlchemySaver(SaverBase):
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
     ) -> None:
         self._init_common(
             engine.dialect,
@@ -121,6 +129,7 @@ class SQLAlchemySaver(SaverBase):
             ttl,
             reconnect_window,
             call_timeout,
+            state_migrations,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -141,6 +150,7 @@ class SQLAlchemySaver(SaverBase):
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
@@ -174,6 +184,7 @@ class SQLAlchemySaver(SaverBase):
                 ttl=ttl,
                 reconnect_window=reconnect_window,
                 call_timeout=call_timeout,
+                state_migrations=state_migrations,
             ),
         ) as saver:
             yield saver
@@ -401,6 +412,10 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
+        if self.state_migrations is not None:
+            # Ancestors at older state revisions name the channels by their old names:
+            # the walk of migrated tuples (one get_tuple per ancestor) reads them as new.
+            return super().get_delta_channel_history(config=config, channels=channels)
         return self.run(
             lambda: operations.delta_history(self.context, config, channels), prebuilt=True
         )

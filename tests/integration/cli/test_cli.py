@@ -515,7 +515,8 @@ def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backen
     dry = run_cli(["downgrade", "base", "--dry-run"], url)
     assert dry.returncode == 0, dry.stderr
     assert (
-        "would undo 8 migration(s) (0008_checkpoint_expiry, 0007_store_namespace_index, "
+        "would undo 9 migration(s) (0009_state_revision, 0008_checkpoint_expiry, "
+        "0007_store_namespace_index, "
         "0006_checkpoint_retention, "
         "0005_scale_indexes, "
         "0004_store_prefix_head, 0003_vectors_real_array, 0002_store_cache, 0001_initial) "

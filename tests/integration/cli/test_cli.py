@@ -36,7 +36,9 @@ SCRIPT = [str(Path(sys.executable).with_name("lg-sqla"))]
 def run_cli(
     args: Sequence[str], url: str | None = None, *, entry: Sequence[str] = MODULE
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "LG_SQLA_DEBUG"}
+    # stdout is a pipe, as a script's: no $COLUMNS either (pytest-xdist's workers
+    # export COLUMNS=80, which makes plain tables fit 80 columns).
+    env = {k: v for k, v in os.environ.items() if k not in ("LG_SQLA_DEBUG", "COLUMNS", "LINES")}
     if url is not None:
         env["LG_SQLA_DATABASE_URL"] = url
     return subprocess.run(

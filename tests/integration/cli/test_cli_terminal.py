@@ -249,6 +249,7 @@ def test_upgrade_dry_run_and_sql_start_from_the_current_revision(
         "0006_checkpoint_retention",
         "0007_store_namespace_index",
         "0008_checkpoint_expiry",
+        "0009_state_revision",
     ]
     assert report["creates"] == ["checkpoint_retention"]
     # (Alembic prints the offline SQL through its own stdout handle: a process of its own)

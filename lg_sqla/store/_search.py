@@ -109,9 +109,10 @@ def _search_rows(
         statement, own = _search_select(settings, j, i, sop)
         selects.append(statement)
         params.update(own)
-    outcome = yield step(union_of(selects), params, fetch=True)
-    # Core's rows or the direct path's (a lone search takes it: runtime.routing).
-    return [_Found(row._mapping["op"], GotRow.of(row)) for row in outcome.rows]
+    outcome = yield step(union_of(selects), params, fetch=True, positional=True)
+    # Core's rows or the direct path's (a lone search takes it: runtime.routing), by
+    # position: the op's index, then GotRow's columns (``_search_select``).
+    return [_Found(row[0], GotRow.at(row, 1)) for row in outcome.rows]
 
 
 def _search_select(

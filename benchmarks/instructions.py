@@ -37,6 +37,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -199,9 +200,9 @@ def child(spec: dict[str, Any]) -> None:
         db.dialect, is_async
     )
     contender = pair[0] if spec["ours"] else pair[1]
-    opener = contender.open
-    if family == "store":
-        opener = lambda db: contender.open(db, with_index=False)  # noqa: E731
+    opener: Callable[..., Any] = contender.open
+    if family == "store":  # the stores without an index (store_level opens both)
+        opener = functools.partial(opener, with_index=False)
 
     async def body(opened: Any) -> None:
         if family == "store":

@@ -793,7 +793,7 @@ async def _vector_scenario(hinted: Stores, exact: Stores, r: str) -> None:
     answered exactly as by a store configured without the index options."""
 
     async def same(namespace: tuple[str, ...], **search: Any) -> list[Any]:
-        got = await hinted.search(namespace, **search)
+        got: list[Any] = await hinted.search(namespace, **search)
         expected = await exact.search(namespace, **search)
         assert [(i.key, i.score) for i in got] == [(i.key, i.score) for i in expected], search
         return got

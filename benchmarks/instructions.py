@@ -23,7 +23,13 @@ kind's calls are one dump of their own, holding just those calls: every thread o
 client process (a driver's or the store's worker thread included), start-up, set-up
 and warm-up excluded. That is the difference of a run with ``N`` calls and one with 0,
 taken within one run (half the cost). Divided by the calls: instructions per call.
-``PYTHONHASHSEED=0``, so string hashing is the same in every run.
+``PYTHONHASHSEED=0``, so string hashing is the same in every run. Start-up, set-up and
+warm-up run with callgrind's instrumentation off (``--instr-atstart=no``; the child
+says when it is ready and the parent turns it on with ``callgrind_control``): a cell
+then takes a fifth of the CPU time.
+
+``--baseline FILE`` (a ``--json`` of an earlier run) adds that run's table below, e.g.
+the commit before a change.
 
 The database servers are the benchmark's own (``databases.servers``); their work is not
 counted (the client's is what lg_sqla can change). Valgrind is installed with apt-get
@@ -440,6 +446,15 @@ def section(results: dict[str, Any]) -> str:
             "`python -m benchmarks instructions` (`benchmarks/instructions.py`).",
             table(results),
             *(["Failed cells:\n\n" + "\n".join(errors)] if errors else []),
+            *(
+                [
+                    "The baseline: the same measure at commit "
+                    f"{baseline.get('commit', 'unknown')}.",
+                    table(baseline),
+                ]
+                if (baseline := results.get("baseline"))
+                else []
+            ),
         ]
     )
 
@@ -466,6 +481,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="cells run at once (2)")
     parser.add_argument("--json", type=Path, help="also save the raw results here")
     parser.add_argument("--from", dest="source", type=Path, help="re-render saved results")
+    parser.add_argument("--baseline", type=Path, help="an earlier run's --json, shown below")
     parser.add_argument("--docs", type=Path, help="write the section into DOCS/benchmarks.md")
     args = parser.parse_args(argv)
     if args.source:
@@ -478,6 +494,9 @@ def main(argv: list[str]) -> int:
         log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         results = run(dialects, modes, args.calls, args.turns, args.jobs, log)
         results["commit"] = _commit()
+    if args.baseline:
+        results["baseline"] = json.loads(args.baseline.read_text(encoding="utf-8"))
+        results["baseline"].pop("baseline", None)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(table(results))

@@ -341,7 +341,13 @@ def measure(valgrind: str, cell: Cell, db: Database, calls: int, turns: int) -> 
 
 
 def run(
-    dialects: list[str], modes: list[str], calls: int, turns: int, jobs: int, log: Any
+    dialects: list[str],
+    modes: list[str],
+    calls: int,
+    turns: int,
+    jobs: int,
+    log: Any,
+    families: tuple[str, ...] = tuple(FAMILIES),
 ) -> dict[str, Any]:
     from .contenders import contenders
     from .databases import servers
@@ -352,7 +358,7 @@ def run(
         Cell(dialect, mode, family, ours)
         for dialect in dialects
         for mode in modes
-        for family in FAMILIES
+        for family in families
         for ours in (True, False)
     ]
     results: list[dict[str, Any]] = []
@@ -406,7 +412,8 @@ def table(results: dict[str, Any]) -> str:
     found = {(d, m, f): (ours, other) for d, m, f, ours, other in _cells(results)}
     header = "| call | " + " | ".join(f"{LABELS[d]} {m}" for d, m in columns) + " |"
     lines = [header, "|---|" + "---|" * len(columns)]
-    for family, names in FAMILIES.items():
+    measured = {c["family"] for c in results["cells"]}
+    for family, names in ((f, n) for f, n in FAMILIES.items() if f in measured):
         for name in names:
             row = [name]
             for dialect, mode in columns:
@@ -476,6 +483,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks instructions", description=__doc__)
     parser.add_argument("--dialects", default=",".join(DIALECTS))
     parser.add_argument("--modes", default="sync,async")
+    parser.add_argument("--families", default="store,saver", help="store, saver or both")
     parser.add_argument("--calls", type=int, default=CALLS, help=f"calls per kind ({CALLS})")
     parser.add_argument("--turns", type=int, default=TURNS, help=f"graph turns ({TURNS})")
     parser.add_argument("--jobs", type=int, default=2, help="cells run at once (2)")
@@ -489,10 +497,13 @@ def main(argv: list[str]) -> int:
     else:
         dialects = [d for d in args.dialects.split(",") if d]
         modes = [m for m in args.modes.split(",") if m]
+        families = tuple(f for f in args.families.split(",") if f)
         if set(dialects) - set(DIALECTS) or set(modes) - {"sync", "async"}:
             parser.error(f"--dialects from {DIALECTS}, --modes from sync, async")
+        if not families or set(families) - set(FAMILIES):
+            parser.error(f"--families from {', '.join(FAMILIES)}")
         log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-        results = run(dialects, modes, args.calls, args.turns, args.jobs, log)
+        results = run(dialects, modes, args.calls, args.turns, args.jobs, log, families)
         results["commit"] = _commit()
     if args.baseline:
         results["baseline"] = json.loads(args.baseline.read_text(encoding="utf-8"))

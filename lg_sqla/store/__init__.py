@@ -46,9 +46,9 @@ from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
-from lg_sqla.store._lane import lone_get_plan
+from lg_sqla.store._lane import lone_get_plan, lone_put_plan, takes_put_lane
 from lg_sqla.store._plan import batch_plan
-from lg_sqla.store._read import get_statement
+from lg_sqla.store._read import FIXED_KEYS_MAX, get_statement
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
@@ -211,12 +211,16 @@ class _StoreBase(BaseStore):
             )
 
     def _plan_of(self, ops: Sequence[Op], embedded: Embedded) -> Callable[[], Plan[list[Result]]]:
-        """The plan factory of a batch of prepared ops, stamped now: a lone get takes
-        the lean lane (``_lane.py``: the same statements, less bookkeeping)."""
+        """The plan factory of a batch of prepared ops, stamped now: a lone get, and a
+        lone put of one statement, take the lean lanes (``_lane.py``: the same
+        statements, less bookkeeping)."""
         settings, now = self._settings, utc_now()
         if len(ops) == 1 and type(ops[0]) is GetOp:
             get = ops[0]
             return lambda: lone_get_plan(settings, get, now)
+        if len(ops) == 1 and type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]):
+            put = ops[0]
+            return lambda: lone_put_plan(settings, put, now)
         return lambda: batch_plan(settings, ops, embedded, now)
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
@@ -224,20 +228,21 @@ class _StoreBase(BaseStore):
         the direct path, so that it may take it; writes: the batch has a put).
 
         Cached: a store without an index (its vector statements are built per batch);
-        each search and namespace list by shape in the store's LRU. Compiles: the
-        statements of several keys at once (a get of many, a delete) take an expanding
-        ``IN`` list on SQLite and MySQL, which only Core can run, so there a batch of
+        each search and namespace list by shape in the store's LRU. Compiles: gets of
+        up to ``FIXED_KEYS_MAX`` keys take a statement of that many keys; the
+        statements of more keys, and deletes, take the expanding ``IN`` list of
+        ``in_keys`` on SQLite and MySQL, which only Core can run, so there a batch of
         those runs on Core; ``choose_path`` checks the first statement itself."""
         writes = False
-        key_lists = False  # the batch runs a statement of several keys
-        got: tuple[tuple[str, ...], str] | None = None
+        key_lists = False  # the batch runs a statement of a list of keys
+        got: set[tuple[tuple[str, ...], str]] = set()
         for op in ops:
             if type(op) is PutOp:
                 writes = True
                 key_lists = key_lists or op.value is None
-            elif type(op) is GetOp and not key_lists:
-                key_lists = got is not None and got != (op.namespace, op.key)
-                got = (op.namespace, op.key)
+            elif type(op) is GetOp:
+                got.add((op.namespace, op.key))
+        key_lists = key_lists or len(got) > FIXED_KEYS_MAX
         if self.embeddings is not None or not self.sql.in_sql:
             return False, writes
         if len(ops) == 1 or not key_lists:

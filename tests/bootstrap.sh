@@ -199,7 +199,15 @@ fi
 # PostgreSQL's lib and extension directories, idempotently). It was built against 15.20's
 # headers and needs symbols 15.20 exports (heap_datum_check: "undefined symbol" at server
 # start on 15.18), so an older postgresql-15 is upgraded first.
-CITUS_DIR=${LG_SQLA_CITUS_DIR:-../shared/citus}
+# A checkout elsewhere on the same machine (CI's clean checkout) finds the workplace's
+# shared folder at its usual place.
+CITUS_DIR=${LG_SQLA_CITUS_DIR:-}
+if [ -z "$CITUS_DIR" ]; then
+    for candidate in ../shared/citus /work/shared/citus; do
+        if [ -f "$candidate/install.sh" ]; then CITUS_DIR=$candidate; break; fi
+    done
+    CITUS_DIR=${CITUS_DIR:-../shared/citus}
+fi
 CITUS_PG_MINOR=20
 have_citus() { [ -f /usr/lib/postgresql/15/lib/citus.so ] && [ -f /usr/share/postgresql/15/extension/citus.control ]; }
 pg15_minor() { "$PG_BINDIR/postgres" --version | sed -nE 's/.* 15\.([0-9]+).*/\1/p'; }

@@ -65,6 +65,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         read_only: See ``SQLAlchemySaver``: reads only, for a replica.
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
+        keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
+            calls switch to the event loop per statement anyway): it applies to the
+            pysqlite engine ``from_conn_string`` runs a SQLite file's calls on.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -87,9 +90,17 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        keep_connection: bool = False,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            keep_connection=keep_connection,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
@@ -156,6 +167,8 @@ class AsyncSQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                # Its pysqlite engine (SQLite files) is the saver's alone.
+                keep_connection=sync_url is not None,
             ),
             threaded,
             attach,
@@ -164,20 +177,19 @@ class AsyncSQLAlchemySaver(SaverBase):
 
     # --- plumbing ------------------------------------------------------------
 
-    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+    async def arun(self, source: PlanSource[T]) -> T:
         """Run one of lg_sqla's plans on this saver's engine; see ``SQLAlchemySaver.run``.
+        It may call user code (maintenance's progress callbacks; any plan of yours), so
+        it runs on the event loop's thread."""
+        return await self._runtime.arun(self.engine, source, calls_user_code=True)
 
-        ``prebuilt``: a checkpointer call, whose statements are all prebuilt (it may
-        take the direct path) and which calls no user code (on a SQLite file opened by
-        ``from_conn_string`` it runs whole on the pysqlite engine in a worker thread).
-        Other plans (maintenance, whose progress callbacks run on the loop; inspection)
-        stay on the event loop."""
+    async def _checkpointer_call(self, source: PlanSource[T]) -> T:
+        """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
+        ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
+        user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
+        pysqlite engine in a worker thread (``Runtime.arun``)."""
         return await self._runtime.arun(
-            self.engine,
-            source,
-            prebuilt=prebuilt,
-            threaded=self._threaded,
-            calls_back=not prebuilt,
+            self.engine, source, threaded=self._threaded, calls_user_code=False
         )
 
     async def setup(self) -> None:
@@ -195,7 +207,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             return await self.arun(
                 lambda: retention.get_tuple(self.context, config, policy, refresh)
             )
-        return await self.arun(lambda: operations.get_tuple(self.context, config), prebuilt=True)
+        return await self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
     async def alist(
         self,
@@ -218,7 +230,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         refresh = self._refresh and config is not None
         seen: dict[str, bool] = {}
         while (query := pages.next_query()) is not None:
-            page = await self.arun(lambda: operations.load_page(self.context, query), prebuilt=True)
+            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
             for item in pages.advance(page):
                 if self._expiry is not None:
                     thread_id = item.config["configurable"]["thread_id"]
@@ -244,9 +256,8 @@ class AsyncSQLAlchemySaver(SaverBase):
                     self.context, config, checkpoint, metadata, new_versions, keep_last
                 )
             )
-        return await self.arun(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
-            prebuilt=True,
+        return await self._checkpointer_call(
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
         )
 
     async def aput_writes(
@@ -259,9 +270,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Store a task's pending writes against the checkpoint in ``config`` (pending
         until that checkpoint exists; see ``SQLAlchemySaver.put_writes``)."""
         self._writing("aput_writes")
-        await self.arun(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
-            prebuilt=True,
+        await self._checkpointer_call(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -269,7 +279,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         in flight meanwhile leaves nothing or a complete checkpoint (see
         ``SQLAlchemySaver.delete_thread``)."""
         self._writing("adelete_thread")
-        await self.arun(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
+        await self._checkpointer_call(lambda: operations.delete_thread(self.context, thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -277,8 +287,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in one statement; see the sync saver."""
         if not channels:
             return {}
-        return await self.arun(
-            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
+        return await self._checkpointer_call(
+            lambda: operations.delta_history(self.context, config, channels)
         )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -443,8 +453,8 @@ class AsyncSQLAlchemySaver(SaverBase):
             pass
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        return self._on_loop(self.arun(source, prebuilt=prebuilt))
+    def run(self, source: PlanSource[T]) -> T:
+        return self._on_loop(self.arun(source))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._on_loop(self.aget_tuple(config))

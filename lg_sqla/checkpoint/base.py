@@ -73,6 +73,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         direct_path: bool,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        *,
+        keep_connection: bool = False,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
@@ -88,7 +90,10 @@ class SaverBase(BaseCheckpointSaver[str]):
         check_page_size(list_page_size)
         self.dialect_ops = ops_for(dialect)
         self._runtime = Runtime(
-            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+            self.dialect_ops,
+            check_schema=check_schema,
+            direct_path=direct_path,
+            keep_connection=keep_connection,
         )
         self.list_page_size = list_page_size
         self.read_only = read_only
@@ -105,6 +110,11 @@ class SaverBase(BaseCheckpointSaver[str]):
                 self.dialect_ops, self.serde, self._first_version, stamp
             )
         return context
+
+    def release_connections(self) -> None:
+        """Give the connection kept between calls (``keep_connection``) back to its
+        pool; call it before you dispose the engine (a later call keeps one again)."""
+        self._runtime.release_connections()
 
     def _writing(self, call: str) -> None:
         """Refuse ``call`` on a read-only saver, before anything reaches the database."""

@@ -61,7 +61,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Plan, Record, Step
+from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash, utc_now
 
 V = TypeVar("V")
@@ -129,6 +129,7 @@ class _PutRows:
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
 
 
+@prebuilt
 def put(
     ctx: Context,
     config: RunnableConfig,
@@ -260,6 +261,7 @@ def _put_portable(ctx: Context, rows: _PutRows) -> Plan[None]:
     yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 
+@prebuilt
 def put_writes(
     ctx: Context,
     config: RunnableConfig,
@@ -354,6 +356,7 @@ def _assemble(
     ]
 
 
+@prebuilt
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if not ctx.dialect_ops.joins_channel_versions:
@@ -443,6 +446,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     return _assemble(ctx, page_rows, blobs, writes, sends)
 
 
+@prebuilt
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
     checkpoint_id = codec.checkpoint_id_of(config)
@@ -552,6 +556,7 @@ def list_pages(
     return Pages(replace(query, filter=None), limit, page_size, metadata_filter=query.filter)
 
 
+@prebuilt
 def delta_history(
     ctx: Context, config: RunnableConfig, channels: Sequence[str]
 ) -> Plan[dict[str, DeltaChannelHistory]]:

@@ -72,6 +72,14 @@ class SQLAlchemySaver(SaverBase):
             or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
             (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
             no expiry, and no extra statement on any call.
+        keep_connection: Keep one connection of the engine's pool checked out
+            between direct-path calls, for whichever thread calls next: a checkout
+            and check-in cost about a tenth of a small call. Only where nothing can
+            tell (a SQLite file on pysqlite, PostgreSQL on sync psycopg, a queue pool
+            of two or more, no pool listeners, pre-ping or recycle; see
+            docs/configuration.md); a connection is kept only after a call
+            committed. Call ``release_connections()`` before you dispose the
+            engine. ``from_conn_string`` turns it on for the engine it owns.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -93,9 +101,17 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        keep_connection: bool = False,
     ) -> None:
         self._init_common(
-            engine.dialect, serde, list_page_size, check_schema, direct_path, read_only, ttl
+            engine.dialect,
+            serde,
+            list_page_size,
+            check_schema,
+            direct_path,
+            read_only,
+            ttl,
+            keep_connection=keep_connection,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -145,20 +161,20 @@ class SQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                keep_connection=True,  # the engine is the saver's alone
             ),
         ) as saver:
             yield saver
 
     # --- plumbing ------------------------------------------------------------
 
-    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+    def run(self, source: PlanSource[T]) -> T:
         """Run one of lg_sqla's plans on this saver's engine, in one transaction per
         attempt, retried as every call is (``lg_sqla.runtime``). Semi-public: what
         ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
-
-        ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
-        (the checkpointer's hot calls), so it may take the direct path."""
-        return self._runtime.run(self.engine, source, prebuilt=prebuilt)
+        A plan whose function is declared ``plans.prebuilt`` (the checkpointer's hot
+        calls) may take the direct path."""
+        return self._runtime.run(self.engine, source)
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
@@ -203,7 +219,7 @@ class SQLAlchemySaver(SaverBase):
         if self._expiry is not None:  # a TTL policy: the expiry check, same transaction
             policy, refresh = self._expiry, self._refresh
             return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
-        return self.run(lambda: operations.get_tuple(self.context, config), prebuilt=True)
+        return self.run(lambda: operations.get_tuple(self.context, config))
 
     def list(
         self,
@@ -233,7 +249,7 @@ class SQLAlchemySaver(SaverBase):
         )
         visible = self._visibility(config)
         while (query := pages.next_query()) is not None:
-            page = self.run(lambda: operations.load_page(self.context, query), prebuilt=True)
+            page = self.run(lambda: operations.load_page(self.context, query))
             if visible is None:
                 yield from pages.advance(page)
             else:
@@ -279,8 +295,7 @@ class SQLAlchemySaver(SaverBase):
                 )
             )
         return self.run(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
-            prebuilt=True,
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
         )
 
     def put_writes(
@@ -311,10 +326,7 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
         self._writing("put_writes")
-        self.run(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
-            prebuilt=True,
-        )
+        self.run(lambda: operations.put_writes(self.context, config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -330,7 +342,7 @@ class SQLAlchemySaver(SaverBase):
             thread_id: The thread to delete; unknown threads are a no-op.
         """
         self._writing("delete_thread")
-        self.run(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
+        self.run(lambda: operations.delete_thread(self.context, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -344,9 +356,7 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
-        return self.run(
-            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
-        )
+        return self.run(lambda: operations.delta_history(self.context, config, channels))
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
 
@@ -620,8 +630,8 @@ class SQLAlchemySaver(SaverBase):
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
 
-    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        return await asyncio.to_thread(lambda: self.run(source, prebuilt=prebuilt))
+    async def arun(self, source: PlanSource[T]) -> T:
+        return await asyncio.to_thread(self.run, source)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)

@@ -141,6 +141,31 @@ def put(
     values inline in the checkpoint document (``codec.dump_values``). The checkpoint is
     written only with every blob it names (``complete``): a blob deleted meanwhile is
     written again from the values in hand."""
+    rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
+    if ctx.dialect_ops.writes_in_one_statement:
+        yield from _put_in_one_statement(ctx, rows)
+    elif ctx.dialect_ops.native_upsert:
+        yield from _put_in_steps(ctx, rows)
+    else:
+        yield from _put_portable(ctx, rows)
+    stored = rows.checkpoint
+    return {
+        "configurable": {
+            "thread_id": stored["thread_id"],
+            "checkpoint_ns": stored["checkpoint_ns"],
+            "checkpoint_id": stored["checkpoint_id"],
+        }
+    }
+
+
+def _put_rows(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> _PutRows:
+    """What a put writes, its keys and values checked and serialized."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
@@ -161,7 +186,7 @@ def put(
     new_keys = [(row["channel"], row["version"]) for row in blob_rows]
     if not set(new_keys) <= set(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *new_keys]))
-    rows = _PutRows(
+    return _PutRows(
         checkpoint={
             "thread_id": thread_id,
             "checkpoint_ns_hash": nsh,
@@ -181,19 +206,6 @@ def put(
         values=values,
         versions=document["channel_versions"],
     )
-    if ctx.dialect_ops.writes_in_one_statement:
-        yield from _put_in_one_statement(ctx, rows)
-    elif ctx.dialect_ops.native_upsert:
-        yield from _put_in_steps(ctx, rows)
-    else:
-        yield from _put_portable(ctx, rows)
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
 
 
 def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:

@@ -162,12 +162,7 @@ def threads(
     status by key lookups on each thread's latest checkpoint. ``count`` adds the number
     of threads matching the filters.
     """
-    _check_page(limit, offset)
-    if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
-        raise InvalidInputError(
-            f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
-            f"got {scan_limit!r}"
-        )
+    _check_paging(limit, offset, scan_limit)
     sort = _resolve_sort(order, sort_by, sort_order)
     fields, paths = _check_select(select), _check_extract(extract)
     query = _search(filter, values, status, windows or Windows())
@@ -200,6 +195,15 @@ def threads(
         items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _check_paging(limit: int, offset: int, scan_limit: int) -> None:
+    _check_page(limit, offset)
+    if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
+        raise InvalidInputError(
+            f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
+            f"got {scan_limit!r}"
+        )
 
 
 def _info(r: Any) -> ThreadInfo:

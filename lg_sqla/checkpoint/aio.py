@@ -29,7 +29,7 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import async_bridged
+from lg_sqla.checkpoint.twins import async_bridged, on_loop
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
@@ -456,9 +456,6 @@ class AsyncSQLAlchemySaver(SaverBase):
     def run(self, source: PlanSource[T]) -> T:
         return self._on_loop(self.arun(source))
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._on_loop(self.aget_tuple(config))
-
     def list(
         self,
         config: RunnableConfig | None,
@@ -476,112 +473,19 @@ class AsyncSQLAlchemySaver(SaverBase):
             except StopAsyncIteration:
                 return
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._on_loop(self.aput(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._on_loop(self.aput_writes(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._on_loop(self.adelete_thread(thread_id))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._on_loop(self.adelete_for_runs(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._on_loop(self.acopy_thread(source_thread_id, target_thread_id))
-
-    def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
-    ) -> None:
-        self._on_loop(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
-
-    def sweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        return self._on_loop(
-            self.asweep(
-                older_than,
-                strategy=strategy,
-                keep_last=keep_last,
-                batch_size=batch_size,
-                progress=progress,
-            )
-        )
-
-    def thread_ttl(self, thread_id: str) -> ThreadTTL:
-        return self._on_loop(self.athread_ttl(thread_id))
-
-    def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        return self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
-
-    def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        return self._on_loop(self.apin_thread(thread_id, pinned))
-
-    def unpin_thread(self, thread_id: str) -> ThreadTTL:
-        return self._on_loop(self.aunpin_thread(thread_id))
-
-    def sweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        return self._on_loop(
-            self.asweep_ttl(batch_size=batch_size, progress=progress, dry_run=dry_run, now=now)
-        )
-
-    def set_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        return self._on_loop(
-            self.aset_threads_ttl(
-                ttl_minutes,
-                replace_existing=replace_existing,
-                idle_for=idle_for,
-                batch_size=batch_size,
-                dry_run=dry_run,
-            )
-        )
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self._on_loop(self.aget_delta_channel_history(config=config, channels=channels))
-
-    def reencrypt(
-        self,
-        *,
-        batch_size: int = 500,
-        source: SerializerProtocol | None = None,
-        progress: Callable[[RotationReport], None] | None = None,
-    ) -> RotationReport:
-        return self._on_loop(
-            self.areencrypt(batch_size=batch_size, source=source, progress=progress)
-        )
+    get_tuple = on_loop(aget_tuple)
+    put = on_loop(aput)
+    put_writes = on_loop(aput_writes)
+    delete_thread = on_loop(adelete_thread)
+    delete_for_runs = on_loop(adelete_for_runs)
+    copy_thread = on_loop(acopy_thread)
+    prune = on_loop(aprune)
+    sweep = on_loop(asweep)
+    thread_ttl = on_loop(athread_ttl)
+    set_thread_ttl = on_loop(aset_thread_ttl)
+    pin_thread = on_loop(apin_thread)
+    unpin_thread = on_loop(aunpin_thread)
+    sweep_ttl = on_loop(asweep_ttl)
+    set_threads_ttl = on_loop(aset_threads_ttl)
+    get_delta_channel_history = on_loop(aget_delta_channel_history)
+    reencrypt = on_loop(areencrypt)

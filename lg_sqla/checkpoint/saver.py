@@ -29,7 +29,7 @@ from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import sync_bridged
+from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.owning import owned
@@ -582,59 +582,12 @@ class SQLAlchemySaver(SaverBase):
         when it ended, or none was running."""
         return self._sweeper.stop(timeout)
 
-    async def athread_ttl(self, thread_id: str) -> ThreadTTL:
-        return await asyncio.to_thread(self.thread_ttl, thread_id)
-
-    async def aset_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        return await asyncio.to_thread(self.set_thread_ttl, thread_id, ttl_minutes)
-
-    async def apin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        return await asyncio.to_thread(self.pin_thread, thread_id, pinned)
-
-    async def aunpin_thread(self, thread_id: str) -> ThreadTTL:
-        return await asyncio.to_thread(self.unpin_thread, thread_id)
-
-    async def asweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        return await asyncio.to_thread(
-            lambda: self.sweep_ttl(
-                batch_size=batch_size, progress=progress, dry_run=dry_run, now=now
-            )
-        )
-
-    async def aset_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        return await asyncio.to_thread(
-            lambda: self.set_threads_ttl(
-                ttl_minutes,
-                replace_existing=replace_existing,
-                idle_for=idle_for,
-                batch_size=batch_size,
-                dry_run=dry_run,
-            )
-        )
-
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
+    # Each is the sync method's face (checkpoint/twins.py), documented there.
 
     async def arun(self, source: PlanSource[T]) -> T:
         return await asyncio.to_thread(self.run, source)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
 
     async def alist(
         self,
@@ -649,73 +602,19 @@ class SQLAlchemySaver(SaverBase):
         while (item := await asyncio.to_thread(next, iterator, done)) is not done:
             yield item  # type: ignore[misc]
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
-    ) -> None:
-        await asyncio.to_thread(
-            lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last)
-        )
-
-    async def asweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        return await asyncio.to_thread(
-            lambda: self.sweep(
-                older_than,
-                strategy=strategy,
-                keep_last=keep_last,
-                batch_size=batch_size,
-                progress=progress,
-            )
-        )
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return await asyncio.to_thread(
-            lambda: self.get_delta_channel_history(config=config, channels=channels)
-        )
-
-    async def areencrypt(
-        self,
-        *,
-        batch_size: int = 500,
-        source: SerializerProtocol | None = None,
-        progress: Callable[[RotationReport], None] | None = None,
-    ) -> RotationReport:
-        return await asyncio.to_thread(
-            lambda: self.reencrypt(batch_size=batch_size, source=source, progress=progress)
-        )
+    aget_tuple = in_worker_thread(get_tuple)
+    aput = in_worker_thread(put)
+    aput_writes = in_worker_thread(put_writes)
+    adelete_thread = in_worker_thread(delete_thread)
+    adelete_for_runs = in_worker_thread(delete_for_runs)
+    acopy_thread = in_worker_thread(copy_thread)
+    aprune = in_worker_thread(prune)
+    asweep = in_worker_thread(sweep)
+    aget_delta_channel_history = in_worker_thread(get_delta_channel_history)
+    areencrypt = in_worker_thread(reencrypt)
+    athread_ttl = in_worker_thread(thread_ttl)
+    aset_thread_ttl = in_worker_thread(set_thread_ttl)
+    apin_thread = in_worker_thread(pin_thread)
+    aunpin_thread = in_worker_thread(unpin_thread)
+    asweep_ttl = in_worker_thread(sweep_ttl)
+    aset_threads_ttl = in_worker_thread(set_threads_ttl)

@@ -18,6 +18,7 @@ candidate, ``MAX_PAGE`` at a time: its cost grows with the candidates.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,10 @@ def threads(
     filter: Mapping[str, Any] | None = None,
     values: Mapping[str, Any] | None = None,
     status: str | None = None,
-    windows: Windows | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
     order: str | None = None,
     sort_by: str | None = None,
     sort_order: str | None = None,
@@ -153,34 +157,32 @@ def threads(
     count: bool = False,
     scan_limit: int = SCAN_LIMIT,
 ) -> Plan[ThreadPage]:
-    """A page of threads with their status and sizes (the module's docstring: cost).
+    """A page of threads, found as LangGraph Platform's ``threads.search`` does.
 
-    Without ``values`` and ``extract``, one statement: unfiltered, newest write first
-    walks the ``updated_at`` index and ``thread_id`` the primary key (a page costs the
-    rows of the threads it passes over, not the table); ``filter``, ``status``, the
-    ``created_*`` windows and the other orders take one pass over the threads, the
-    status by key lookups on each thread's latest checkpoint. ``count`` adds the number
-    of threads matching the filters.
+    ``filter`` keeps threads with a checkpoint whose metadata matches (nested mappings
+    by containment); ``values`` threads whose latest values match, by path
+    (``{"order_id": 3, "messages[-1].type": "ai"}``); ``status`` (one of
+    ``THREAD_STATUSES``) threads in that status; ``written_*`` bound the last write,
+    ``created_*`` the first. ``sort_by`` (``THREAD_SORT_KEYS``) and ``sort_order``
+    (``asc``/``desc``), or ``order`` (``THREAD_ORDERS``, the former names). ``select``
+    names the fields of ``ThreadPage.rows()``; ``extract`` maps aliases to paths
+    (``values.messages[-1].content``, ``metadata.tenant``). ``count`` also counts all
+    matching threads (``ThreadPage.total``). With ``values``, a page examines at most
+    ``scan_limit`` candidates; without it and ``extract``, one statement (costs: above).
     """
     _check_paging(limit, offset, scan_limit)
     sort = _resolve_sort(order, sort_by, sort_order)
     fields, paths = _check_select(select), _check_extract(extract)
-    query = _search(filter, values, status, windows or Windows())
+    windows = Windows(written_after, written_before, created_after, created_before)
+    query = _search(filter, values, status, windows)
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
-    next_offset: int | None = None
-    decoded = 0
-    if query.values:
-        ids, next_offset, decoded = yield from _scan(
-            ctx, candidates, query.values, offset, limit, scan_limit
-        )
-        listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
-        page = listed.group_by(C.c.thread_id).subquery("page")
-    else:
-        page = candidates.limit(limit + 1).offset(offset).subquery("page")
+    page, next_offset, decoded = yield from _page_of(
+        ctx, candidates, query, offset, limit, scan_limit
+    )
     in_sql = count and not query.values
-    needs_metadata = any(p[0] == "metadata" for p in paths.values())
-    stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
+    metadata = any(p[0] == "metadata" for p in paths.values())
+    stmt = _page_select(ctx, page, keys, sort, in_sql, metadata)
     only = not query.values and not paths
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
     total = _int(rows[0].total) if in_sql and rows else None
@@ -195,6 +197,25 @@ def threads(
         items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _page_of(
+    ctx: Context,
+    candidates: sa.Select[Any],
+    query: _Search,
+    offset: int,
+    limit: int,
+    scan_limit: int,
+) -> Plan[tuple[Any, int | None, int]]:
+    """The page's threads as a subquery; with ``values``, those the scan found, the
+    offset it stopped at and how many latest values it decoded."""
+    if not query.values:
+        return candidates.limit(limit + 1).offset(offset).subquery("page"), None, 0
+    ids, next_offset, decoded = yield from _scan(
+        ctx, candidates, query.values, offset, limit, scan_limit
+    )
+    listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
+    return listed.group_by(C.c.thread_id).subquery("page"), next_offset, decoded
 
 
 def _check_paging(limit: int, offset: int, scan_limit: int) -> None:
@@ -266,12 +287,17 @@ def count_threads(
     filter: Mapping[str, Any] | None = None,
     values: Mapping[str, Any] | None = None,
     status: str | None = None,
-    windows: Windows | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
 ) -> Plan[int]:
-    """How many threads ``threads`` would list with these filters. Without ``values``,
-    one statement (a pass over the threads); with it, every candidate's latest values
-    are decoded, ``MAX_PAGE`` threads per batch."""
-    query = _search(filter, values, status, windows or Windows())
+    """How many threads ``threads`` finds with these filters (Platform's
+    ``threads.count``). Without ``values``, one statement (a pass over the threads);
+    with it, every candidate's latest values are decoded, ``MAX_PAGE`` threads per
+    batch."""
+    windows = Windows(written_after, written_before, created_after, created_before)
+    query = _search(filter, values, status, windows)
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     if not query.values:
         stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))

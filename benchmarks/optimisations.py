@@ -118,7 +118,9 @@ def _calls(saver: Any, thread_id: str) -> dict[str, Callable[[int], Any]]:
 
     def put(step: int) -> Any:
         checkpoint = empty_checkpoint()
-        checkpoint["id"] = str(uuid.uuid4())
+        # Ids in put order: get_tuple reads the last put's checkpoint every time (with
+        # random ids, a random one, with or without the warm-up's writes to decode).
+        checkpoint["id"] = f"1ef{step:013d}"
         checkpoint["channel_values"] = {"a": step, "b": "x"}
         checkpoint["channel_versions"] = {"a": step + 1, "b": 1}
         new_versions = {"a": step + 1, "b": 1} if step == 0 else {"a": step + 1}

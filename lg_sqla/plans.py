@@ -80,9 +80,11 @@ def in_one_transaction(plan: Plan[T]) -> Plan[T]:
         return done.value  # type: ignore[no-any-return]
 
 
-# The code of every plan function declared :func:`prebuilt` (a plan is a generator:
-# its ``gi_code`` names the function that made it).
-_PREBUILT: set[CodeType] = set()
+# The code of every plan function declared :func:`prebuilt`, by ``id`` (a plan is a
+# generator: its ``gi_code`` names the function that made it). By id, not by the code
+# object: a code object's hash is computed anew at each lookup (over its bytecode and
+# constants: thousands of instructions per call). Kept here, so no id is reused.
+_PREBUILT: dict[int, CodeType] = {}
 
 
 def prebuilt(function: PlanFunction) -> PlanFunction:
@@ -92,13 +94,13 @@ def prebuilt(function: PlanFunction) -> PlanFunction:
     builds the statements, never by its callers; the runtime reads it from the plan
     (:func:`is_prebuilt`). A plan function that builds any statement per call
     (``IN`` lists of its arguments, per-call filters) must not be declared."""
-    _PREBUILT.add(function.__code__)
+    _PREBUILT[id(function.__code__)] = function.__code__
     return function
 
 
 def is_prebuilt(plan: object) -> bool:
     """Whether ``plan`` was made by a plan function declared :func:`prebuilt`."""
-    return getattr(plan, "gi_code", None) in _PREBUILT
+    return id(getattr(plan, "gi_code", None)) in _PREBUILT
 
 
 @prebuilt

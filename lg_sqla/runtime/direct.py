@@ -231,95 +231,77 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
-    call = _Call(dbapi_connection, dialect, core)
+    cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
     try:
-        if autocommit:
-            call.restore = driver.autocommit(dialect, dbapi_connection)
-        call.cursor, native = _take_cursor(pooled, dbapi_connection, driver)
-        try:
-            result: T = _steps(call, compiler, plan, first, native)
-        except BaseException as error:
-            call.failed(error)
-            raise
-        if not autocommit:
-            call.commit()
-        if driver.keeps_cursors and (not call.fetched or driver.drop_results(call.cursor)):
+        result, fetched = _steps(
+            dbapi_connection, dialect, core, compiler, cursor, native, plan, first, not autocommit
+        )
+        if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
             # A cursor holding no rows: a write's, or a read's once its rows are
             # dropped (kept, its result would hold blobs and all as long as the
             # connection lives).
-            pooled.info[_KEPT_CURSOR] = (dbapi_connection, call.cursor, native)
-            call.cursor = None
+            pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
+            cursor = None
         return result
-    finally:
-        _restore_quietly(dialect, call.cursor, call.restore)
-
-
-class _Call:
-    """One plan's run on the direct path: its cursor, what undoes its AUTOCOMMIT, and
-    how far it got (what its error handling reports and decides with)."""
-
-    __slots__ = (
-        "committed",
-        "core",
-        "cursor",
-        "dbapi_connection",
-        "dialect",
-        "fetched",
-        "parameters",
-        "restore",
-        "sql",
-    )
-
-    def __init__(self, dbapi_connection: Any, dialect: Dialect, core: Callable[[], Connection]):
-        self.dbapi_connection = dbapi_connection
-        self.dialect = dialect
-        self.core = core
-        self.cursor: Any = None
-        self.restore: Restore | None = None
-        self.committed = False  # a COMMIT step ran: part of the plan is durable
-        self.fetched = False
-        self.sql: str | None = None  # the statement that ran last, for its error
-        self.parameters: Any = None
-
-    def failed(self, error: BaseException) -> None:
-        """A step failed: roll back, and raise a DBAPI error as SQLAlchemy would."""
-        if isinstance(error, self.dialect.loaded_dbapi.Error):
-            _rollback_quietly(self.dbapi_connection, self.dialect)
-            mark = retry.mark_partly_committed if self.committed else None
-            _raise_wrapped(self.core(), error, self.sql, self.parameters, self.cursor, mark)
-        elif isinstance(error, Exception):
-            _rollback_quietly(self.dbapi_connection, self.dialect)
-        else:
-            # Interrupted (a cancelled task, KeyboardInterrupt): the driver may be
-            # midway through a statement. No more I/O on it here: the caller
+    except BaseException as error:
+        if not isinstance(error, Exception):
+            # Interrupted (a cancelled task, KeyboardInterrupt), maybe midway through a
+            # statement or the COMMIT. No more I/O on the connection here: the caller
             # invalidates it (``executor._poisoned``), as Core does, which ends the
             # transaction too.
-            self.cursor = self.restore = None
-
-    def commit(self) -> None:
-        """The plan's final COMMIT."""
-        try:
-            self.dbapi_connection.commit()
-        except self.dialect.loaded_dbapi.Error as error:
-            # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
-            # it, as Core's Connection does when it closes, before the pool has it back.
-            _rollback_quietly(self.dbapi_connection, self.dialect)
-            mark = retry.mark_partly_committed if self.committed else retry.mark_failed_at_commit
-            _raise_wrapped(self.core(), error, self.sql, self.parameters, self.cursor, mark)
-        except BaseException as error:
-            if not isinstance(error, Exception):
-                self.cursor = self.restore = None  # interrupted in the COMMIT: as above
-            raise
+            cursor = restore = None
+        raise
+    finally:
+        _restore_quietly(dialect, cursor, restore)
 
 
-def _steps(call: _Call, compiler: DirectCompiler, plan: Plan[T], step: Step, native: bool) -> T:
-    """Execute ``step`` and the plan's next ones on ``call``'s cursor; its result."""
-    cursor, dialect = call.cursor, call.dialect
+def _prepare(
+    pooled: PoolProxiedConnection,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    driver: DirectDriver,
+    autocommit: bool,
+) -> tuple[Any, bool, Restore | None]:
+    """The plan's cursor (``_take_cursor``) and, for ``autocommit``, what undoes the
+    connection's AUTOCOMMIT. Failing, they fail as a step does: rolled back, the
+    AUTOCOMMIT undone, a DBAPI error raised as SQLAlchemy would."""
+    dbapi_connection = pooled.dbapi_connection
+    restore: Restore | None = None
+    try:
+        if autocommit:
+            restore = driver.autocommit(dialect, dbapi_connection)
+        cursor, native = _take_cursor(pooled, dbapi_connection, driver)
+        return cursor, native, restore
+    except Exception as error:  # (interrupted: no more I/O, see run)
+        _rollback_quietly(dbapi_connection, dialect)
+        _restore_quietly(dialect, None, restore)
+        if isinstance(error, dialect.loaded_dbapi.Error):
+            _raise_wrapped(core(), error, None, None, None, None)
+        raise
+
+
+def _steps(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    compiler: DirectCompiler,
+    cursor: Any,
+    native: bool,
+    plan: Plan[T],
+    step: Step,
+    commit: bool,
+) -> tuple[T, bool]:
+    """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: it takes the
+    driver's native form of the SQL), then (``commit``) its COMMIT; the plan's result
+    and whether a step fetched rows. On an error, roll back first."""
+    committed = fetched = False
+    sql: str | None = None  # the statement that ran last, and its parameters: for errors
+    parameters: Any = None
     try:
         while True:
             if step.statement is None:
-                call.dbapi_connection.commit()
-                call.committed = True
+                dbapi_connection.commit()
+                committed = True
                 step = plan.send(Outcome((), 0))
                 continue
             direct = compiler.get(step.statement, dialect)
@@ -327,12 +309,16 @@ def _steps(call: _Call, compiler: DirectCompiler, plan: Plan[T], step: Step, nat
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
             if native and direct.native is not None:
                 direct = direct.native
-            call.sql = direct.sql
-            _execute(call, cursor, direct, step.params)
+            sql = direct.sql
+            parameters, many = _parameters(direct, step.params)
+            if many:
+                cursor.executemany(sql, parameters)
+            else:
+                cursor.execute(sql, parameters)
             if not step.fetch:
                 step = plan.send(Outcome((), cursor.rowcount))
                 continue
-            call.fetched = True
+            fetched = True
             if step.positional:
                 rows = cursor.fetchall()  # (tuples: read by position, see Step)
             else:
@@ -340,25 +326,50 @@ def _steps(call: _Call, compiler: DirectCompiler, plan: Plan[T], step: Step, nat
                 rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
             step = plan.send(Outcome(rows, len(rows)))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        if commit:  # (an error here is _commit's alone: not the handlers' below)
+            _commit(dbapi_connection, dialect, core, cursor, sql, parameters, committed)
+        return done.value, fetched
+    except dialect.loaded_dbapi.Error as error:
+        _rollback_quietly(dbapi_connection, dialect)
+        mark = retry.mark_partly_committed if committed else None
+        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
+        raise  # (_raise_wrapped raised)
+    except Exception:
+        _rollback_quietly(dbapi_connection, dialect)
+        raise
 
 
-def _execute(call: _Call, cursor: Any, direct: DirectStatement, params: Any) -> None:
-    """One step's statement on ``cursor``, its parameters noted on ``call`` first."""
+def _parameters(direct: DirectStatement, params: Any) -> tuple[Any, bool]:
+    """A step's parameters for the driver, and whether they are many rows."""
     if type(params) is not dict and (  # (the usual one row: no ABC checks)
         isinstance(params, Sequence) and not isinstance(params, Mapping)
     ):
-        parameters = call.parameters = direct.parameters_many(params)
-        if len(parameters) != 1:
-            cursor.executemany(direct.sql, parameters)
-            return
+        rows = direct.parameters_many(params)
         # One row (a checkpoint, a lone blob or write): drivers' executemany costs
         # more than execute for it (PyMySQL matches and rebuilds the INSERT ... VALUES
         # with regular expressions first).
-        parameters = call.parameters = parameters[0]
-    else:
-        parameters = call.parameters = direct.parameters(params or {})
-    cursor.execute(direct.sql, parameters)
+        return (rows[0], False) if len(rows) == 1 else (rows, True)
+    return direct.parameters(params or {}), False
+
+
+def _commit(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    cursor: Any,
+    sql: str | None,
+    parameters: Any,
+    committed: bool,
+) -> None:
+    """The plan's final COMMIT (``committed``: an earlier COMMIT step ran)."""
+    try:
+        dbapi_connection.commit()
+    except dialect.loaded_dbapi.Error as error:
+        # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
+        # it, as Core's Connection does when it closes, before the pool has it back.
+        _rollback_quietly(dbapi_connection, dialect)
+        mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
 
 
 # Where a plan's cursor waits for the next plan on the same connection (a pooled

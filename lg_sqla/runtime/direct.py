@@ -262,7 +262,8 @@ def _prepare(
     driver: DirectDriver,
     autocommit: bool,
 ) -> tuple[Any, bool, Restore | None]:
-    """The plan's cursor (``_take_cursor``) and, for ``autocommit``, what undoes the
+    """The plan's cursor (the one the last plan on this connection kept, where the
+    driver keeps cursors, or a new one) and, for ``autocommit``, what undoes the
     connection's AUTOCOMMIT. Failing, they fail as a step does: rolled back, the
     AUTOCOMMIT undone, a DBAPI error raised as SQLAlchemy would."""
     dbapi_connection = pooled.dbapi_connection
@@ -270,7 +271,11 @@ def _prepare(
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
-        cursor, native = _take_cursor(pooled, dbapi_connection, driver)
+        if driver.keeps_cursors:  # the cursor the last plan on this connection kept
+            kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
+            if kept is not None and kept[0] is dbapi_connection:
+                return kept[1], kept[2], restore
+        cursor, native = driver.open_cursor(dbapi_connection)
         return cursor, native, restore
     except Exception as error:  # (interrupted: no more I/O, see run)
         _rollback_quietly(dbapi_connection, dialect)
@@ -278,6 +283,12 @@ def _prepare(
         if isinstance(error, dialect.loaded_dbapi.Error):
             _raise_wrapped(core(), error, None, None, None, None)
         raise
+
+
+# A step of one row (a checkpoint, a lone blob or write) is executed, not executemany'd:
+# drivers' executemany costs more for it (PyMySQL matches and rebuilds the INSERT ...
+# VALUES with regular expressions first).
+_ONE_ROW = 1
 
 
 def _steps(
@@ -309,22 +320,25 @@ def _steps(
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
             if native and direct.native is not None:
                 direct = direct.native
-            sql = direct.sql
-            parameters, many = _parameters(direct, step.params)
-            if many:
-                cursor.executemany(sql, parameters)
+            sql, params = direct.sql, step.params
+            if type(params) is not dict and (  # (the usual one row: no ABC checks)
+                isinstance(params, Sequence) and not isinstance(params, Mapping)
+            ):
+                parameters = direct.parameters_many(params)
+                if len(parameters) == _ONE_ROW:
+                    parameters = parameters[0]
+                    cursor.execute(sql, parameters)
+                else:
+                    cursor.executemany(sql, parameters)
             else:
+                parameters = direct.parameters(params or {})
                 cursor.execute(sql, parameters)
-            if not step.fetch:
-                step = plan.send(Outcome((), cursor.rowcount))
-                continue
-            fetched = True
-            if step.positional:
-                rows = cursor.fetchall()  # (tuples: read by position, see Step)
+            if step.fetch:
+                fetched = True  # (tuples where the plan reads by position, see Step)
+                rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
+                step = plan.send(Outcome(rows, len(rows)))
             else:
-                names = compiler.column_names(direct, cursor)
-                rows = [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
-            step = plan.send(Outcome(rows, len(rows)))
+                step = plan.send(Outcome((), cursor.rowcount))
     except StopIteration as done:
         if commit:  # (an error here is _commit's alone: not the handlers' below)
             _commit(dbapi_connection, dialect, core, cursor, sql, parameters, committed)
@@ -339,17 +353,10 @@ def _steps(
         raise
 
 
-def _parameters(direct: DirectStatement, params: Any) -> tuple[Any, bool]:
-    """A step's parameters for the driver, and whether they are many rows."""
-    if type(params) is not dict and (  # (the usual one row: no ABC checks)
-        isinstance(params, Sequence) and not isinstance(params, Mapping)
-    ):
-        rows = direct.parameters_many(params)
-        # One row (a checkpoint, a lone blob or write): drivers' executemany costs
-        # more than execute for it (PyMySQL matches and rebuilds the INSERT ... VALUES
-        # with regular expressions first).
-        return (rows[0], False) if len(rows) == 1 else (rows, True)
-    return direct.parameters(params or {}), False
+def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:
+    """The fetched rows, each a mapping by column name too."""
+    names = compiler.column_names(direct, cursor)
+    return [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
 
 
 def _commit(
@@ -375,18 +382,6 @@ def _commit(
 # Where a plan's cursor waits for the next plan on the same connection (a pooled
 # connection's ``info``: one DBAPI connection's, cleared when it is replaced).
 _KEPT_CURSOR = "lg_sqla_kept_cursor"
-
-
-def _take_cursor(
-    pooled: PoolProxiedConnection, dbapi_connection: Any, driver: DirectDriver
-) -> tuple[Any, bool]:
-    """The cursor the last plan on this connection kept (``DirectDriver.keeps_cursors``),
-    or a new one; taken out of ``info``, so it is in one plan's hands only."""
-    if driver.keeps_cursors:
-        kept = pooled.info.pop(_KEPT_CURSOR, None)
-        if kept is not None and kept[0] is dbapi_connection:
-            return kept[1], kept[2]
-    return driver.open_cursor(dbapi_connection)
 
 
 def _restore_quietly(dialect: Dialect, cursor: Any, restore: Restore | None) -> None:

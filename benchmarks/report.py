@@ -686,7 +686,8 @@ SQLite itself executed through its trace callback).
 OPTIMISATIONS_TEXT = """\
 ## Small optimisations of the direct path (instructions per call, not timed)
 
-Each of these saves a single-digit percentage of a hot call or a little more; each is
+Each of these saves from a fraction of a percent to about a sixth of a hot call's
+instructions (a negative figure: the call costs that much less with it on); each is
 kept with its gain measured here, by `python -m benchmarks.optimisations --write
 docs/img/optimisations.json` (callgrind, the whole client process, {calls} calls
 after {warm_up} warm-up rounds of a small checkpoint of two channels and two writes;

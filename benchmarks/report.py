@@ -691,8 +691,10 @@ instructions (a negative figure: the call costs that much less with it on); each
 kept with its gain measured here, by `python -m benchmarks.optimisations --write
 docs/img/optimisations.json` (callgrind, the whole client process, {calls} calls
 after {warm_up} warm-up rounds of a small checkpoint of two channels and two writes;
-each optimisation turned off alone, on the databases where it applies). Instruction
-counts do not depend on the machine's load; servers are not counted.
+each optimisation turned off alone, on the databases where it applies). Servers are
+not counted. Instruction counts barely depend on the machine's load, except where the
+client waits for the server: psycopg polls its socket until the answer is there, which
+moves PostgreSQL's figures by about 1% between runs (SQLite's and MariaDB's by 0.3%).
 
 {table}"""
 

@@ -89,6 +89,10 @@ def _migrate(connection: Connection) -> None:
             if schema is not None and not connection.dialect.has_schema(connection, schema):
                 connection.execute(CreateSchema(schema, if_not_exists=True))
             context.run_migrations()
+            # Citus: tables a revision created are distributed as the others are.
+            ops_for(connection.dialect).after_migrations(
+                connection, [t.name for t in metadata.sorted_tables], VERSION_TABLE
+            )
 
 
 def run_offline() -> None:

@@ -10,6 +10,8 @@ long      one thread to 10 / 100 / 1,000 turns (--lengths): turn latency, storag
 long-delta  the same, messages on a DeltaChannel
 api       the saver-API level only, tables printed
 store     the store level only (lg_sqla's store against the official stores)
+instructions  instructions per call under callgrind, lg_sqla vs the official stores and
+          savers (benchmarks/instructions.py; ``python -m benchmarks instructions --help``)
 scale     cross-thread calls at 1k / 10k / 100k threads (benchmarks/scale_level.py;
           ``python -m benchmarks scale --help``)
 ops | concurrent | async | prune | storage   the older single-purpose modes
@@ -36,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
         legacy.main(argv)
         return 0
+    if argv and argv[0] == "instructions":
+        from . import instructions
+
+        return instructions.main(argv[1:])
     if argv and argv[0] == "scale":
         from . import scale_level
 
@@ -141,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         # re-rendering (--from), so page and results never come from different runs.
         raw = args.docs / "img" / "bench-results.json"
         raw.parent.mkdir(parents=True, exist_ok=True)
+        if "instructions" not in results and raw.exists():
+            # The callgrind section comes from its own, slower run: kept across reports.
+            kept = json.loads(raw.read_text(encoding="utf-8")).get("instructions")
+            if kept:
+                results["instructions"] = kept
         raw.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {raw}")
         print(f"wrote {write_docs(results, args.docs)}")

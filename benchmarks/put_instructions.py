@@ -6,7 +6,9 @@ under ``valgrind --tool=callgrind`` with ``N`` and with 0, ``PYTHONHASHSEED=0`` 
 times (hash randomization alone moves a run by a few percent): the difference of the
 two totals divided by ``N`` is the instructions of one put, statement compilation
 excluded (the warm-up compiled them). ``--ttl``: the saver has a ``default_ttl``, so
-each put also stamps its checkpoint's expiry (revision 0008).
+each put also stamps its checkpoint's expiry (revision 0008). ``--otel``:
+``lg_sqla.telemetry.instrument()`` first, on the global providers (the API's no-op
+ones unless an SDK was configured: the cost of the spans' bookkeeping alone).
 
     for n in 0 300; do PYTHONHASHSEED=0 valgrind --tool=callgrind \\
         --callgrind-out-file=/tmp/cg.$n python -m benchmarks.put_instructions $n; done
@@ -43,7 +45,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("puts", type=int, help="puts after the warm-up (and 0 for the base)")
     parser.add_argument("--ttl", type=float, help="the saver's default_ttl, in minutes")
+    parser.add_argument("--otel", action="store_true", help="lg_sqla.telemetry.instrument() first")
     args = parser.parse_args()
+    if args.otel:
+        from lg_sqla import telemetry
+
+        telemetry.instrument()
     random.seed(7)  # the versions' random suffixes: the same strings every run
     with tempfile.TemporaryDirectory() as tmp:
         engine = sa.create_engine(f"sqlite:///{Path(tmp) / 'puts.sqlite'}")

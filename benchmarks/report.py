@@ -418,6 +418,10 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             "ratio. ↑ higher is better.",
             detail_table(results, "store", STORE_COLUMNS),
         ]
+    if "instructions" in results:
+        from .instructions import section
+
+        parts.append(section(results["instructions"]))
     if "scale" in results:
         parts += ["## Big tables (scale level)", *scale_sections(results["scale"])]
     parts += [

@@ -254,9 +254,18 @@ async def run_async(opened: Opened, shape: Shape) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def _lg_sqla_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Opened]:
+def _lg_sqla_sync(
+    db: Database, sqlite_normal: bool = False, with_index: bool = True
+) -> Iterator[Opened]:
     from lg_sqla.store import SQLAlchemyStore
 
+    if not with_index:
+        with SQLAlchemyStore.from_conn_string(db.sync_url) as plain:
+            if sqlite_normal:
+                _sqlite_normal(plain.engine)
+            plain.setup()
+            yield Opened(plain, None)
+        return
     with (
         SQLAlchemyStore.from_conn_string(db.sync_url) as store,
         SQLAlchemyStore.from_conn_string(db.sync_url, index=INDEX) as indexed,  # type: ignore[arg-type]
@@ -278,7 +287,9 @@ def _official_sqlite_vec_connection(path: str) -> Any:
 
 
 @contextlib.contextmanager
-def _official_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Opened]:
+def _official_sync(
+    db: Database, sqlite_normal: bool = False, with_index: bool = True
+) -> Iterator[Opened]:
     store_cls: Any
     if db.dialect == "sqlite":
         from langgraph.store.sqlite import SqliteStore as store_cls
@@ -290,7 +301,8 @@ def _official_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Opened
         store.setup()
         if sqlite_normal:
             store.conn.execute("PRAGMA synchronous=NORMAL")
-        if db.dialect != "sqlite":  # no pgvector on the benchmark's server; MariaDB: none
+        # No pgvector on the benchmark's server; MariaDB: none.
+        if db.dialect != "sqlite" or not with_index:
             yield Opened(store, None)
             return
         conn = _official_sqlite_vec_connection(db.native)
@@ -305,9 +317,21 @@ def _official_sync(db: Database, sqlite_normal: bool = False) -> Iterator[Opened
 
 
 @contextlib.asynccontextmanager
-async def _lg_sqla_async(db: Database, sqlite_normal: bool = False) -> AsyncIterator[Opened]:
+async def _lg_sqla_async(
+    db: Database, sqlite_normal: bool = False, with_index: bool = True
+) -> AsyncIterator[Opened]:
     from lg_sqla.store import AsyncSQLAlchemyStore
 
+    if not with_index:
+        async with AsyncSQLAlchemyStore.from_conn_string(db.async_url) as plain:
+            if sqlite_normal:
+                _sqlite_normal(plain.engine.sync_engine)
+                threaded = getattr(plain, "_threaded", None)
+                if threaded is not None:  # whole batches run on this pysqlite engine
+                    _sqlite_normal(threaded)
+            await plain.setup()
+            yield Opened(plain, None)
+        return
     async with (
         AsyncSQLAlchemyStore.from_conn_string(db.async_url) as store,
         AsyncSQLAlchemyStore.from_conn_string(db.async_url, index=INDEX) as indexed,  # type: ignore[arg-type]
@@ -323,7 +347,9 @@ async def _lg_sqla_async(db: Database, sqlite_normal: bool = False) -> AsyncIter
 
 
 @contextlib.asynccontextmanager
-async def _official_async(db: Database, sqlite_normal: bool = False) -> AsyncIterator[Opened]:
+async def _official_async(
+    db: Database, sqlite_normal: bool = False, with_index: bool = True
+) -> AsyncIterator[Opened]:
     store_cls: Any
     if db.dialect == "sqlite":
         from langgraph.store.sqlite.aio import AsyncSqliteStore as store_cls
@@ -337,7 +363,7 @@ async def _official_async(db: Database, sqlite_normal: bool = False) -> AsyncIte
         await store.setup()
         if sqlite_normal:
             await store.conn.execute("PRAGMA synchronous=NORMAL")
-        if db.dialect != "sqlite":
+        if db.dialect != "sqlite" or not with_index:
             yield Opened(store, None)
             return
         import aiosqlite

@@ -9,6 +9,7 @@ upsert (executemany), ``clear`` one DELETE.
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
@@ -16,15 +17,17 @@ from typing import Generic, TypeVar
 import sqlalchemy as sa
 from langgraph.cache.base import BaseCache, FullKey, Namespace
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from sqlalchemy.engine import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
 
 from lg_sqla.dialects import ops_for
 from lg_sqla.engines import in_schema
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.models import cache_entries
+from lg_sqla.models import CacheEntryRow, cache_entries
 from lg_sqla.plans import Plan, Step, T
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import AsyncBinding, Binding
 from lg_sqla.shared import key_hash, utc_now
 
 __all__ = ["SQLAlchemyCache"]
@@ -150,12 +153,33 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             )
         return self.engine
 
+    # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
+    _binding: Binding | AsyncBinding | None = None
+
+    def bound(
+        self, target: Connection | Session | AsyncConnection | AsyncSession
+    ) -> SQLAlchemyCache[ValueT]:
+        """This cache's calls on your connection or ORM session, inside your transaction
+        (a SAVEPOINT each, never committed, rolled back or retried by the cache; see
+        ``SQLAlchemySaver.bound``, docs/application.md). A sync ``Connection`` or
+        ``Session`` for a cache on an ``Engine``, an async one for an ``AsyncEngine``."""
+        clone = copy.copy(self)
+        if isinstance(self.engine, AsyncEngine):
+            clone._binding = AsyncBinding(target, self._runtime, self.engine, CacheEntryRow)  # type: ignore[arg-type]
+        else:
+            clone._binding = Binding(target, self._runtime, self.engine, CacheEntryRow)  # type: ignore[arg-type]
+        return clone
+
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
         """Run a plan in one transaction, again from scratch when the database rolled
         it back, as the savers do (``lg_sqla.runtime``)."""
+        if isinstance(self._binding, Binding):
+            return self._binding.run(factory)
         return self._runtime.run(self._sync_engine(), factory)
 
     async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
+        if isinstance(self._binding, AsyncBinding):
+            return await self._binding.run(factory)
         if not isinstance(self.engine, AsyncEngine):
             return await asyncio.to_thread(self._run, factory)
         return await self._runtime.arun(self.engine, factory)

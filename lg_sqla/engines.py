@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
 
 from lg_sqla.dialects import ops_for
+from lg_sqla.dialects.poolers import detect_poolers
 from lg_sqla.errors import InvalidInputError, MissingDriverError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -294,7 +295,10 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
     (durable commits). Pass
     ``sqlite_synchronous="NORMAL"`` to trade the durability of the last commits
     on power loss for faster writes. asyncmy connections escape str and bytes
-    parameters at C speed (``_asyncmy_literal``).
+    parameters at C speed (``_asyncmy_literal``). A psycopg connection that reaches
+    PostgreSQL through a pooler (PgBouncer) prepares no statements
+    (``dialects.poolers``; one query per new connection, none where the caller
+    set ``prepare_threshold=None``).
     """
     if sqlite_synchronous not in ("EXTRA", "FULL", "NORMAL", "OFF"):
         raise ValueError(
@@ -307,6 +311,8 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
         event.listen(sync_engine, "connect", partial(_sqlite_pragmas, sqlite_synchronous, sleep))
     if sync_engine.dialect.driver == "asyncmy":
         event.listen(sync_engine, "connect", _fast_asyncmy_escaping)
+    if sync_engine.dialect.driver in _PSYCOPG:
+        detect_poolers(sync_engine)  # (PgBouncer in front: no prepared statements)
     return engine
 
 

@@ -46,3 +46,9 @@ class ExactSearchWarning(UserWarning):
     the message says instead (exact search, full-precision vectors), with the same or
     better results. An index option is a speed hint, so one configuration runs on every
     database; ``warnings.simplefilter("error", ExactSearchWarning)`` makes it an error."""
+
+
+class CallTimeoutError(LgSqlaError, TimeoutError):
+    """A call waited on the database longer than its ``call_timeout``: its connection
+    was cut and the call's outcome is unknown (the message says why a COMMIT may
+    wait; ``lg_sqla.runtime.timeouts``). Never retried by lg_sqla."""

@@ -111,6 +111,12 @@ INTERNALS: tuple[Internal, ...] = (
         "BaseStore.get's own checks in SQLAlchemyStore.get",
         "BaseStore.get",
     ),
+    Internal(
+        "langgraph.checkpoint.serde.types",
+        "_DeltaSnapshot",
+        "a DeltaChannel snapshot's value given unwrapped to a state migration function",
+        "the snapshot given as stored",
+    ),
 )
 
 
@@ -159,6 +165,7 @@ def _present(internal: Internal) -> bool:
         "_bind_processors": _compiled_shape_present,
         "_validate_namespace_labels": lambda: langgraph_get_checks() is not None,
         "_ensure_refresh": lambda: langgraph_get_checks() is not None,
+        "_DeltaSnapshot": lambda: langgraph_delta_snapshot() is not None,
     }
     check = checks.get(internal.name)
     return check() if check is not None else True
@@ -348,4 +355,18 @@ def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[
     ensure = getattr(base, "_ensure_refresh", None)
     if callable(validate) and callable(ensure):
         return validate, ensure
+    return None
+
+
+@functools.cache
+def langgraph_delta_snapshot() -> type[tuple[Any, ...]] | None:
+    """LangGraph's DeltaChannel snapshot (a one-field NamedTuple, ``value``), or None
+    where LangGraph has none (state migrations then see stored values as they are)."""
+    try:
+        from langgraph.checkpoint.serde import types
+    except ImportError:  # pragma: no cover
+        return None
+    snapshot = getattr(types, "_DeltaSnapshot", None)
+    if isinstance(snapshot, type) and issubclass(snapshot, tuple):
+        return snapshot
     return None

@@ -17,6 +17,8 @@ VERSION_MAX = 128
 TASK_ID_MAX = 255
 BLOB_TYPE_MAX = 64
 RUN_ID_MAX = 255
+# The id of an application's state revision (lg_sqla.checkpoint.state_migrations).
+STATE_REVISION_MAX = 64
 # An MD5 hex digest of checkpoint_ns: fixed width however deep the subgraph nesting.
 NS_HASH_LEN = 32
 # A store item's indexed field path ("content", "sections[*].text.0"); LangGraph's

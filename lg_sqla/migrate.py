@@ -245,12 +245,16 @@ async def aset_up(engine: AsyncEngine, *, read_only: bool = False) -> None:
 def refuse_read_only(connection: Connection) -> None:
     """Raise :class:`SchemaError` on a server that only reads (a replica): migrations
     run on the primary, and a replica follows it."""
-    if ops_for(connection.dialect).is_read_only(connection):
+    dialect_ops = ops_for(connection.dialect)
+    if dialect_ops.is_read_only(connection):
         raise SchemaError(
             "this database only reads (a replica, or a read-only server): run setup() / "
             "`lg-sqla upgrade` against the primary, and open savers on a replica with "
             "read_only=True"
         )
+    refused = dialect_ops.migrations_refused(connection)
+    if refused is not None:
+        raise SchemaError(refused)
 
 
 def check_schema(connection: Connection) -> None:
@@ -259,7 +263,14 @@ def check_schema(connection: Connection) -> None:
     current = current_revision(connection)
     if current == head:
         return
-    if ops_for(connection.dialect).is_read_only(connection):
+    dialect_ops = ops_for(connection.dialect)
+    refused = dialect_ops.migrations_refused(connection)
+    if refused is not None:
+        # A Citus worker: the schema is the coordinator's to set up.
+        raise SchemaError(
+            f"lg_sqla's schema here is at revision {current!r}, not {head!r}: {refused}"
+        )
+    if dialect_ops.is_read_only(connection):
         # setup() cannot run here: the schema comes from the primary (a replica
         # follows it), and a replica only lags if replication does.
         raise SchemaError(

@@ -2,7 +2,8 @@
 
 Checkpoints since revision 0001; the store and the node cache since 0002; the index
 in ``list``'s cross-thread order since 0005; retention settings since 0006; the stored
-expiry of each checkpoint since 0008.
+expiry of each checkpoint since 0008; the state revision of each checkpoint, blob
+and write since 0009.
 
 Host apps that run their own Alembic env keep these tables out of it: pass
 ``include_name=exclude_lg_sqla_tables`` to ``context.configure`` and leave
@@ -27,6 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from lg_sqla import limits
 from lg_sqla.migrate import VERSION_TABLE
 from lg_sqla.types import (
+    MYSQL_TABLE_OPTIONS,
     big_binary,
     json_document,
     key_string,
@@ -82,6 +84,11 @@ class CheckpointRow(Base):
     # updated_at plus the TTL of the saver that wrote it, stamped by the put's own
     # statement; NULL: written under no TTL (it never expires unless given one).
     expires_at: Mapped[dt.datetime | None] = mapped_column(timestamp(), nullable=True)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
     __table_args__ = (
         Index(None, "run_id"),
@@ -90,7 +97,7 @@ class CheckpointRow(Base):
         Index(None, "expires_at"),
         # `list`'s order across threads (revision 0005): a page reads its rows, not the table.
         Index(None, "checkpoint_id", "thread_id", "checkpoint_ns_hash"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -117,11 +124,16 @@ class CheckpointWriteRow(Base):
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes] = mapped_column(big_binary(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
     __table_args__ = (
         # stats --since: a time window is a range of this index (revision 0005).
         Index(None, "created_at"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -141,8 +153,13 @@ class CheckpointBlobRow(Base):
     type: Mapped[str] = mapped_column(key_string(limits.BLOB_TYPE_MAX), nullable=False)
     blob: Mapped[bytes | None] = mapped_column(big_binary(), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
+    # The application's state revision the row's shape follows (revision 0009,
+    # lg_sqla.checkpoint.state_migrations); NULL: revision zero.
+    state_revision: Mapped[str | None] = mapped_column(
+        key_string(limits.STATE_REVISION_MAX), nullable=True
+    )
 
-    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+    __table_args__ = (MYSQL_TABLE_OPTIONS,)
 
 
 class CheckpointRetentionRow(Base):
@@ -169,7 +186,7 @@ class CheckpointRetentionRow(Base):
     __table_args__ = (
         # The sweep's shortest per-thread TTL is the first entry of this index.
         Index(None, "ttl_minutes"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -203,7 +220,7 @@ class StoreItemRow(Base):
     __table_args__ = (
         Index(None, "expires_at"),
         Index(None, "prefix_head"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 
@@ -219,7 +236,7 @@ class StoreVectorRow(Base):
     embedding: Mapped[Any] = mapped_column(vector_blob(), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(timestamp(), nullable=False)
 
-    __table_args__ = ({"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},)
+    __table_args__ = (MYSQL_TABLE_OPTIONS,)
 
 
 class CacheEntryRow(Base):
@@ -237,7 +254,7 @@ class CacheEntryRow(Base):
 
     __table_args__ = (
         Index(None, "expires_at"),
-        {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"},
+        MYSQL_TABLE_OPTIONS,
     )
 
 

@@ -16,6 +16,16 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from lg_sqla.dialects import is_mysql_family, mysql_json_text, mysql_key_collation
 from lg_sqla.shared import json_text
 
+# The table options of every lg_sqla table on MySQL and MariaDB. SQLAlchemy reads a
+# table's options by its dialect's name, and the dialect of a mariadb:// URL is named
+# "mariadb": with the mysql_ keys alone, such a table got the server's default charset.
+MYSQL_TABLE_OPTIONS: dict[str, str] = {
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+    "mariadb_charset": "utf8mb4",
+    "mariadb_collate": "utf8mb4_bin",
+}
+
 
 class KeyString(TypeDecorator[str]):
     """A VARCHAR used in keys: exact, case-, accent- and trailing-space-sensitive.

@@ -17,6 +17,9 @@
 #   LG_SQLA_TEST_POSTGRES_URL / LG_SQLA_TEST_MYSQL_URL
 #                                 servers provided externally: that package is not needed
 #   LG_SQLA_TEST_DOCKER=0         do not treat a running Docker engine as a server source
+#   LG_SQLA_CITUS_DIR             the prebuilt Citus for PostgreSQL 15 (default: ../shared/citus
+#                                 beside the checkout), installed for tests/citus.py's cluster
+#   LG_SQLA_TEST_CITUS=0          no Citus: skip its install (the citus tests then skip, saying so)
 #   PYTHON                        interpreter used to create .venv (default: python3)
 set -euo pipefail
 
@@ -49,6 +52,9 @@ have_galera() {
     [ -e /usr/lib/galera/libgalera_smm.so ] && command -v rsync >/dev/null 2>&1 &&
         command -v wsrep_sst_rsync >/dev/null 2>&1
 }
+
+have_pgbouncer() { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; }
+have_haproxy() { command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; }
 
 have_mariadb() {
     { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } &&
@@ -148,6 +154,10 @@ if [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ]; then
     if [ -z "${LG_SQLA_TEST_GALERA_URLS:-}" ] && ! have_galera; then
         packages+=(galera-4 rsync)
     fi
+    # PgBouncer in front of the test PostgreSQL (tests/pgbouncer.py), haproxy in front
+    # of the Galera nodes (tests/haproxy.py); never from Docker.
+    have_pgbouncer || packages+=(pgbouncer)
+    have_haproxy || packages+=(haproxy)
 fi
 have_mariadb_dev || packages+=(libmariadb-dev pkg-config)
 command -v cc >/dev/null 2>&1 || packages+=(gcc libc6-dev)
@@ -176,9 +186,46 @@ if [ "${#packages[@]}" -gt 0 ]; then
         postgresql-15) have_postgres || die "postgresql-15 installed but $PG_BINDIR/initdb is missing" ;;
         mariadb-server) have_mariadb || die "mariadb-server installed but mariadbd/mariadb-install-db are missing" ;;
         galera-4) have_galera || die "galera-4 and rsync installed but libgalera_smm.so, rsync or wsrep_sst_rsync is missing" ;;
+        pgbouncer) have_pgbouncer || die "pgbouncer installed but its binary is missing" ;;
+        haproxy) have_haproxy || die "haproxy installed but its binary is missing" ;;
         libmariadb-dev) have_mariadb_dev || die "libmariadb-dev installed but mariadb_config or pkg-config's mariadb is missing" ;;
         esac
     done
+fi
+
+# --- 1b. Citus (distributed PostgreSQL), for tests/integration/clusters/test_citus.py ------
+# Not a Debian package: a build of Citus 13.2.2 for Debian 12's postgresql-15 sits beside
+# the checkout (../shared/citus: README.md says how it was built; install.sh copies it into
+# PostgreSQL's lib and extension directories, idempotently). It was built against 15.20's
+# headers and needs symbols 15.20 exports (heap_datum_check: "undefined symbol" at server
+# start on 15.18), so an older postgresql-15 is upgraded first.
+CITUS_DIR=${LG_SQLA_CITUS_DIR:-../shared/citus}
+CITUS_PG_MINOR=20
+have_citus() { [ -f /usr/lib/postgresql/15/lib/citus.so ] && [ -f /usr/share/postgresql/15/extension/citus.control ]; }
+pg15_minor() { "$PG_BINDIR/postgres" --version | sed -nE 's/.* 15\.([0-9]+).*/\1/p'; }
+if [ "${LG_SQLA_TEST_CITUS:-1}" = 0 ]; then
+    log "LG_SQLA_TEST_CITUS=0: not installing Citus (the citus tests will skip)"
+elif [ "${LG_SQLA_BOOTSTRAP_SERVERS:-1}" != 0 ] && have_postgres; then
+    if [ ! -f "$CITUS_DIR/install.sh" ]; then
+        log "WARNING: no Citus at $CITUS_DIR (install.sh missing): the citus tests will FAIL."
+        log "    Set LG_SQLA_CITUS_DIR to the directory of the prebuilt Citus for PostgreSQL 15,"
+        log "    or LG_SQLA_TEST_CITUS=0 to skip those tests on purpose."
+    else
+        minor=$(pg15_minor)
+        if [ -n "$minor" ] && [ "$minor" -lt "$CITUS_PG_MINOR" ]; then
+            log "postgresql-15 is 15.$minor; Citus's build needs 15.$CITUS_PG_MINOR or later: upgrading"
+            apt_install postgresql-15 postgresql-client-15
+            minor=$(pg15_minor)
+            [ "$minor" -ge "$CITUS_PG_MINOR" ] ||
+                die "postgresql-15 is still 15.$minor after the upgrade; Citus needs 15.$CITUS_PG_MINOR+"
+        fi
+        if ! have_citus; then
+            need_root "Citus (from $CITUS_DIR)"
+            log "installing Citus from $CITUS_DIR"
+            "${SUDO[@]}" bash "$CITUS_DIR/install.sh" >&2
+        fi
+        have_citus || die "Citus's install.sh ran but citus.so / citus.control are missing"
+    fi
 fi
 
 # --- 2. virtualenv -----------------------------------------------------------

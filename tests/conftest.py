@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 # tests/ is not a package; make tests/servers.py importable from any test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from citus import CitusCluster, citus_cluster, citus_opted_out, missing_citus
 from galera import GaleraCluster, galera_cluster
 from servers import mysql_server, pgvector_server, postgres_server
 
@@ -54,6 +55,20 @@ def galera() -> Iterator[GaleraCluster]:
     Per module (one uses it: test_galera.py): its three servers stop as soon as that
     module is done, instead of holding memory and CPU while the rest of the suite runs."""
     with galera_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def citus() -> Iterator[CitusCluster]:
+    """A Citus coordinator and two workers on loopback (tests/citus.py): admin URLs.
+
+    Per session, started by the first test that asks (every citus test is in
+    tests/integration/clusters/test_citus.py, so with --dist loadfile one worker starts
+    it). Without Citus installed it fails, naming the fix; ``LG_SQLA_TEST_CITUS=0``
+    skips the citus tests instead, explicitly."""
+    if citus_opted_out():
+        pytest.skip(f"LG_SQLA_TEST_CITUS=0: no Citus cluster ({missing_citus() or 'opted out'})")
+    with citus_cluster() as cluster:
         yield cluster
 
 

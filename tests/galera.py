@@ -56,6 +56,16 @@ class GaleraCluster:
 
     urls: tuple[str, ...]
     started_in_s: float = 0.0
+    # The node servers' processes, node 1 first (empty for a cluster from the env).
+    procs: tuple[subprocess.Popen[bytes], ...] = ()
+
+    def kill(self, node: int) -> None:
+        """SIGKILL node ``node`` (1-based): no shutdown, its clients cut."""
+        if not self.procs:
+            raise RuntimeError(f"{GALERA_URLS_ENV}: a cluster not started here cannot be killed")
+        proc = self.procs[node - 1]
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager
@@ -229,7 +239,12 @@ def _local_galera() -> Iterator[GaleraCluster]:
             timeout=max(deadline - time.monotonic(), 1),
             logs=[home / "error.log" for home in homes],
         )
-        yield GaleraCluster(urls, started_in_s=time.monotonic() - started)
+        by_node = {str(home): proc for proc, log in procs for home in [log.parent]}
+        yield GaleraCluster(
+            urls,
+            started_in_s=time.monotonic() - started,
+            procs=tuple(by_node[str(home)] for home in homes),
+        )
     finally:
         try:
             _stop_nodes(procs)

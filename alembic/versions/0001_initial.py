@@ -75,6 +75,8 @@ def upgrade() -> None:
         ),
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
+        mariadb_charset="utf8mb4",
+        mariadb_collate="utf8mb4_bin",
     )
     op.create_index("ix_checkpoints_run_id", "checkpoints", ["run_id"])
     op.create_index("ix_checkpoints_updated_at", "checkpoints", ["updated_at"])
@@ -101,6 +103,8 @@ def upgrade() -> None:
         ),
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
+        mariadb_charset="utf8mb4",
+        mariadb_collate="utf8mb4_bin",
     )
 
     op.create_table(
@@ -117,6 +121,8 @@ def upgrade() -> None:
         ),
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
+        mariadb_charset="utf8mb4",
+        mariadb_collate="utf8mb4_bin",
     )
 
 

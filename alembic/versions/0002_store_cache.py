@@ -22,7 +22,14 @@ down_revision: str | None = "0001_initial"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_TABLE_OPTIONS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
+# mariadb_ too: SQLAlchemy reads options by the dialect's name ("mariadb" for a
+# mariadb:// URL).
+_TABLE_OPTIONS = {
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+    "mariadb_charset": "utf8mb4",
+    "mariadb_collate": "utf8mb4_bin",
+}
 
 
 def _key(length: int) -> sa.types.TypeEngine[str]:

@@ -35,7 +35,7 @@ depends_on: str | Sequence[str] | None = None
 # the bits (PostgreSQL cannot reinterpret an int as a float), scaled by powers of two,
 # exact in float8 and then in real. ALTER ... USING allows no subquery: a function.
 _TO_REAL_ARRAY = """
-CREATE FUNCTION pg_temp.lg_sqla_f4_array(b bytea) RETURNS real[]
+CREATE FUNCTION {where}lg_sqla_f4_array(b bytea) RETURNS real[]
 LANGUAGE sql IMMUTABLE STRICT AS $$
 SELECT coalesce(array_agg((CASE
     WHEN e = 255 AND m = 0 THEN 'Infinity'::float8
@@ -58,7 +58,7 @@ $$
 
 # real[] -> float32 little-endian bytes: float4send gives each big-endian.
 _TO_BYTES = """
-CREATE FUNCTION pg_temp.lg_sqla_f4_bytes(a real[]) RETURNS bytea
+CREATE FUNCTION {where}lg_sqla_f4_bytes(a real[]) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT AS $$
 SELECT coalesce(string_agg(
     substring(w FROM 4 FOR 1) || substring(w FROM 3 FOR 1)
@@ -97,19 +97,34 @@ def _schema() -> str | None:
     return schema
 
 
+def _functions_at() -> str:
+    """Where the conversion function goes: ``pg_temp.``, a session's own; but Citus
+    runs the ALTER on each shard of a distributed table on the workers, whose sessions
+    have no such function (``schema "pg_temp" does not exist``): there, the tables'
+    schema, where Citus creates the function on every node too (dropped right after)."""
+    if op.get_context().as_sql:
+        return "pg_temp."
+    found = op.get_bind().exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'")
+    if found.first() is None:
+        return "pg_temp."
+    schema = _schema()
+    return "" if schema is None else '"' + schema.replace('"', '""') + '".'
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    op.execute(_TO_REAL_ARRAY)
+    where = _functions_at()
+    op.execute(_TO_REAL_ARRAY.replace("{where}", where))
     op.alter_column(
         "store_vectors",
         "embedding",
         schema=_schema(),
         type_=postgresql.ARRAY(postgresql.REAL()),
         existing_nullable=False,
-        postgresql_using="pg_temp.lg_sqla_f4_array(embedding)",
+        postgresql_using=f"{where}lg_sqla_f4_array(embedding)",
     )
-    op.execute("DROP FUNCTION pg_temp.lg_sqla_f4_array(bytea)")
+    op.execute(f"DROP FUNCTION {where}lg_sqla_f4_array(bytea)")
 
 
 def downgrade() -> None:
@@ -118,13 +133,14 @@ def downgrade() -> None:
     schema = _schema()
     literal = "current_schema()" if schema is None else "'" + schema.replace("'", "''") + "'"
     op.execute(_DROP_APPROXIMATE_INDEXES.format(schema=literal))
-    op.execute(_TO_BYTES)
+    where = _functions_at()
+    op.execute(_TO_BYTES.replace("{where}", where))
     op.alter_column(
         "store_vectors",
         "embedding",
         schema=_schema(),
         type_=sa.LargeBinary(),
         existing_nullable=False,
-        postgresql_using="pg_temp.lg_sqla_f4_bytes(embedding)",
+        postgresql_using=f"{where}lg_sqla_f4_bytes(embedding)",
     )
-    op.execute("DROP FUNCTION pg_temp.lg_sqla_f4_bytes(real[])")
+    op.execute(f"DROP FUNCTION {where}lg_sqla_f4_bytes(real[])")

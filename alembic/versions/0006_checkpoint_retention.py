@@ -54,6 +54,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("thread_id", name="pk_checkpoint_retention"),
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
+        mariadb_charset="utf8mb4",
+        mariadb_collate="utf8mb4_bin",
     )
     op.create_index("ix_checkpoint_retention_ttl_minutes", "checkpoint_retention", ["ttl_minutes"])
 

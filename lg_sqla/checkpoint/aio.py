@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -19,7 +20,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
@@ -28,6 +29,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import async_bridged, on_loop
 from lg_sqla.engines import (
@@ -38,8 +40,11 @@ from lg_sqla.engines import (
     saver_url,
     threaded_sqlite_url,
 )
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -65,6 +70,16 @@ class AsyncSQLAlchemySaver(SaverBase):
         read_only: See ``SQLAlchemySaver``: reads only, for a replica.
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
+        reconnect_window: Seconds a call waits for a database that went away (a
+            failover, a restart): it reconnects with growing pauses instead of
+            raising, where that is safe (nothing ran, or the call is idempotent:
+            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
+            "Failover"). 0: one immediate retry only. Default 30.
+        call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
+            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
+            synchronous standby that is gone). Default None: no limit. psycopg and
+            psycopg2 only.
+        state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
         keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
             calls switch to the event loop per statement anyway): it applies to the
             pysqlite engine ``from_conn_string`` runs a SQLite file's calls on.
@@ -78,6 +93,8 @@ class AsyncSQLAlchemySaver(SaverBase):
     """
 
     engine: AsyncEngine
+    # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
+    _binding: AsyncBinding | None = None
 
     def __init__(
         self,
@@ -90,6 +107,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         keep_connection: bool = False,
     ) -> None:
         self._init_common(
@@ -100,6 +120,9 @@ class AsyncSQLAlchemySaver(SaverBase):
             direct_path,
             read_only,
             ttl,
+            reconnect_window,
+            call_timeout,
+            state_migrations,
             keep_connection=keep_connection,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
@@ -125,6 +148,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
         """Open a saver on an async database URL; the engine is disposed on exit.
@@ -147,13 +173,6 @@ class AsyncSQLAlchemySaver(SaverBase):
             )
         sync_url = threaded_sqlite_url(url)
 
-        def threaded() -> Engine | None:
-            if sync_url is None:
-                return None
-            return configure_engine(
-                create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
-            )
-
         def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
             saver._threaded = in_schema(sync_engine, schema)
 
@@ -167,10 +186,13 @@ class AsyncSQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
+                state_migrations=state_migrations,
                 # Its pysqlite engine (SQLite files) is the saver's alone.
                 keep_connection=sync_url is not None,
             ),
-            threaded,
+            _threaded_engine(sync_url, engine_kwargs),
             attach,
         ) as saver:
             yield saver
@@ -181,22 +203,46 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Run one of lg_sqla's plans on this saver's engine; see ``SQLAlchemySaver.run``.
         It may call user code (maintenance's progress callbacks; any plan of yours), so
         it runs on the event loop's thread."""
+        if self._binding is not None:
+            return await self._binding.run(source)
         return await self._runtime.arun(self.engine, source, calls_user_code=True)
 
     async def _checkpointer_call(self, source: PlanSource[T]) -> T:
         """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
         ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
         user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
-        pysqlite engine in a worker thread (``Runtime.arun``)."""
+        pysqlite engine in a worker thread (``Runtime.arun``). Each is idempotent
+        (``runtime.retry``), so it may run again after an unknown outcome."""
+        if self._binding is not None:
+            return await self._binding.run(source)
         return await self._runtime.arun(
-            self.engine, source, threaded=self._threaded, calls_user_code=False
+            self.engine, source, threaded=self._threaded, calls_user_code=False, idempotent=True
         )
+
+    def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
+        """This saver's calls on your ``AsyncConnection`` or ``AsyncSession``, inside your
+        transaction; see ``SQLAlchemySaver.bound`` (docs/application.md).
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():
+            ...     await session.delete(conversation)
+            ...     await saver.bound(session).adelete_thread(conversation.thread_id)
+        """
+        view = cast(
+            AsyncSQLAlchemySaver,
+            self._bound_copy(AsyncBinding(target, self._runtime, self.engine, CheckpointRow)),
+        )
+        with contextlib.suppress(RuntimeError):  # (its sync methods: the loop it is bound on)
+            view.loop = asyncio.get_running_loop()
+        return view
 
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (``alembic upgrade head``); concurrency-safe.
         Read-only savers only check the schema."""
+        self._not_bound("setup")
         await migrate.aset_up(self.engine, read_only=self.read_only)
-        self._runtime.set_up()
+        await self._runtime.alearn(self.engine)
+        self._runtime.set_up(self.engine.sync_engine)
 
     # --- the checkpointer contract ----------------------------------------------
 
@@ -287,6 +333,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Writes and seed per DeltaChannel, in one statement; see the sync saver."""
         if not channels:
             return {}
+        if self.state_migrations is not None:
+            # See the sync saver: ancestors at older state revisions, read migrated.
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         return await self._checkpointer_call(
             lambda: operations.delta_history(self.context, config, channels)
         )
@@ -422,6 +471,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         task of the running loop until :meth:`stop_ttl_sweeper` (``from_conn_string``
         stops it on exit); ``on_pass`` is called with each pass's report."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
@@ -489,3 +539,17 @@ class AsyncSQLAlchemySaver(SaverBase):
     set_threads_ttl = on_loop(aset_threads_ttl)
     get_delta_channel_history = on_loop(aget_delta_channel_history)
     reencrypt = on_loop(areencrypt)
+
+
+def _threaded_engine(
+    sync_url: str | None, engine_kwargs: dict[str, Any]
+) -> Callable[[], Engine | None]:
+    """What makes the pysqlite engine a SQLite file's checkpointer calls run on, in a
+    worker thread each (``from_conn_string``; None: not a SQLite file)."""
+
+    def threaded() -> Engine | None:
+        if sync_url is None:
+            return None
+        return configure_engine(create_engine(sync_url, **engine_options(sync_url, engine_kwargs)))
+
+    return threaded

@@ -18,11 +18,14 @@ from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
+from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
 from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:  # (they import Context from here)
     from lg_sqla.checkpoint.maintenance import SweepReport
+    from lg_sqla.checkpoint.state_migrations import StateMigrations
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 
 DEFAULT_LIST_PAGE_SIZE = 100
@@ -56,6 +59,30 @@ class Context:
     # The writing saver's default_ttl: a put stamps its checkpoint's expires_at with
     # it (None: the checkpoint never expires by itself).
     stamp_ttl: dt.timedelta | None = None
+    # The application's state revisions (``state_migrations``): reads return the newest
+    # shape, writes stamp ``state_head``. None: every row read must be revision zero.
+    state: StateMigrations | None = None
+    state_head: str | None = None
+
+
+def _checked_migrations(
+    state_migrations: StateMigrations | None, dialect_ops: DialectOps
+) -> StateMigrations | None:
+    if state_migrations is None:
+        return None
+    from lg_sqla.checkpoint.state_migrations import StateMigrations
+
+    if not isinstance(state_migrations, StateMigrations):
+        raise InvalidInputError(
+            "state_migrations must be a lg_sqla.checkpoint.state_migrations.StateMigrations, "
+            f"got {type(state_migrations).__name__}"
+        )
+    if not dialect_ops.joins_channel_versions:
+        raise InvalidInputError(
+            f"state_migrations: not supported on the {dialect_ops.name} dialect (lg_sqla's "
+            "portable fallback); they are on PostgreSQL, SQLite and MySQL/MariaDB"
+        )
+    return state_migrations
 
 
 class SaverBase(BaseCheckpointSaver[str]):
@@ -73,11 +100,15 @@ class SaverBase(BaseCheckpointSaver[str]):
         direct_path: bool,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         *,
         keep_connection: bool = False,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
+        self.state_migrations = _checked_migrations(state_migrations, ops_for(dialect))
         self.ttl_config = ttl
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.
@@ -94,7 +125,10 @@ class SaverBase(BaseCheckpointSaver[str]):
             check_schema=check_schema,
             direct_path=direct_path,
             keep_connection=keep_connection,
+            reconnect_window=reconnect_window,
+            call_timeout=call_timeout,
         )
+        check_driver(dialect, self._runtime.call_timeout)
         self.list_page_size = list_page_size
         self.read_only = read_only
 
@@ -106,8 +140,14 @@ class SaverBase(BaseCheckpointSaver[str]):
         context: Context | None = self.__dict__.get("_context")
         if context is None or context.serde is not self.serde:
             stamp = None if self.retention is None else self.retention.default_ttl
+            state = self.state_migrations
             context = self._context = Context(
-                self.dialect_ops, self.serde, self._first_version, stamp
+                self.dialect_ops,
+                self.serde,
+                self._first_version,
+                stamp,
+                state,
+                None if state is None else state.head,
             )
         return context
 
@@ -122,6 +162,21 @@ class SaverBase(BaseCheckpointSaver[str]):
             raise ReadOnlyError(
                 f"{call}: this saver was opened read_only=True (for a replica: inspection, "
                 "dashboards, history); run graphs and maintenance on a saver of the primary"
+            )
+
+    def _bound_copy(self, binding: object) -> Any:
+        """A shallow clone whose calls run on ``binding`` (``runtime.bound``): the same
+        runtime, serializer and policy; only where its statements run differs."""
+        clone = copy.copy(self)
+        clone.__dict__["_binding"] = binding
+        return clone
+
+    def _not_bound(self, call: str) -> None:
+        """Refuse ``call`` on a bound view: it would need a connection of its own."""
+        if getattr(self, "_binding", None) is not None:
+            raise InvalidInputError(
+                f"{call}: this is a view bound to your transaction (bound()); call it on "
+                "the saver you bound, which has an engine of its own"
             )
 
     def _keep_last(self) -> int | None:

@@ -134,6 +134,20 @@ def guarded_upsert(upsert: sa.Insert, keys: int) -> sa.Insert:
     )
 
 
+def held_blobs(keys: int) -> sa.Select[Any]:
+    """The put's named blobs that exist, each locked ``FOR KEY SHARE`` (a deleter's
+    transaction is waited for; a row it deleted is not returned): the first statement of
+    a put on distributed tables (Citus), where one statement would not be routed."""
+    thread = sa.bindparam(CHECKPOINT_PARAMS["thread_id"], type_=C.c.thread_id.type)
+    nsh = sa.bindparam(CHECKPOINT_PARAMS["checkpoint_ns_hash"], type_=C.c.checkpoint_ns_hash.type)
+    named = sa.or_(*(sa.and_(*_is_key(n)[2:]) for n in range(keys)))
+    return (
+        sa.select(B.c.channel, B.c.version)
+        .where(B.c.thread_id == thread, B.c.checkpoint_ns_hash == nsh, named)
+        .with_for_update(read=True, key_share=True)
+    )
+
+
 def guarded_one_statement(blobs: sa.Insert | None, upsert: sa.Insert, keys: int) -> sa.Insert:
     """PostgreSQL's put in one statement: the blobs' insert-or-ignore and the guarded
     checkpoint upsert. The statement's snapshot cannot see the rows its own CTE

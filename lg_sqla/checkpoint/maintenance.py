@@ -91,9 +91,9 @@ def check_strategy(strategy: str, keep_last: int) -> None:
         raise InvalidInputError(f"keep_last must be an int >= 1, got {keep_last!r}")
 
 
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 # --- blob garbage collection -------------------------------------------------------
@@ -111,7 +111,9 @@ def lock_blobs(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
     that was only locked)."""
     if not ctx.dialect_ops.locks_rows:
         return
-    for chunk in _chunks(list(dict.fromkeys(thread_ids))):
+    # Distributed tables (Citus): FOR UPDATE runs on one shard only, so a thread each.
+    size = 1 if ctx.dialect_ops.distributed else _CHUNK
+    for chunk in _chunks(list(dict.fromkeys(thread_ids)), size):
         locked = sa.select(B.c.thread_id).where(B.c.thread_id.in_(chunk)).with_for_update()
         yield Step(sa.select(sa.func.count()).select_from(locked.subquery()), fetch=True)
 

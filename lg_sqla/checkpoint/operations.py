@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec, complete, maintenance
+from lg_sqla.checkpoint import codec, complete, maintenance, state_reads
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -41,6 +41,7 @@ from lg_sqla.checkpoint.statements import (
     AT_CHECKPOINT_ID,
     AT_KIND,
     AT_NS_HASH,
+    AT_STATE_REVISION,
     AT_THREAD_ID,
     AT_TYPE,
     KIND_BLOB,
@@ -72,7 +73,7 @@ V = TypeVar("V")
 _namespace = codec.namespace_of
 
 
-_BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at")
+_BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at", "state_revision")
 _BLOB_VARYING = ("channel", "version", "type", "blob")
 _WRITE_SHARED = (
     "thread_id",
@@ -81,9 +82,10 @@ _WRITE_SHARED = (
     "task_id",
     "task_path",
     "created_at",
+    "state_revision",
 )
 _WRITE_VARYING = ("idx", "channel", "type", "blob")
-_WRITE_UPDATE = ("channel", "type", "blob", "task_path")
+_WRITE_UPDATE = ("channel", "type", "blob", "task_path", "state_revision")
 # Special channels (WRITES_IDX_MAP) have negative idx; idx is a key column, so
 # the stored row's idx tells whether a conflicting write may replace it. The 0
 # is SQL text, not a parameter: executemany drivers (asyncmy) rewrite the VALUES
@@ -109,7 +111,14 @@ def _one_statement_put(
 
 
 _CHECKPOINT_PARAMS = complete.CHECKPOINT_PARAMS
-_CHECKPOINT_UPDATE = ("checkpoint", "metadata", "run_id", "updated_at", "expires_at")
+_CHECKPOINT_UPDATE = (
+    "checkpoint",
+    "metadata",
+    "run_id",
+    "updated_at",
+    "expires_at",
+    "state_revision",
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,7 @@ class _PutRows:
 
     def all_blobs(self, ctx: Context) -> Sequence[Record]:
         """Rows of every named blob, from the values in hand (the rare path)."""
-        shared = {k: self.checkpoint[k] for k in ("thread_id", "checkpoint_ns_hash", "created_at")}
+        shared = {k: self.checkpoint[k] for k in _BLOB_SHARED}
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
 
 
@@ -142,7 +151,9 @@ def put(
     written only with every blob it names (``complete``): a blob deleted meanwhile is
     written again from the values in hand."""
     rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
-    if ctx.dialect_ops.writes_in_one_statement:
+    if ctx.dialect_ops.distributed:
+        yield from _put_routed(ctx, rows)
+    elif ctx.dialect_ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
     elif ctx.dialect_ops.native_upsert:
         yield from _put_in_steps(ctx, rows)
@@ -178,8 +189,16 @@ def _put_rows(
     inline, blobs = codec.dump_values(ctx.serde, values, document["channel_versions"], new_versions)
     if inline:
         document[codec.INLINE_KEY] = inline
+    # Every row of the put at the writing application's state revision (None: zero).
+    revision = ctx.state_head
     blob_rows = [
-        {"thread_id": thread_id, "checkpoint_ns_hash": nsh, "created_at": now, **row}
+        {
+            "thread_id": thread_id,
+            "checkpoint_ns_hash": nsh,
+            "created_at": now,
+            "state_revision": revision,
+            **row,
+        }
         for row in blobs
     ]
     named = complete.named_blobs(values, document["channel_versions"], inline)
@@ -200,6 +219,7 @@ def _put_rows(
             "updated_at": now,
             # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
             "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
+            "state_revision": revision,
         },
         blobs=blob_rows,
         named=named,
@@ -229,6 +249,35 @@ def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
         if not rows.named or complete.check_stored(done.rowcount, attempt):
             return
         blob_rows = rows.all_blobs(ctx)
+
+
+def _put_routed(ctx: Context, rows: _PutRows) -> Plan[None]:
+    """Distributed tables (Citus): statements each routed whole to the thread's shards,
+    in one transaction on one worker. (The one-statement put's ``INSERT ... SELECT``
+    over CTEs is run through the coordinator, with a two-phase commit.) The named blobs
+    that exist are locked first (``complete.held_blobs``), so a deleter waits for the
+    put or the put sees the row gone; when one is missing every named blob is written."""
+    blob_rows = rows.blobs
+    if rows.named:
+        statement = ctx.dialect_ops.cached(
+            ("held blobs", len(rows.named)), lambda: complete.held_blobs(len(rows.named))
+        )
+        params = {
+            _CHECKPOINT_PARAMS[n]: rows.checkpoint[n] for n in ("thread_id", "checkpoint_ns_hash")
+        }
+        held = yield Step(statement, {**params, **complete.key_params(rows.named)}, fetch=True)
+        present = {(r.channel, r.version) for r in held.rows}
+        new = {(r["channel"], r["version"]) for r in blob_rows}
+        if set(rows.named) - present - new:
+            blob_rows = rows.all_blobs(ctx)
+    if blob_rows:
+        shape = bulk_rows_shape(blob_rows)
+        insert = ctx.dialect_ops.cached(
+            ("put blobs", shape),
+            lambda: ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=shape),
+        )
+        yield Step(insert, bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 
 def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -297,6 +346,7 @@ def put_writes(
             "checkpoint_ns_hash": nsh,
             "checkpoint_id": checkpoint_id,
             "created_at": now,
+            "state_revision": ctx.state_head,
             **row,
         }
         for row in codec.dump_writes(ctx.serde, writes, task_id, task_path)
@@ -382,6 +432,9 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
             positional=True,
         )
     ).rows
+    if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
+        # Rows at a state revision: read in the newest shape (or refused: unknown).
+        return state_reads.assemble_page(ctx, rows)
     # Rows by position (statements.LOAD_COLUMNS). A page of one checkpoint
     # (get_tuple) sends its blobs and writes without keys: all of them are its own.
     checkpoint_rows: list[Record] = []
@@ -420,6 +473,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     page_rows = [r._mapping for r in page.rows]
     if not page_rows:
         return []
+    state_reads.refuse_revisions(page_rows)
     wanted: list[tuple[str, str, str, str]] = []
     write_keys: list[tuple[str, str, str]] = []
     parents: dict[tuple[str, str, str], list[PageKey]] = defaultdict(list)
@@ -438,6 +492,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             (r.thread_id, r.checkpoint_ns_hash, r.channel, r.version): r._mapping
             for r in (yield Step(select_blobs_for(wanted), fetch=True)).rows
         }
+        state_reads.refuse_revisions(found.values())
         for row in page_rows:
             t, h = row["thread_id"], row["checkpoint_ns_hash"]
             versions = codec.json_object(row["checkpoint"])["channel_versions"]
@@ -449,6 +504,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     for r in (yield Step(select_writes_for(write_keys), fetch=True)).rows:
         m = r._mapping
+        state_reads.refuse_revisions((m,))
         owner = (m["thread_id"], m["checkpoint_ns_hash"], m["checkpoint_id"])
         write = stored_write(m)
         writes[(m["checkpoint_id"], m["thread_id"], m["checkpoint_ns_hash"])].append(write)

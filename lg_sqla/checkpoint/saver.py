@@ -7,7 +7,7 @@ import concurrent.futures
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -19,7 +19,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
@@ -28,11 +29,15 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
+from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
+from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import ThreadSweeper
 
 
@@ -72,6 +77,21 @@ class SQLAlchemySaver(SaverBase):
             or ``start_ttl_sweeper`` delete them; ``keep_last`` prunes on every put
             (docs/operations.md, "Retention by policy"). None: no policy, puts stamp
             no expiry, and no extra statement on any call.
+        reconnect_window: Seconds a call waits for a database that went away (a
+            failover, a restart): it reconnects with growing pauses instead of
+            raising, where that is safe (nothing ran, or the call is idempotent:
+            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
+            "Failover"). 0: one immediate retry only. Default 30.
+        call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
+            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
+            synchronous standby that is gone). Default None: no limit. psycopg and
+            psycopg2 only.
+        state_migrations: The application's state revisions
+            (``lg_sqla.checkpoint.state_migrations.StateMigrations``): every read returns
+            checkpoints in the newest state shape, whatever revision they were written
+            at, and writes stamp the newest revision (docs/state-migrations.md). None:
+            rows are read as stored; a row written at a state revision raises
+            ``StateRevisionError``.
         keep_connection: Keep one connection of the engine's pool checked out
             between direct-path calls, for whichever thread calls next: a checkout
             and check-in cost about a tenth of a small call. Only where nothing can
@@ -89,6 +109,8 @@ class SQLAlchemySaver(SaverBase):
     """
 
     engine: Engine
+    # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
+    _binding: Binding | None = None
 
     def __init__(
         self,
@@ -101,6 +123,9 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         keep_connection: bool = False,
     ) -> None:
         self._init_common(
@@ -111,6 +136,9 @@ class SQLAlchemySaver(SaverBase):
             direct_path,
             read_only,
             ttl,
+            reconnect_window,
+            call_timeout,
+            state_migrations,
             keep_connection=keep_connection,
         )
         self.schema = schema
@@ -130,6 +158,9 @@ class SQLAlchemySaver(SaverBase):
         direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
         **engine_kwargs: Any,
     ) -> Iterator[SQLAlchemySaver]:
         """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
@@ -161,6 +192,9 @@ class SQLAlchemySaver(SaverBase):
                 direct_path=direct_path,
                 read_only=read_only,
                 ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
+                state_migrations=state_migrations,
                 keep_connection=True,  # the engine is the saver's alone
             ),
         ) as saver:
@@ -174,7 +208,40 @@ class SQLAlchemySaver(SaverBase):
         ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
         A plan whose function is declared ``plans.prebuilt`` (the checkpointer's hot
         calls) may take the direct path."""
+        if self._binding is not None:
+            return self._binding.run(source)
         return self._runtime.run(self.engine, source)
+
+    def _checkpointer_call(self, source: PlanSource[T]) -> T:
+        """One of LangGraph's checkpointer calls (``get_tuple``, ``list``'s pages,
+        ``put``, ``put_writes``, ``delete_thread``, the delta history): each is
+        idempotent (``runtime.retry``), so it may run again after an unknown outcome
+        (a connection lost at COMMIT) within the reconnect window."""
+        if self._binding is not None:
+            return self._binding.run(source)
+        return self._runtime.run(self.engine, source, idempotent=True)
+
+    def bound(self, target: Connection | Session) -> SQLAlchemySaver:
+        """This saver's calls on your ``Connection`` or ORM ``Session``, inside your
+        transaction (docs/application.md, "Use it inside your application").
+
+        The returned view is a ``SQLAlchemySaver`` (compile a graph with it, pass it to
+        ``import_threads``) whose calls run on ``target``: no connection of their own,
+        no COMMIT, no ROLLBACK; each call in a SAVEPOINT, so a failed call leaves your
+        transaction usable with nothing of it applied; never retried (a deadlock or
+        serialization failure is raised to you: run your transaction again). A
+        ``Session`` is flushed first when it autoflushes. Calls of every view bound to
+        one target run one at a time. ``setup()`` and the TTL sweeper stay on the saver.
+
+        Example:
+            >>> with Session(engine) as session, session.begin():
+            ...     session.delete(conversation)
+            ...     saver.bound(session).delete_thread(conversation.thread_id)
+        """
+        return cast(
+            SQLAlchemySaver,
+            self._bound_copy(Binding(target, self._runtime, self.engine, CheckpointRow)),
+        )
 
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables to the latest migration (``alembic upgrade head``).
@@ -189,8 +256,10 @@ class SQLAlchemySaver(SaverBase):
             >>> with SQLAlchemySaver.from_conn_string("sqlite:///checkpoints.sqlite") as saver:
             ...     saver.setup()
         """
+        self._not_bound("setup")
         migrate.set_up(self.engine, read_only=self.read_only)
-        self._runtime.set_up()
+        self._runtime.learn(self.engine)
+        self._runtime.set_up(self.engine)
 
     # --- the checkpointer contract ----------------------------------------------
 
@@ -219,7 +288,7 @@ class SQLAlchemySaver(SaverBase):
         if self._expiry is not None:  # a TTL policy: the expiry check, same transaction
             policy, refresh = self._expiry, self._refresh
             return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
-        return self.run(lambda: operations.get_tuple(self.context, config))
+        return self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
     def list(
         self,
@@ -249,7 +318,7 @@ class SQLAlchemySaver(SaverBase):
         )
         visible = self._visibility(config)
         while (query := pages.next_query()) is not None:
-            page = self.run(lambda: operations.load_page(self.context, query))
+            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
             if visible is None:
                 yield from pages.advance(page)
             else:
@@ -294,7 +363,7 @@ class SQLAlchemySaver(SaverBase):
                     self.context, config, checkpoint, metadata, new_versions, keep_last
                 )
             )
-        return self.run(
+        return self._checkpointer_call(
             lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
         )
 
@@ -326,7 +395,9 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
         self._writing("put_writes")
-        self.run(lambda: operations.put_writes(self.context, config, writes, task_id, task_path))
+        self._checkpointer_call(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -342,7 +413,7 @@ class SQLAlchemySaver(SaverBase):
             thread_id: The thread to delete; unknown threads are a no-op.
         """
         self._writing("delete_thread")
-        self.run(lambda: operations.delete_thread(self.context, thread_id))
+        self._checkpointer_call(lambda: operations.delete_thread(self.context, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -356,7 +427,13 @@ class SQLAlchemySaver(SaverBase):
         """
         if not channels:
             return {}
-        return self.run(lambda: operations.delta_history(self.context, config, channels))
+        if self.state_migrations is not None:
+            # Ancestors at older state revisions name the channels by their old names:
+            # the walk of migrated tuples (one get_tuple per ancestor) reads them as new.
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return self._checkpointer_call(
+            lambda: operations.delta_history(self.context, config, channels)
+        )
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
 
@@ -574,6 +651,7 @@ class SQLAlchemySaver(SaverBase):
         thread; metrics, or a test waiting for a pass). The future completes when the
         thread ends."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         self._on_sweep = on_pass
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 

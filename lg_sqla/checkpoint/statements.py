@@ -44,12 +44,15 @@ LOAD_COLUMNS = (
     "parent_checkpoint_id",
     "checkpoint",
     "metadata",
+    # The state revision of each row: its checkpoint's, blob's or write's own.
+    "state_revision",
     *WRITE_VALUE_COLUMNS,
 )
 AT_KIND, AT_THREAD_ID, AT_NS_HASH, AT_CHECKPOINT_ID = (
     LOAD_COLUMNS.index(name)
     for name in ("kind", "thread_id", "checkpoint_ns_hash", "checkpoint_id")
 )
+AT_STATE_REVISION = LOAD_COLUMNS.index("state_revision")
 AT_CHANNEL, AT_TASK_ID, AT_TASK_PATH, AT_IDX, AT_TYPE, AT_BLOB = (
     LOAD_COLUMNS.index(name) for name in WRITE_VALUE_COLUMNS
 )
@@ -151,6 +154,7 @@ def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
         C.c.parent_checkpoint_id,
         C.c.checkpoint,
         C.c.metadata,
+        C.c.state_revision,
     )
     if q.thread_id is not None:
         stmt = stmt.where(C.c.thread_id == _param("thread_id"))
@@ -241,6 +245,7 @@ def versioned_blobs(
             B.c.channel == channel,
             B.c.version == version,
         ),
+        one_thread=thread is not None,
     )
     joined = ordered_join(ordered_join(rows, pairs, sa.true()), blob, blob_on)
     return VersionedBlobs(joined, channel, version, blob)
@@ -271,6 +276,7 @@ def select_load(
         _kind(KIND_BLOB),
         *owner_keys,
         *(_null() for _ in range(4)),
+        blob.c.state_revision,
         blob.c.channel,
         _null(),
         _null(),
@@ -301,6 +307,7 @@ def _loaded_checkpoints(dialect_ops: DialectOps, page: Any) -> sa.Select[Any]:
         page.c.parent_checkpoint_id,
         page.c.checkpoint,
         page.c.metadata,
+        page.c.state_revision,
         dialect_ops.typed_null(W.c.channel.type).label("channel"),
         dialect_ops.typed_null(W.c.task_id.type).label("task_id"),
         dialect_ops.typed_null(W.c.task_path.type).label("task_path"),
@@ -330,11 +337,13 @@ class _LoadedWrites:
                 W.c.checkpoint_id == checkpoint_id,
                 *extra,
             ),
+            one_thread=self.thread is not None,
         )
         return sa.select(
             _kind(kind),
             *self.owner_keys,
             *(_null() for _ in range(4)),
+            write.c.state_revision,
             *(write.c[name] for name in WRITE_VALUE_COLUMNS),
         ).select_from(ordered_join(page, write, write_on))
 
@@ -359,7 +368,13 @@ def blob_keys(wanted: Sequence[tuple[str, str, str, str]]) -> ColumnElement[bool
 
 def select_blobs_for(wanted: Sequence[tuple[str, str, str, str]]) -> sa.Select[Any]:
     return sa.select(
-        B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version, B.c.type, B.c.blob
+        B.c.thread_id,
+        B.c.checkpoint_ns_hash,
+        B.c.channel,
+        B.c.version,
+        B.c.type,
+        B.c.blob,
+        B.c.state_revision,
     ).where(blob_keys(wanted))
 
 
@@ -375,6 +390,7 @@ def select_writes_for(checkpoints: Sequence[tuple[str, str, str]]) -> sa.Select[
         W.c.idx,
         W.c.type,
         W.c.blob,
+        W.c.state_revision,
     ).where(
         sa.or_(
             *(

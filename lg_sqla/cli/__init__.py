@@ -16,7 +16,7 @@ from typing import Any
 
 import lg_sqla
 from lg_sqla import migrate
-from lg_sqla.cli import importing, inspection, maintenance, schema, store, ttl
+from lg_sqla.cli import copying, importing, inspection, maintenance, schema, state, store, ttl
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
@@ -35,7 +35,9 @@ FAMILIES = (
     maintenance.register,
     store.register,
     ttl.register,
+    state.register,
     importing.register,
+    copying.register,
     maintenance.register_vacuum,
 )
 

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, exc, pool
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from lg_sqla.cli.fitting import terminal_columns
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.engines import saver_url
 from lg_sqla.errors import LgSqlaError
@@ -249,8 +250,9 @@ def commands(parser: argparse.ArgumentParser) -> Commands:
     width.add_argument(
         "--width",
         type=positive,
-        default=120,
-        help="characters shown of each value, message and nested string (default 120)",
+        default=terminal_columns(),
+        help="characters shown of each value, message and nested string "
+        "(default: the terminal's width, else 80)",
     )
     width.add_argument(
         "--full", action="store_true", help="show every value whole (no cut at --width)"

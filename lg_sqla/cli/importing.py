@@ -21,6 +21,7 @@ from lg_sqla.cli.common import (
     shown,
     sync_saver,
 )
+from lg_sqla.cli.interrupts import resumable
 from lg_sqla.cli.output import Progress, say
 from lg_sqla.dialects import ops_for
 from lg_sqla.dialects.base import OfficialSchema
@@ -221,16 +222,32 @@ def _copy(args: argparse.Namespace, source_engine: Engine) -> ImportReport:
 
         with blamed_on(TARGET, args.url):
             target = stack.enter_context(sync_saver(args))
-            with Progress("import", len(threads), args) as progress:
+            last: list[ImportReport] = []
+
+            def thread_done(report: ImportReport) -> None:
+                last[:] = [report]
+                progress.update(
+                    report.threads_done,
+                    f"{report.checkpoints_imported} checkpoint(s) imported, "
+                    f"{report.checkpoints_skipped} already there",
+                )
+
+            with (
+                resumable("import", lambda: _imported(last[0]) if last else "nothing"),
+                Progress("import", len(threads), args) as progress,
+            ):
                 report = import_threads(
                     cast("BaseCheckpointSaver[Any]", _SourceReads(official, args.source)),
                     target,
                     thread_ids=threads,
                     task_paths=task_paths,
-                    progress=lambda r: progress.update(
-                        r.threads_done,
-                        f"{r.checkpoints_imported} checkpoint(s) imported, "
-                        f"{r.checkpoints_skipped} already there",
-                    ),
+                    progress=thread_done,
                 )
     return report
+
+
+def _imported(report: ImportReport) -> str:
+    return (
+        f"{report.threads_done} thread(s): {report.checkpoints_imported} checkpoint(s) "
+        f"imported, {report.checkpoints_skipped} already there"
+    )

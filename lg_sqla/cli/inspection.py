@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
+from lg_sqla.cli import disk
 from lg_sqla.cli.common import Commands, key_value, non_negative, positive, when
 from lg_sqla.cli.output import emit_json, human_bytes, table, utc_time
 from lg_sqla.cli.values import (
@@ -373,6 +374,8 @@ def _print_threads(args: argparse.Namespace, result: Any) -> None:
                 + [_cell(t.extracted[a]) for a in aliases]
                 for t in result.threads
             ],
+            optional=["LAST WRITE"],
+            text=[a.upper() for a in aliases],
         )
     else:
         table(
@@ -390,6 +393,7 @@ def _print_threads(args: argparse.Namespace, result: Any) -> None:
                 ]
                 for t in result.threads
             ],
+            optional=["FIRST WRITE", "NS", "CHECKPOINTS", "SIZE"],
         )
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}")
@@ -449,6 +453,8 @@ def _print_history(args: argparse.Namespace, result: Any) -> None:
             ]
             for e in result
         ],
+        optional=["SOURCE", "WRITES", "PARENT"],
+        text=["NEXT"],
     )
     more = _next_before(args, result)
     if more is not None:
@@ -642,6 +648,8 @@ def _print_writes(args: argparse.Namespace, result: Any) -> None:
             [n, tasks[w.task_id], w.task_path, w.idx, w.channel, w.bytes, utc_time(w.created_at)]
             for n, w in enumerate(listed, start=1)
         ],
+        optional=["IDX", "WRITTEN"],
+        text=["TASK PATH", "CHANNEL"],
     )
     if args.values:
         for n, w in enumerate(listed, start=1):
@@ -690,6 +698,7 @@ def _print_stats(args: argparse.Namespace, result: Any) -> None:
             ]
             for s in result
         ],
+        optional=["FIRST", "AVG BYTES", "THREADS"],
     )
 
 
@@ -737,26 +746,19 @@ def _print_latest(args: argparse.Namespace, result: Any) -> None:
 
 def _storage_call(args: argparse.Namespace) -> Call:
     async def call(i: Any) -> Any:
-        return await _ask(i.storage(thread_id=args.thread))
+        report = await _ask(i.storage(thread_id=args.thread))
+        # On disk: whole tables only (a thread's rows have no size of their own there).
+        return report, None if args.thread else await _ask(i.disk_usage())
 
     return call
 
 
 def _storage_json(args: argparse.Namespace, result: Any) -> Any:
-    return {
-        "tables": {k: dataclasses.asdict(v) for k, v in result.tables.items()},
-        "writes_to_values": result.writes_to_values,
-    }
+    return disk.storage_json(result)
 
 
 def _print_storage(args: argparse.Namespace, result: Any) -> None:
-    table(
-        "storage" + (f" of thread {args.thread}" if args.thread else ""),
-        ["TABLE", "ROWS", "BYTES"],
-        [[name, t.rows, human_bytes(t.bytes)] for name, t in result.tables.items()],
-    )
-    ratio = result.writes_to_values
-    print("writes/values volume: " + ("-" if ratio is None else f"{ratio:.2f}"))
+    disk.print_storage(args, result)
 
 
 # --- the readings, by command ----------------------------------------------------------------

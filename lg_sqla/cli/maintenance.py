@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lg_sqla import migrate
+from lg_sqla.cli import disk
 from lg_sqla.cli.common import CommandError, Commands, positive, positive_number, sync_saver
+from lg_sqla.cli.interrupts import resumable
 from lg_sqla.cli.output import Progress, confirm, human_bytes, say
 from lg_sqla.shared import utc_now
 
@@ -109,6 +111,10 @@ def _counts(counts: RowCounts) -> str:
     return f"{counts.checkpoints} checkpoint(s), {counts.writes} write(s), {counts.blobs} value(s)"
 
 
+def _removed(report: SweepReport) -> str:
+    return f"{report.removed.threads} thread(s), {_counts(report.removed)}"
+
+
 def _would(report: dict[str, Any], strategy: str) -> str:
     verb = "delete" if strategy == "delete" else "prune"
     return (
@@ -167,10 +173,14 @@ def _vacuum(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
             "vacuum is for SQLite files; PostgreSQL's autovacuum reuses freed space "
             "(VACUUM FULL returns it), MySQL/MariaDB: OPTIMIZE TABLE"
         )
-    with saver.engine.connect() as connection:
+    before = disk.file_size(saver)
+    with (
+        resumable("vacuum", lambda: "the file is as it was", in_batches=False),
+        saver.engine.connect() as connection,
+    ):
         connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(statement)
     if not getattr(args, "json", False):
-        print("vacuumed the SQLite file")
+        print(disk.vacuumed(before, disk.file_size(saver)))
 
 
 # --- prune, delete-thread ---------------------------------------------------------------------
@@ -213,7 +223,12 @@ def _prune_each(
 
     verb = "deleted" if strategy == "delete" else "pruned"
     total = maintenance.RowCounts()
-    with Progress(verb, len(threads), args) as progress:
+    with (
+        resumable(
+            args.command, lambda: f"{verb} {total.threads} thread(s), removed {_counts(total)}"
+        ),
+        Progress(verb, len(threads), args) as progress,
+    ):
         for n, thread_id in enumerate(threads, start=1):
             total.add(saver.run(maintenance.prune(saver.context, [thread_id], strategy, keep_last)))
             progress.update(n, f"{total.checkpoints} checkpoint(s) removed")
@@ -345,15 +360,26 @@ def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
     )
     if stale and not confirm(args, question):
         raise CommandError("cancelled: nothing was changed")
-    with Progress("sweep", stale, args) as progress:
+    last: list[SweepReport] = []
+
+    def so_far() -> str:
+        if not last:
+            return "nothing"
+        return f"visited {last[-1].threads_visited} thread(s), removed {_removed(last[-1])}"
+
+    def batch_done(report: SweepReport) -> None:
+        last[:] = [report]
+        progress.update(
+            report.threads_visited, f"{report.removed.checkpoints} checkpoint(s) removed"
+        )
+
+    with resumable("sweep", so_far), Progress("sweep", stale, args) as progress:
         swept = saver.sweep(
             older_than,
             strategy=args.strategy,
             keep_last=args.keep_last,
             batch_size=args.batch_size,
-            progress=lambda r: progress.update(
-                r.threads_visited, f"{r.removed.checkpoints} checkpoint(s) removed"
-            ),
+            progress=batch_done,
         )
     _say_swept(args, swept)
 

@@ -7,8 +7,11 @@ import dataclasses
 import datetime as dt
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
+
+from lg_sqla.cli import fitting
 
 
 def _rich() -> Any:
@@ -36,29 +39,55 @@ def utc_time(value: dt.datetime | None) -> str:
     return "" if value is None else value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print rows as a table: rich's on a terminal, aligned plain text otherwise."""
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    optional: Sequence[str] = (),
+    text: Sequence[str] = (),
+) -> None:
+    """Print rows as a table: rich's on a terminal, aligned plain text otherwise, both
+    fitted to the terminal's width (``cli.fitting``): ``optional`` columns, least useful
+    first, are left out when it is narrow, ``text`` columns cut; no other cell wraps."""
     cells = [[str(c) for c in row] for row in rows]
     console = _rich()
+    width = console.width if console is not None else fitting.plain_width()
+    frame = fitting.RICH if console is not None else fitting.PLAIN
+    layout = fitting.fit(columns, cells, width, optional=optional, text=text, frame=frame)
+    widths = [
+        max([len(c), *(len(r[i]) for r in layout.rows)]) for i, c in enumerate(layout.columns)
+    ]
     if console is not None:
-        _rich_table(console, title, columns, cells)
-        return
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    print(title)
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        _rich_table(console, title, layout, widths)
+    else:
+        # The title is no cell: folded between words at the width, as rich folds it.
+        print(
+            title
+            if width is None
+            else textwrap.fill(title, width, break_long_words=False, break_on_hyphens=False)
+        )
+        for row in [layout.columns, *layout.rows]:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if (note := layout.note()) is not None:
+        print(
+            note
+            if width is None
+            else textwrap.fill(note, width, break_long_words=False, break_on_hyphens=False)
+        )
 
 
-def _rich_table(console: Any, title: str, columns: Sequence[str], cells: list[list[str]]) -> None:
+def _rich_table(console: Any, title: str, layout: fitting.Layout, widths: list[int]) -> None:
     from rich.table import Table
 
+    # Each column at least as wide as its widest cell: rich would otherwise narrow
+    # (and fold) ids to fit the terminal; cli.fitting made the table fit already.
     view = Table(title=title, title_justify="left")
-    for column in columns:
-        view.add_column(column, overflow="fold")
-    for row in cells:
+    for column, width in zip(layout.columns, widths, strict=True):
+        view.add_column(column, no_wrap=True, min_width=width)
+    for row in layout.rows:
         view.add_row(*row)
-    console.print(view)
+    console.print(view, crop=False)
 
 
 def jsonable(value: Any) -> Any:

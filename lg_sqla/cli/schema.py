@@ -15,6 +15,7 @@ from lg_sqla import migrate
 from lg_sqla.cli.common import (
     CommandError,
     Commands,
+    dialect_ops,
     first_line,
     positive,
     storage_of,
@@ -31,6 +32,12 @@ def register(commands: Commands) -> None:
     up = commands.add("upgrade", "create or upgrade lg_sqla's tables", upgrade)
     up.add_argument("revision", nargs="?", default="head", help='target revision (default "head")')
     _sql_option(up)
+    up.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only say which migrations would run and which tables they would create",
+    )
+    up.add_argument("--json", action="store_true", help="print the --dry-run report as JSON")
     down = commands.add(
         "downgrade",
         'downgrade lg_sqla\'s tables to a revision ("base" drops them and every checkpoint)',
@@ -58,6 +65,12 @@ def register(commands: Commands) -> None:
     )
     part.add_argument(
         "--partitions", type=positive, required=True, help="partitions per table, e.g. 16"
+    )
+    commands.add(
+        "distribute",
+        "Citus: set up lg_sqla's tables on the coordinator and distribute them, co-located "
+        "(checkpoints by thread_id, the store by namespace; docs/scaling.md)",
+        distribute,
     )
 
 
@@ -87,12 +100,51 @@ def offline_sql(args: argparse.Namespace) -> int:
     if args.command == "downgrade" and ":" not in revision:
         # Offline downgrades need the starting point: assume the head.
         revision = f"{migrate.head_revision()}:{revision}"
+    if args.command == "upgrade" and ":" not in revision:
+        revision = _from_current(args, revision)
+        if revision is None:
+            return 0
     os.environ.pop("LG_SQLA_DATABASE_URL", None)  # the env reads --url through the config
     if args.command == "upgrade":
         command.upgrade(config, revision, sql=True)
     else:
         command.downgrade(config, revision, sql=True)
     return 0
+
+
+def _from_current(args: argparse.Namespace, target: str) -> str | None:
+    """``upgrade --sql``'s range: from the database's revision when it can be read (the
+    SQL then brings this database to ``target``), else from base, said on stderr; None
+    when it is there already (nothing to print)."""
+    current_ = _readable_revision(args)
+    if isinstance(current_, BaseException):
+        print(
+            f"-- could not read the database's revision ({first_line(current_)}): "
+            "the SQL below starts from an empty database (base)",
+            file=sys.stderr,
+        )
+        return target
+    if current_ is None:
+        return target
+    if current_ == target or (target == "head" and current_ == migrate.head_revision()):
+        print(f"-- the database is at {current_} already: no SQL to run", file=sys.stderr)
+        return None
+    return f"{current_}:{target}"
+
+
+def _readable_revision(args: argparse.Namespace) -> str | BaseException | None:
+    """The database's lg_sqla revision (None: no tables), or why it cannot be read. A
+    missing SQLite file is not created."""
+    from sqlalchemy.engine import make_url
+
+    database = dialect_ops(args.url).database_file(make_url(args.url))
+    if database is not None and not os.path.exists(database):
+        return FileNotFoundError(f"no SQLite database at {database!r}")
+    try:
+        revision: str | None = with_connection(args, migrate.current_revision)
+    except Exception as error:  # (unreachable, refused: the SQL is for base then)
+        return error
+    return revision
 
 
 def list_revisions(args: argparse.Namespace, current: str | None) -> int:
@@ -125,6 +177,8 @@ def list_revisions(args: argparse.Namespace, current: str | None) -> int:
             ]
             for r in rows
         ],
+        optional=["DOWN"],
+        text=["MESSAGE"],
     )
     return 0
 
@@ -134,6 +188,8 @@ def revisions(args: argparse.Namespace) -> int:
 
 
 def upgrade(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _upgrade_dry_run(args)
     try:
         with_connection(args, lambda c: migrate.upgrade_connection(c, args.revision))
     except exc.DBAPIError as error:
@@ -145,6 +201,42 @@ def upgrade(args: argparse.Namespace) -> int:
             'lg-sqla --schema lg_sqla upgrade (savers: schema="lg_sqla")'
         ) from error
     print(f"lg_sqla schema upgraded to {args.revision} ({migrate.head_revision()})")
+    return 0
+
+
+def _upgrade_dry_run(args: argparse.Namespace) -> int:
+    """What ``upgrade`` would do, from the database's revision; nothing written (a
+    missing SQLite file is not created)."""
+    from alembic.script import ScriptDirectory
+
+    current_ = _readable_revision(args)
+    if isinstance(current_, FileNotFoundError):
+        current_ = None  # `upgrade` would create the file: from base
+    elif isinstance(current_, BaseException):
+        raise current_
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    target = script.get_revision(args.revision)
+    if target is None:  # pragma: no cover (alembic resolves "head" and known ids)
+        raise CommandError(f"unknown revision {args.revision!r}", 2)
+    applied = [r.revision for r in script.iterate_revisions(target.revision, current_)]
+    applied.reverse()  # oldest first, as they would run
+    created = sorted(migrate.tables_at(target.revision) - migrate.tables_at(current_))
+    data = {
+        "dry_run": True,
+        "current": current_,
+        "target": target.revision,
+        "apply": applied,
+        "creates": created,
+    }
+    if not applied:
+        text = f"dry run: the schema is at {current_} already; upgrade would do nothing"
+    else:
+        text = (
+            f"dry run: upgrade from {current_ or 'an empty database'} to {target.revision} "
+            f"would apply {len(applied)} migration(s) ({', '.join(applied)})"
+            + (f" and create {len(created)} table(s): {', '.join(created)}" if created else "")
+        )
+    say(args, data, text)
     return 0
 
 
@@ -261,4 +353,14 @@ def partition(args: argparse.Namespace) -> int:
         f"lg_sqla schema at head; checkpoints, checkpoint_writes and checkpoint_blobs "
         f"hash-partitioned by thread_id into {args.partitions} partitions each"
     )
+    return 0
+
+
+def distribute(args: argparse.Namespace) -> int:
+    from lg_sqla.distributing import distribute_on_citus
+
+    with sync_saver(args) as saver:
+        changed = distribute_on_citus(saver.engine)
+    done = ", ".join(changed) if changed else "nothing to do: every table was distributed"
+    print(f"lg_sqla schema at head; distributed on Citus: {done}")
     return 0

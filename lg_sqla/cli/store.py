@@ -221,6 +221,7 @@ def search(args: argparse.Namespace) -> int:
             [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
             for i in items
         ],
+        text=["VALUE"],
     )
     if next_offset is not None:
         print(f"more: --offset {next_offset}")

@@ -17,9 +17,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from lg_sqla.cli.common import CommandError, Commands, positive, positive_number, sync_saver
+from lg_sqla.cli.interrupts import resumable
 from lg_sqla.cli.output import Progress, confirm, human_bytes, say, utc_time
 
 if TYPE_CHECKING:
+    from lg_sqla.checkpoint.maintenance import SweepReport
     from lg_sqla.checkpoint.retention import ThreadTTL
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
     from lg_sqla.plans import Plan
@@ -168,7 +170,11 @@ def _report(args: argparse.Namespace, info: ThreadTTL) -> None:
 def _show(args: argparse.Namespace) -> int:
     _refuse_default_ttl(args)
     with sync_saver(args) as saver:
-        _report(args, saver.thread_ttl(args.thread_id))
+        info = saver.thread_ttl(args.thread_id)
+    if not info.exists and info.ttl_minutes is None and not info.pinned:
+        # As every read command: a thread named that does not exist is an error (exit 1).
+        raise CommandError(f"no thread {args.thread_id!r}: it has no checkpoints", 1)
+    _report(args, info)
     return 0
 
 
@@ -232,13 +238,25 @@ def _sweep(args: argparse.Namespace) -> int:
             return 0
         if not confirm(args, "Delete every thread whose TTL ran out?"):
             raise CommandError("cancelled: nothing was changed")
-        with Progress("ttl sweep", None, args) as progress:
-            report = saver.sweep_ttl(
-                batch_size=args.batch_size,
-                progress=lambda r: progress.update(
-                    r.removed.threads, f"{r.removed.checkpoints} checkpoint(s) removed"
-                ),
+        last: list[SweepReport] = []
+
+        def page_done(report: SweepReport) -> None:
+            last[:] = [report]
+            progress.update(
+                report.removed.threads, f"{report.removed.checkpoints} checkpoint(s) removed"
             )
+
+        def so_far() -> str:
+            removed = last[0].removed if last else None
+            if removed is None:
+                return "nothing"
+            return (
+                f"deleted {removed.threads} expired thread(s) ({removed.checkpoints} "
+                f"checkpoint(s), {removed.writes} write(s), {removed.blobs} value(s))"
+            )
+
+        with resumable("ttl sweep", so_far), Progress("ttl sweep", None, args) as progress:
+            report = saver.sweep_ttl(batch_size=args.batch_size, progress=page_done)
         if args.vacuum:
             from lg_sqla.cli.maintenance import _vacuum
 

@@ -6,6 +6,8 @@ base.py          ``DialectOps`` (the questions the checkpoint SQL asks of a
                  answers; shared SQL elements (``ordered_join``)
 postgresql.py    PostgreSQL: ON CONFLICT, jsonb, LATERAL lookups, bulk arrays,
                  advisory lock, pgvector
+citus.py         Citus (distributed PostgreSQL): detection, table placement,
+                 distribution, the coordinator (used by postgresql.py)
 sqlite.py        SQLite: ON CONFLICT, json_each, CROSS JOIN, one writer at a
                  time, sqlite-vec
 mysql.py         MySQL 8.0.4+ / MariaDB 10.6+: ON DUPLICATE KEY, JSON_TABLE,
@@ -14,6 +16,8 @@ generic.py       any other dialect: portable SQL only (existence checks,
                  a second batched query for blobs)
 mysql_offline.py MySQL and MariaDB offline (``--sql``) DDL, without a server:
                  the key collation named for each in an executable comment
+poolers.py       a connection pooler (PgBouncer) in front of PostgreSQL: no
+                 prepared statements through it
 ================ ==========================================================
 
 A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect
@@ -130,7 +134,7 @@ def store_sql_for(dialect_ops: DialectOps) -> StoreSQL:
     if isinstance(dialect_ops, MySQLOps):
         return MySQLStoreSQL(dialect_ops)
     if isinstance(dialect_ops, PostgresOps):
-        return PostgresStoreSQL()
+        return PostgresStoreSQL(dialect_ops)
     if isinstance(dialect_ops, SQLiteOps):
         return SQLiteStoreSQL()
     return StoreSQL()

@@ -117,6 +117,9 @@ class DialectOps:
     # True: the checkpoint tables can be hash-partitioned by thread_id
     # (lg_sqla.partitioning; PostgreSQL's declarative partitioning).
     partitions_by_thread = False
+    # True: the tables are distributed over servers (Citus; known after `learn_server`):
+    # cross-thread statements take the shapes a distributed planner can run.
+    distributed = False
     # The writes table of LangGraph's own saver for this database ("checkpoints" is its
     # checkpoints table everywhere); None: LangGraph ships no saver for it.
     official_writes_table: str | None = None
@@ -165,6 +168,22 @@ class DialectOps:
         """INSERT that leaves an existing row with the same key untouched."""
         raise NotImplementedError
 
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        """A statement whose rows are ``(name, bytes)``: what each of ``tables`` (in
+        ``schema``, None: the connection's) takes on disk, its indexes included; None
+        where the database cannot tell."""
+        return None
+
+    def table_disk_usage_probe(self) -> Any | None:
+        """A statement that returns a row when ``table_disk_usage`` can run on this
+        connection (SQLite: a build with the dbstat table); None: it always can."""
+        return None
+
+    def file_usage(self) -> Any | None:
+        """A statement whose one row is ``(bytes, free_bytes)`` of the database file
+        (free: pages a VACUUM gives back); None for servers."""
+        return None
+
     def database_file(self, url: URL) -> str | None:
         """The local file a URL names, which connecting creates when it is missing;
         None for servers (and in-memory databases)."""
@@ -212,12 +231,13 @@ class DialectOps:
         raise NotImplementedError
 
     def keyed_lookup(
-        self, table: sa.Table, on: ColumnElement[bool]
+        self, table: sa.Table, on: ColumnElement[bool], *, one_thread: bool = True
     ) -> tuple[FromClause, ColumnElement[bool]]:
         """``table``'s rows matching ``on``, looked up once per row of what comes before
         it in an ``ordered_join`` (``on`` binds the table's key to those rows): the
         FROM item to join and its join condition. Here the table and ``on`` themselves,
-        whose order ``ordered_join`` keeps."""
+        whose order ``ordered_join`` keeps. ``one_thread``: the rows before it are of
+        one thread, named by a bound value."""
         return table, on
 
     def page_cte(self, page: sa.Select[Any]) -> CTE:
@@ -269,8 +289,31 @@ class DialectOps:
         """Hold a lock that serializes schema migrations across processes."""
         yield
 
+    def migrations_refused(self, connection: Connection) -> str | None:
+        """Why migrations cannot run on this server, naming where they can (a Citus
+        worker: the coordinator); None where they can."""
+        return None
+
+    def after_migrations(
+        self, connection: Connection, tables: list[str], version_table: str
+    ) -> None:
+        """In the migration's transaction, after the revisions ran: ``tables`` are
+        lg_sqla's (the models'), in dependency order. Here nothing."""
+
+    # Whether `learn_server` asks the server something: the runtime then calls it on
+    # the owner's first connection, even after its setup().
+    learns_server = False
+
+    def learn_server(self, connection: Connection) -> None:
+        """What the dialect needs to know of the server before building statements
+        (PostgreSQL: whether Citus distributes the tables), asked once per engine."""
+
     # Whether `prepare_session` does anything: the runtime calls it on each checkout
     # only where it does.
+    def join_transaction(self, connection: Connection) -> None:
+        """Before a bound call's SAVEPOINT (``runtime.bound``): make sure the database
+        itself is in the transaction SQLAlchemy says ``connection`` is in."""
+
     prepares_sessions = False
 
     def prepare_session(self, pooled: PoolProxiedConnection, options: Mapping[str, Any]) -> None:

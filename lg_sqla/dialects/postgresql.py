@@ -33,6 +33,13 @@ from lg_sqla.dialects.base import (
     decimal_param,
     one_of,
 )
+from lg_sqla.dialects.citus import (
+    coordinator_address,
+    distribute_new_tables,
+    has_citus,
+    has_citus_uncached,
+    sequential_mode,
+)
 from lg_sqla.errors import ExactSearchWarning
 
 logger = logging.getLogger(__name__)
@@ -140,6 +147,19 @@ class PostgresOps(OnConflictOps):
     locks_rows = True
     autocommit_single_statements = True
 
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        # pg_total_relation_size: heap, TOAST and indexes; summed over the partitions
+        # of a hash-partitioned table (whose own size is 0).
+        return sa.text(
+            "SELECT t.name, CASE WHEN c.relkind = 'p' THEN (SELECT "
+            "COALESCE(SUM(pg_total_relation_size(p.relid)), 0) FROM pg_partition_tree(c.oid) "
+            "AS p) ELSE pg_total_relation_size(c.oid) END AS bytes "
+            "FROM unnest(CAST(:tables AS text[])) AS t(name) "
+            "JOIN pg_class AS c ON c.relname = t.name "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "AND n.nspname = COALESCE(CAST(:schema AS text), current_schema())"
+        ).bindparams(tables=list(tables), schema=schema)
+
     def bulk_insert(
         self,
         table: sa.Table,
@@ -225,9 +245,20 @@ class PostgresOps(OnConflictOps):
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         return self.as_key(self.json_member(doc, "channel_versions", channel))
 
+    # Citus (dialects/citus.py): learned from the first connection of the owner's engine.
+    distributed = False
+    learns_server = True
+
+    def learn_server(self, connection: Connection) -> None:
+        self.distributed = has_citus(connection)
+
     def keyed_lookup(
-        self, table: sa.Table, on: ColumnElement[bool]
+        self, table: sa.Table, on: ColumnElement[bool], *, one_thread: bool = True
     ) -> tuple[FromClause, ColumnElement[bool]]:
+        if self.distributed and not one_thread:
+            # Citus cannot push the fence below down when the page spans threads
+            # (a LIMIT in a lateral subquery over jsonb_each_text): a plain join there.
+            return table, on
         # PostgreSQL orders joins by its cost estimates, which cannot see through a
         # JSON expansion: it joined page x checkpoint_blobs on the thread first (every
         # blob of the thread), then expanded channel_versions once per blob, so a
@@ -278,7 +309,31 @@ class PostgresOps(OnConflictOps):
         # Transaction-scoped advisory lock: released by the migration's commit.
         key = zlib.crc32(MIGRATION_LOCK_NAME.encode())
         connection.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+        if has_citus_uncached(connection):
+            # Revisions run DDL and functions after statements on many shards.
+            sequential_mode(connection)
         yield
+
+    def migrations_refused(self, connection: Connection) -> str | None:
+        # A Citus worker: distributed DDL runs on the coordinator.
+        if not has_citus(connection):
+            return None
+        coordinator = coordinator_address(connection)
+        if coordinator is None:
+            return None
+        return (
+            "this database is on a Citus worker node: run setup() / `lg-sqla upgrade` / "
+            f"`lg-sqla distribute` against the coordinator ({coordinator}); savers and "
+            "stores may then run on any node"
+        )
+
+    def after_migrations(
+        self, connection: Connection, tables: list[str], version_table: str
+    ) -> None:
+        # Citus: a table a revision created joins the others' distribution.
+        if has_citus_uncached(connection):
+            schema = connection.get_execution_options().get("schema_translate_map", {}) or {}
+            distribute_new_tables(connection, schema.get(None), tables, version_table)
 
     @contextlib.contextmanager
     def official_saver(self, url: URL) -> Iterator[Any]:
@@ -299,6 +354,9 @@ class PostgresStoreSQL(StoreSQL):
     # server's max_stack_depth in the parser); the cap only bounds memory.
     keys_per_statement = 100_000
 
+    def __init__(self, dialect_ops: PostgresOps | None = None) -> None:
+        self._dialect_ops = dialect_ops
+
     def in_keys(self, prefix_hash: ColumnElement[str], key_hash: ColumnElement[str]) -> Any:
         pairs = (
             sa.func.unnest(
@@ -308,7 +366,14 @@ class PostgresStoreSQL(StoreSQL):
             .table_valued("p", "k")
             .render_derived()
         )
-        return sa.tuple_(prefix_hash, key_hash).in_(sa.select(pairs.c.p, pairs.c.k))
+        in_pairs = sa.tuple_(prefix_hash, key_hash).in_(sa.select(pairs.c.p, pairs.c.k))
+        if self._dialect_ops is None or not self._dialect_ops.distributed:
+            return in_pairs
+        # Citus prunes shards by the distribution column compared with constants, not
+        # through the pairs' subquery: the namespaces named again (a one-namespace
+        # write is then one shard, without a two-phase commit over every shard).
+        prefixes = sa.bindparam("key_prefixes", type_=pg_dialect.ARRAY(sa.Text))
+        return sa.and_(prefix_hash == sa.func.any(prefixes), in_pairs)
 
     def keys_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
         return {"key_prefixes": [p for p, _ in pairs], "key_hashes": [k for _, k in pairs]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import eq as operator_eq
 from typing import Any, ClassVar, cast
 
@@ -62,6 +62,25 @@ class SQLiteOps(OnConflictOps):
     vacuum_statement = "VACUUM"
 
     _insert = staticmethod(sqlite_dialect.insert)
+
+    def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
+        # dbstat: the pages of each table and index (an index counts for its table).
+        return sa.text(
+            "SELECT m.tbl_name AS name, SUM(d.pgsize) AS bytes FROM dbstat AS d "
+            "JOIN sqlite_master AS m ON m.name = d.name "
+            "WHERE m.tbl_name IN :tables GROUP BY m.tbl_name"
+        ).bindparams(sa.bindparam("tables", list(tables), expanding=True))
+
+    def table_disk_usage_probe(self) -> Any | None:
+        # (pysqlite3's and other builds may leave the dbstat table out)
+        return sa.text("SELECT name FROM pragma_module_list WHERE name = 'dbstat'")
+
+    def file_usage(self) -> Any | None:
+        return sa.text(
+            "SELECT p.page_count * s.page_size AS bytes, f.freelist_count * s.page_size "
+            "AS free_bytes FROM pragma_page_count() AS p, pragma_page_size() AS s, "
+            "pragma_freelist_count() AS f"
+        )
 
     def database_file(self, url: URL) -> str | None:
         database = url.database or ""
@@ -157,6 +176,17 @@ class SQLiteOps(OnConflictOps):
             return True
         message = str(error)
         return "database is locked" in message or "database table is locked" in message
+
+    def join_transaction(self, connection: Connection) -> None:
+        # pysqlite (and aiosqlite on it) in its default, legacy mode sends BEGIN only
+        # before an INSERT/UPDATE/DELETE: after the caller's begin() and only reads, or
+        # nothing, the database is in no transaction, our SAVEPOINT would open one and
+        # its RELEASE commit it, outside the caller's rollback. An explicit BEGIN joins
+        # the transaction the caller began; the driver then commits or rolls it back
+        # with the caller's. (An engine set up as SQLAlchemy's SQLite docs advise, with
+        # a BEGIN of its own, is in a transaction already.)
+        if not connection.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
+            connection.exec_driver_sql("BEGIN")
 
     @contextlib.contextmanager
     def migration_lock(self, connection: Connection) -> Iterator[None]:

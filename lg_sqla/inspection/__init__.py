@@ -43,6 +43,7 @@ from lg_sqla.inspection.pending_writes import write_stats, writes
 from lg_sqla.inspection.results import (
     ChannelChange,
     CheckpointView,
+    DiskUsage,
     HistoryEntry,
     LatestValue,
     ListChange,
@@ -55,7 +56,7 @@ from lg_sqla.inspection.results import (
     WriteStats,
 )
 from lg_sqla.inspection.summaries import list_change, next_nodes, node_of, summarize
-from lg_sqla.inspection.table_sizes import storage
+from lg_sqla.inspection.table_sizes import disk_usage, storage
 from lg_sqla.inspection.thread_pages import Windows, thread_status
 from lg_sqla.inspection.thread_queries import count_threads, threads
 
@@ -69,6 +70,7 @@ __all__ = [
     "AsyncInspector",
     "ChannelChange",
     "CheckpointView",
+    "DiskUsage",
     "HistoryEntry",
     "Inspector",
     "LatestValue",
@@ -83,6 +85,7 @@ __all__ = [
     "WriteStats",
     "count_threads",
     "diff",
+    "disk_usage",
     "history",
     "latest",
     "list_change",

@@ -29,11 +29,15 @@ from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 
 
-def _pending_count(checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
+def _pending_count(
+    thread_id: str, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]
+) -> Any:
+    # The thread as a bound value, as the page's own: a distributed planner (Citus)
+    # routes the whole statement to the thread's shard.
     return (
         sa.select(sa.func.count())
         .where(
-            W.c.thread_id == C.c.thread_id,
+            W.c.thread_id == thread_id,
             W.c.checkpoint_ns_hash == C.c.checkpoint_ns_hash,
             W.c.checkpoint_id == checkpoint_id,
             *extra,
@@ -60,8 +64,10 @@ def history(
             C.c.checkpoint,
             C.c.metadata,
             C.c.created_at,
-            _pending_count(C.c.checkpoint_id).label("pending"),
-            _pending_count(C.c.parent_checkpoint_id, W.c.channel == TASKS).label("sends"),
+            _pending_count(thread_id, C.c.checkpoint_id).label("pending"),
+            _pending_count(thread_id, C.c.parent_checkpoint_id, W.c.channel == TASKS).label(
+                "sends"
+            ),
         )
         .where(C.c.thread_id == thread_id, C.c.checkpoint_ns_hash == key_hash(checkpoint_ns))
         .order_by(C.c.checkpoint_id.desc())

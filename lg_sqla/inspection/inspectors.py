@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from lg_sqla.checkpoint.base import Context
 from lg_sqla.inspection import checkpoints, pending_writes, table_sizes, thread_queries
+from lg_sqla.inspection.results import DiskUsage
 from lg_sqla.plans import Plan
 
 if TYPE_CHECKING:
@@ -88,6 +89,11 @@ class Inspector:
     write_stats = _sync(pending_writes.write_stats)
     storage = _sync(table_sizes.storage)
 
+    def disk_usage(self) -> DiskUsage:
+        """Bytes on disk per table (indexes included) and the SQLite file's size and
+        free pages, where the database can tell (``table_sizes.disk_usage``)."""
+        return self.saver.run(table_sizes.disk_usage(self.saver.context, self.saver.schema))
+
 
 class AsyncInspector:
     """The same queries on an :class:`~lg_sqla.AsyncSQLAlchemySaver`, awaited."""
@@ -105,3 +111,7 @@ class AsyncInspector:
     writes = _async(pending_writes.writes)
     write_stats = _async(pending_writes.write_stats)
     storage = _async(table_sizes.storage)
+
+    async def disk_usage(self) -> DiskUsage:
+        """``Inspector.disk_usage``, awaited on the async saver; see it."""
+        return await self.saver.arun(table_sizes.disk_usage(self.saver.context, self.saver.schema))

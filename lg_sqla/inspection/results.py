@@ -178,3 +178,12 @@ class StorageReport:
     def bytes(self) -> int:
         """Payload bytes of every table reported."""
         return sum(t.bytes for t in self.tables.values())
+
+
+@dataclass
+class DiskUsage:
+    """Bytes on disk (``table_sizes.disk_usage``); None where the database cannot tell."""
+
+    tables: dict[str, int] | None = None  # per table, its indexes included
+    file_bytes: int | None = None  # the database file (SQLite)
+    free_bytes: int | None = None  # free pages in that file, which VACUUM gives back

@@ -13,7 +13,7 @@ from lg_sqla.checkpoint.base import Context
 from lg_sqla.dialects import DialectOps, store_sql_for
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.inspection.checks import MAX_PAGE, _int, _thread
-from lg_sqla.inspection.results import StorageReport, TableUsage
+from lg_sqla.inspection.results import DiskUsage, StorageReport, TableUsage
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -81,3 +81,26 @@ def _payload_sizes(dialect_ops: DialectOps) -> dict[sa.Table, ColumnElement[Any]
     for table in metadata.tables.values():
         sizes.setdefault(table, sa.literal(0, sa.BigInteger))
     return sizes
+
+
+def disk_usage(ctx: Context, schema: str | None = None) -> Plan[DiskUsage]:
+    """What lg_sqla's tables take on disk, indexes included, where the database can
+    tell (SQLite's dbstat, PostgreSQL's pg_total_relation_size, MySQL/MariaDB's
+    information_schema), and the database file's size and free pages (SQLite). Unlike
+    :func:`storage`'s payload bytes, this is what the disk holds: page headers, free
+    space in pages, indexes, TOAST."""
+    dialect_ops = ctx.dialect_ops
+    usage = DiskUsage()
+    statement = dialect_ops.table_disk_usage(list(metadata.tables), schema)
+    probe = dialect_ops.table_disk_usage_probe()
+    if probe is not None and not (yield Step(probe, fetch=True)).rows:
+        statement = None
+    if statement is not None:
+        rows = (yield Step(statement, fetch=True)).rows
+        by_name = {r.name: _int(r.bytes) for r in rows}
+        usage.tables = {name: by_name[name] for name in metadata.tables if name in by_name}
+    file_usage = dialect_ops.file_usage()
+    if file_usage is not None:
+        row = (yield Step(file_usage, fetch=True)).rows[0]
+        usage.file_bytes, usage.free_bytes = _int(row.bytes), _int(row.free_bytes)
+    return usage

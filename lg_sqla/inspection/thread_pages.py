@@ -233,15 +233,21 @@ def _matching_threads(
     ctx: Context, filter: Mapping[str, Any] | None, status: str | None, windows: Windows
 ) -> sa.Select[Any]:
     """Every thread id once: the primary key's leading column (an index-only pass);
-    conditions per thread, not per checkpoint."""
+    conditions per thread, not per checkpoint. Distributed (Citus, which refuses a
+    subquery in HAVING that names the grouped column): the status is a WHERE condition,
+    the same answer from a lookup per checkpoint row, on each shard."""
+    per_thread = _thread_filters(ctx, C.c.thread_id, None, status)
+    distributed = ctx.dialect_ops.distributed
     return (
         sa.select(C.c.thread_id)
-        .where(*_thread_filters(ctx, C.c.thread_id, filter, None))
+        .where(
+            *_thread_filters(ctx, C.c.thread_id, filter, None), *(per_thread if distributed else ())
+        )
         .group_by(C.c.thread_id)
         .having(
             *_window(sa.func.max(C.c.updated_at), windows.written_after, windows.written_before),
             *_window(sa.func.min(C.c.created_at), windows.created_after, windows.created_before),
-            *_thread_filters(ctx, C.c.thread_id, None, status),
+            *(() if distributed else per_thread),
         )
     )
 

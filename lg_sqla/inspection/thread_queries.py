@@ -169,6 +169,8 @@ def threads(
     (``values.messages[-1].content``, ``metadata.tenant``). ``count`` also counts all
     matching threads (``ThreadPage.total``). With ``values``, a page examines at most
     ``scan_limit`` candidates; without it and ``extract``, one statement (costs: above).
+    On distributed tables (Citus): the page's ids, then their rows, then the count, a
+    statement each.
     """
     _check_paging(limit, offset, scan_limit)
     sort = _resolve_sort(order, sort_by, sort_order)
@@ -177,21 +179,18 @@ def threads(
     query = _search(filter, values, status, windows)
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
+    # Citus runs no subquery correlated to a page computed across shards: ids first.
+    two_steps = ctx.dialect_ops.distributed and not query.values
     page, next_offset, decoded = yield from _page_of(
-        ctx, candidates, query, offset, limit, scan_limit
+        ctx, candidates, query, two_steps, (limit, offset, scan_limit)
     )
-    in_sql = count and not query.values
+    in_sql = count and not query.values and not two_steps
     metadata = any(p[0] == "metadata" for p in paths.values())
     stmt = _page_select(ctx, page, keys, sort, in_sql, metadata)
-    only = not query.values and not paths
+    only = not query.values and not paths and not two_steps
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
-    total = _int(rows[0].total) if in_sql and rows else None
-    found = [r for r in rows if r.thread_id is not None]
-    if not query.values:
-        next_offset = offset + limit if len(found) > limit else None
-        found = found[:limit]
-    if count and query.values:
-        total = yield from _count_scanned(ctx, keys, query.values)
+    total = yield from _total(ctx, rows, keys, query.values, (count, in_sql, two_steps))
+    found, next_offset = _found(rows, bool(query.values), (limit, offset), next_offset)
     items = [_info(r) for r in found]
     if paths:
         items, extra = yield from _with_extracts(ctx, items, found, paths)
@@ -199,21 +198,60 @@ def threads(
     return ThreadPage(items, next_offset, total, fields, decoded)
 
 
+def _found(
+    rows: Sequence[Any], scanned: bool, bounds: tuple[int, int], next_offset: int | None
+) -> tuple[list[Any], int | None]:
+    """The page's thread rows and the next page's offset: without a ``values`` scan,
+    the page read one more than ``limit``, which tells whether there is a next."""
+    found = [r for r in rows if r.thread_id is not None]
+    if scanned:
+        return found, next_offset
+    limit, offset = bounds
+    return found[:limit], offset + limit if len(found) > limit else None
+
+
+def _total(
+    ctx: Context,
+    rows: Sequence[Any],
+    keys: sa.Select[Any],
+    values: list[tuple[Path, Any]],
+    how: tuple[bool, bool, bool],
+) -> Plan[int | None]:
+    """The number of matching threads, when ``count`` (``how``: count, counted in the
+    page's statement, distributed): read off the page's rows, by a statement of its own
+    (distributed), or by decoding every candidate's values (``values``)."""
+    count, in_sql, two_steps = how
+    if not count:
+        return None
+    if values:
+        return (yield from _count_scanned(ctx, keys, values))
+    if two_steps:
+        return (yield from _count_of(keys))
+    return _int(rows[0].total) if in_sql and rows else None
+
+
 def _page_of(
     ctx: Context,
     candidates: sa.Select[Any],
     query: _Search,
-    offset: int,
-    limit: int,
-    scan_limit: int,
-) -> Plan[tuple[Any, int | None, int]]:
-    """The page's threads as a subquery; with ``values``, those the scan found, the
-    offset it stopped at and how many latest values it decoded."""
-    if not query.values:
+    two_steps: bool,
+    bounds: tuple[int, int, int],
+) -> Plan[tuple[sa.Subquery, int | None, int]]:
+    """The page's threads as a subquery (one more than ``limit``: whether a next page
+    exists), the next offset where a ``values`` scan set it, and how many threads it
+    decoded. With ``values`` or ``two_steps``, the ids are read first (statements)."""
+    limit, offset, scan_limit = bounds
+    if not (query.values or two_steps):
         return candidates.limit(limit + 1).offset(offset).subquery("page"), None, 0
-    ids, next_offset, decoded = yield from _scan(
-        ctx, candidates, query.values, offset, limit, scan_limit
-    )
+    next_offset: int | None = None
+    decoded = 0
+    if query.values:
+        ids, next_offset, decoded = yield from _scan(
+            ctx, candidates, query.values, offset, limit, scan_limit
+        )
+    else:
+        step = Step(candidates.limit(limit + 1).offset(offset), fetch=True)
+        ids = [str(r.thread_id) for r in (yield step).rows]
     listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
     return listed.group_by(C.c.thread_id).subquery("page"), next_offset, decoded
 
@@ -225,6 +263,12 @@ def _check_paging(limit: int, offset: int, scan_limit: int) -> None:
             f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
             f"got {scan_limit!r}"
         )
+
+
+def _count_of(keys: sa.Select[Any]) -> Plan[int]:
+    stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))
+    rows = (yield Step(stmt, fetch=True)).rows
+    return _int(rows[0][0])
 
 
 def _info(r: Any) -> ThreadInfo:

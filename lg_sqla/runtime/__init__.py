@@ -12,11 +12,14 @@ routing    ``choose_path``: Core or direct, decided once per call, every reason
            written beside it
 direct     the direct path: compiled SQL on the pooled DBAPI cursor
 drivers    the drivers the direct path is allowed on, with their cursor settings
-retry      which errors are retried, and how long to wait
+retry      which errors are retried, and how long to wait (the reconnect window)
+timeouts   the call timeout: a watchdog that cuts a connection waited on too long
 locks      SQLite's in-process writer lock (sync and async)
 kept       the pooled connection an owner keeps between direct-path calls
 forks      what a forked child resets (kept connections, own pools, locks)
 owning     what ``from_conn_string`` opens: keep, stop the sweeper, release, dispose
+bound      ``bound(target)``: plans on the caller's connection or session, inside
+           its transaction, one SAVEPOINT per call, never retried
 ========== ===================================================================
 
 Nothing here knows what a checkpoint is; nothing outside it opens a transaction

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
@@ -207,8 +208,12 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
     try:
         return engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as error:
-        # What Connection.__init__ does with a failed checkout.
-        internals.raise_checkout_error(error, engine)
+        # What Connection.__init__ does with a failed checkout; nothing of the call ran.
+        try:
+            internals.raise_checkout_error(error, engine)
+        except DBAPIError as wrapped:
+            retry.mark_not_started(wrapped)
+            raise
         raise
 
 

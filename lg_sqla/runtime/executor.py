@@ -37,8 +37,9 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
+from lg_sqla.dialects import poolers
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, is_prebuilt
-from lg_sqla.runtime import direct, forks, locks, retry
+from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver, guard_invalidation, left_unusable
 from lg_sqla.runtime.kept import KeptConnection
@@ -91,6 +92,35 @@ def _end_refused_transaction(connection: Connection) -> None:
         dbapi_connection = connection.connection.dbapi_connection
         if dbapi_connection is not None:
             dbapi_connection.rollback()
+
+
+def _connect(engine: Engine) -> Connection:
+    """``engine.connect()``, its error marked: nothing of the call ran (``runtime.retry``)."""
+    try:
+        return engine.connect()
+    except DBAPIError as error:
+        _not_started(engine, error)
+        raise
+
+
+def _not_started(engine: Engine, error: DBAPIError) -> None:
+    """Mark an error met before the call ran anything (a checkout, the first
+    connection's checks): waited for in the reconnect window, or run again at once
+    when a pooler refused a prepared statement of SQLAlchemy's first-connect queries."""
+    retry.mark_not_started(error)
+    _pooler_refused(engine, error)
+
+
+def _pooler_refused(engine: Engine, error: BaseException) -> bool:
+    """Whether ``error`` is a pooler's answer to a prepared statement
+    (``dialects.poolers``): the engine then prepares nothing from now on, and the call,
+    which ran nothing, is run again (``runtime.retry``)."""
+    orig = error.orig if isinstance(error, DBAPIError) else None
+    if orig is None or not poolers.is_pooler_prepare_error(engine, orig):
+        return False
+    poolers.stop_preparing(engine)
+    retry.mark_run_again(error)
+    return True
 
 
 def _poisoned(engine: Engine, dbapi_connection: Any, error: BaseException) -> bool:
@@ -196,6 +226,12 @@ class Runtime:
             that changes nothing (``runtime.kept``: SQLite files, PostgreSQL on sync
             psycopg); the owner calls :meth:`release_connections` before it disposes
             an engine.
+        reconnect_window: Seconds a call waits for a database that went away
+            (``runtime.retry``: only once the owner has connected, only where the
+            outcome is known or the call idempotent); 0: one immediate retry only.
+        call_timeout: Seconds a call may wait for the database on one connection
+            before its connection is cut and ``CallTimeoutError`` raised
+            (``runtime.timeouts``); None: no limit.
     """
 
     def __init__(
@@ -205,8 +241,12 @@ class Runtime:
         check_schema: bool,
         direct_path: bool = True,
         keep_connection: bool = False,
+        reconnect_window: float = retry.DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         self.dialect_ops = dialect_ops
+        self.reconnect_window = retry.check_window(reconnect_window)
+        self.call_timeout = timeouts.check_timeout(call_timeout)
         self.keep_connection = keep_connection
         # By engine: the owner's few engines, which the owner keeps alive anyway (an
         # id() key could outlive its engine and name the next one).
@@ -222,6 +262,7 @@ class Runtime:
         self._writer_locks: dict[Engine, threading.Lock | None] = {}
         # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
         self._guarded: set[Engine] = set()
+        self._window_of = self._window
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -232,10 +273,28 @@ class Runtime:
             kept.forget_parents()
         self._writer_locks = {}
 
-    def set_up(self) -> None:
-        """The owner's ``setup()`` connected and brought the schema to head."""
-        self._connected = True
+    def set_up(self, engine: Engine) -> None:
+        """The owner's ``setup()`` connected to ``engine``, brought the schema to head
+        and let the dialect learn its server (``learn``). The first call skips
+        ``_first_connection``, unless the engine's connections still need their pooler
+        check (``dialects.poolers``: a psycopg engine the caller made), which it makes
+        there, once."""
+        self._connected = not poolers.needs_check(engine)
         self.schema_checked = True
+
+    def learn(self, engine: Engine) -> None:
+        """In the owner's ``setup()``: what the dialect asks of its server before the
+        first call (``DialectOps.learn_server``: PostgreSQL, whether Citus is there),
+        which the first call otherwise asks."""
+        if self.dialect_ops.learns_server:
+            with engine.connect() as connection:
+                self.dialect_ops.learn_server(connection)
+
+    async def alearn(self, engine: AsyncEngine) -> None:
+        """``learn`` on an ``AsyncEngine``."""
+        if self.dialect_ops.learns_server:
+            async with engine.connect() as connection:
+                await connection.run_sync(self.dialect_ops.learn_server)
 
     # --- sync ------------------------------------------------------------------
 
@@ -245,19 +304,30 @@ class Runtime:
         source: PlanSource[T],
         *,
         writes: bool | None = None,
+        idempotent: bool = False,
     ) -> T:
         """Run a plan on ``engine``; given a plan factory, again from scratch while the
         database rolls attempts back (``runtime.retry``).
 
         A plan whose function is declared ``plans.prebuilt`` may take the direct path
         (``runtime.routing``). ``writes``: whether it writes (None: it does unless its
-        first step fetches rows), for the writer lock.
+        first step fetches rows), for the writer lock. ``idempotent``: its effect is
+        the same run once or twice, so it may run again after an unknown outcome (a
+        connection lost at COMMIT) within the reconnect window.
         """
         if not callable(source):
             return self.attempt(engine, source, writes=writes)
         return retry.with_retries(
-            lambda: self.attempt(engine, source(), writes=writes), self.dialect_ops
+            lambda: self.attempt(engine, source(), writes=writes),
+            self.dialect_ops,
+            idempotent,
+            self._window_of,  # (positional, and bound once: the hot calls pay nothing)
         )
+
+    def _window(self) -> float:
+        """The reconnect window: none before the owner ever connected (a wrong URL or
+        password is raised at once, not waited on)."""
+        return self.reconnect_window if self._connected else 0.0
 
     def attempt(
         self,
@@ -268,8 +338,12 @@ class Runtime:
     ) -> T:
         """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
         if not (self._connected and self.schema_checked):
-            with engine.connect() as connection:
-                self._first_connection(connection)
+            try:  # (the schema check: no statement of the plan ran)
+                with engine.connect() as connection:
+                    self._first_connection(connection)
+            except DBAPIError as error:
+                _not_started(engine, error)
+                raise
         try:
             first = next(plan)
         except StopIteration as done:
@@ -281,8 +355,12 @@ class Runtime:
         """The owner's first call: the dialect learns its server (plans may build
         statements that depend on it, e.g. MariaDB or MySQL), and the schema version is
         checked (``SchemaError`` names the fix), once."""
+        # Before _connected is set: the owner's other first calls come here too, and
+        # wait for a pooler's check (``dialects.poolers``) rather than run without it.
+        poolers.check_first_connection(connection.engine, connection.connection.dbapi_connection)
         self._connected = True
         self.prepare_session(connection.engine, connection.connection, connection)
+        self.dialect_ops.learn_server(connection)
         if not self.schema_checked:
             migrate.check_schema(connection)
             self.schema_checked = True
@@ -290,18 +368,28 @@ class Runtime:
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         if self.router.path_of(engine, first, is_prebuilt(plan)) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
-        connection = engine.connect()
+        connection = _connect(engine)
         pooled = connection.connection
+        clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)
         try:
             self.prepare_session(engine, pooled, connection)
-            return self.run_on(connection, plan, first)
+            result = self.run_on(connection, plan, first)
         except BaseException as error:
-            if not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
+            if timeouts.ended(clock):  # (the watchdog cut it: dead)
+                if not connection.invalidated:
+                    connection.invalidate(error)
+                raise timeouts.timed_out(clock) from error
+            if _pooler_refused(engine, error) and not connection.invalidated:
+                connection.invalidate(error)  # (its prepared statements are a muddle)
+            elif not connection.invalidated and _poisoned(engine, pooled.dbapi_connection, error):
                 connection.invalidate(error)
                 _mark_invalidated(error)
             raise
         finally:
             _close_core(connection, pooled)
+        if clock is not None:
+            timeouts.ended(clock)
+        return result
 
     def forget(self, statement: Any) -> None:
         """Drop what the runtime decided and compiled for ``statement``, which its
@@ -331,7 +419,11 @@ class Runtime:
                     connection.invalidate(error)
                 else:
                     pooled.invalidate(error)
-            internals.raise_checkout_error(error, engine)
+            try:
+                internals.raise_checkout_error(error, engine)
+            except DBAPIError as wrapped:
+                retry.mark_not_started(wrapped)  # (no statement of the plan ran)
+                raise
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
@@ -345,10 +437,14 @@ class Runtime:
         driver = direct_driver(engine.dialect)
         assert driver is not None  # choose_path checked it
         kept = self._kept_connection(engine)
-        pooled = kept.take(engine) if kept is not None else None
-        if pooled is None:
-            kept = None
-            pooled = direct.checkout(engine)
+        try:
+            pooled = kept.take(engine) if kept is not None else None
+            if pooled is None:
+                kept = None
+                pooled = direct.checkout(engine)
+        except DBAPIError as error:
+            _pooler_refused(engine, error)  # (checkout marked it not started)
+            raise
         wrapped: list[Connection] = []
 
         def core() -> Connection:
@@ -357,6 +453,7 @@ class Runtime:
             wrapped.append(Connection(engine, connection=pooled))
             return wrapped[0]
 
+        clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)
         try:
             self.prepare_session(engine, pooled, None)
             result = direct.run(
@@ -370,12 +467,21 @@ class Runtime:
                 autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
             )
         except BaseException as error:
+            cut = clock if timeouts.ended(clock) else None
+            # Not pooled again: cut by the watchdog (dead), or its prepared statements
+            # are a muddle (a pooler refused one).
+            if (cut is not None or _pooler_refused(engine, error)) and pooled.is_valid:
+                (wrapped[0] if wrapped else pooled).invalidate(error)
             try:
                 _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
             finally:
                 if kept is not None:
                     kept.put_back(committed=False)
+            if cut is not None:
+                raise timeouts.timed_out(cut) from error
             raise
+        if clock is not None:
+            timeouts.ended(clock)
         if kept is not None:
             kept.put_back(committed=True)  # committed: clean, kept for the next call
             return result
@@ -420,6 +526,7 @@ class Runtime:
         writes: bool | None = None,
         threaded: Engine | None = None,
         calls_user_code: bool = False,
+        idempotent: bool = False,
     ) -> T:
         """Async twin of :meth:`run`.
 
@@ -429,17 +536,27 @@ class Runtime:
         user's own plan), which stays on the event loop's thread.
         """
         if threaded is not None and not calls_user_code:
-            return await _in_worker_thread(partial(self.run, threaded, source, writes=writes))
+            return await _in_worker_thread(
+                partial(self.run, threaded, source, writes=writes, idempotent=idempotent)
+            )
         if not callable(source):
             return await self._aattempt(engine, source, writes)
         return await retry.awith_retries(
-            lambda: self._aattempt(engine, source(), writes), self.dialect_ops
+            lambda: self._aattempt(engine, source(), writes),
+            self.dialect_ops,
+            idempotent,
+            self._window_of,
         )
 
     async def _aattempt(self, engine: AsyncEngine, plan: Plan[T], writes: bool | None) -> T:
         if not (self._connected and self.schema_checked):
-            async with engine.connect() as connection:
-                await connection.run_sync(self._first_connection)
+            sync = engine.sync_engine
+            try:  # (the schema check: no statement of the plan ran)
+                async with engine.connect() as connection:
+                    await connection.run_sync(self._first_connection)
+            except DBAPIError as error:
+                _not_started(sync, error)
+                raise
         try:
             first = next(plan)
         except StopIteration as done:

@@ -32,6 +32,12 @@ What it must not change, and how it does not:
 * ``engine.dispose()``: a connection of a pool the engine no longer has is closed
   at the next call; the savers' ``from_conn_string`` give theirs back before they
   dispose their engines (``release``).
+* Behind a pooler in transaction mode (PgBouncer): a kept connection is a client
+  connection to the pooler, holding no transaction, lock, setting or server-side
+  cursor between calls (the direct path's kept cursor is psycopg's client object),
+  so it assumes nothing of the server session the next transaction gets
+  (tests/integration/clusters/test_pgbouncer.py); an engine switched to unprepared
+  statements at each checkout (``dialects.poolers.stop_preparing``) keeps none.
 * A forked child (``runtime.forks``): the kept connection is the parent's. The child
   never uses, closes or gives it back (:meth:`KeptConnection.forget_parents`, run
   right after the fork; the pid it was kept by, checked at every take, catches a

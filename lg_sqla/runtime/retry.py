@@ -35,6 +35,30 @@ Both only when nothing of the call was committed:
   conflict. Anything else there (above all a lost connection) leaves the outcome
   unknown: raised as it is, never run again.
 
+**The reconnect window** (``reconnect_window``, seconds, an option of the savers, the
+store and the node cache): a database that goes away for a while (a primary crashed
+and its standby promoted, a server restarted, a Galera node killed) is waited for,
+with growing pauses (jittered, from ``RECONNECT_FIRST_PAUSE_S`` to
+``RECONNECT_MAX_PAUSE_S``), until the window has passed since the call's first
+failure; then the last error is raised. Only once the owner has connected at least
+once (a wrong URL or password fails at once), and only for calls whose outcome is
+known or whose effect is idempotent:
+
+* **nothing ran**: the connection could not be made or set up (refused, no writable
+  server among a multi-host URL's, ``57P03`` the database starting up): any call;
+* **a dead connection** met again after the one immediate retry above, or **a
+  connection lost at the COMMIT** (outcome unknown): only the idempotent calls,
+  whose effect is the same whether the lost attempt committed or not
+  (``idempotent=True`` from their owner): the checkpointer's reads and its
+  ``put`` (insert-or-ignore of immutable blobs, keyed by channel and version, and an
+  upsert of the checkpoint row with the same content), ``put_writes`` (regular writes
+  insert-or-ignore keyed by task and index, special ones an upsert of the same
+  value), ``delete_thread`` and the DeltaChannel history read. Every other call (a
+  prune, a copy, a sweep, the store's and the cache's writes) is never run again
+  after an unknown outcome: its error reaches the caller.
+
+``reconnect_window=0`` keeps the behaviour without it (one immediate retry).
+
 Plans are generators and cannot be rewound: the executors retry by asking a plan
 *factory* for a fresh plan (``runtime.executor``).
 """
@@ -42,6 +66,7 @@ Plans are generators and cannot be rewound: the executors retry by asking a plan
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -57,12 +82,21 @@ if TYPE_CHECKING:
 MAX_ATTEMPTS = 6
 # The pause before retry n is uniform in [0, BASE * 2**(n-1)] seconds ("full jitter").
 BACKOFF_BASE_S = 0.01
+# The reconnect window's default, and its pauses: uniform in [p/2, p], p doubling from
+# the first to the last (a promotion takes seconds; a closer poll buys nothing).
+DEFAULT_RECONNECT_WINDOW_S = 30.0
+RECONNECT_FIRST_PAUSE_S = 0.05
+RECONNECT_MAX_PAUSE_S = 1.0
 
 _PARTLY_COMMITTED = "_lg_sqla_partly_committed"
 _AT_COMMIT = "_lg_sqla_failed_at_commit"
 _LOST = "_lg_sqla_connection_lost"
+_NOT_STARTED = "_lg_sqla_not_started"
+_RUN_AGAIN = "_lg_sqla_run_again"
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def mark_partly_committed(error: BaseException) -> None:
@@ -83,49 +117,142 @@ def mark_connection_lost(error: BaseException) -> None:
     setattr(error, _LOST, True)
 
 
+def mark_not_started(error: BaseException) -> None:
+    """Record that ``error`` came before the call ran anything: the connection could
+    not be made, or not set up (its outcome is known: nothing happened)."""
+    setattr(error, _NOT_STARTED, True)
+
+
+def mark_run_again(error: BaseException) -> None:
+    """Record that ``error`` ran nothing and its cause is gone (a pooler refused a
+    prepared statement, and the engine prepares nothing now): run the call again."""
+    setattr(error, _RUN_AGAIN, True)
+
+
+def check_window(seconds: float) -> float:
+    """``reconnect_window`` as given, or ``InvalidInputError`` naming what is wrong."""
+    from lg_sqla.errors import InvalidInputError
+
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+        raise InvalidInputError(
+            f"reconnect_window must be a number of seconds >= 0 (0: no window), got {seconds!r}"
+        )
+    return float(seconds)
+
+
+def _no_window() -> float:
+    return 0.0
+
+
 def retry_delay(
-    error: DBAPIError | ConnectionError, attempt: int, dialect_ops: DialectOps
+    error: DBAPIError | ConnectionError,
+    attempt: int,
+    dialect_ops: DialectOps,
+    *,
+    idempotent: bool = False,
+    window_left: float = 0.0,
 ) -> float | None:
     """Seconds to wait before running the call again, or ``None`` to raise ``error``.
 
-    ``attempt`` is the number of attempts made so far (1 after the first failure).
+    ``attempt`` is the number of attempts made so far (1 after the first failure);
+    ``window_left``: the seconds left of the reconnect window (see the module).
     """
     if getattr(error, _PARTLY_COMMITTED, False):
         return None
+    if getattr(error, _RUN_AGAIN, False):
+        return 0.0 if attempt < MAX_ATTEMPTS else None
     orig = error.orig if isinstance(error, DBAPIError) else None
     conflict = orig is not None and dialect_ops.is_lock_conflict(orig)
+    lost = getattr(error, "connection_invalidated", False) or getattr(error, _LOST, False)
     if getattr(error, _AT_COMMIT, False) and not conflict:
-        return None  # the COMMIT's outcome is unknown
-    if getattr(error, "connection_invalidated", False) or getattr(error, _LOST, False):
-        return 0.0 if attempt == 1 else None
+        # The COMMIT's outcome is unknown: only an idempotent call may run again.
+        return _reconnect_pause(error, attempt, window_left) if idempotent and lost else None
+    if getattr(error, _NOT_STARTED, False) and window_left > 0:
+        return _reconnect_pause(error, attempt, window_left)
+    if lost:
+        if attempt == 1:
+            return 0.0
+        return _reconnect_pause(error, attempt, window_left) if idempotent else None
     if attempt < MAX_ATTEMPTS and conflict:
         return random.uniform(0, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return None
 
 
-def with_retries(attempt: Callable[[], T], dialect_ops: DialectOps) -> T:
-    """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows."""
+def _reconnect_pause(error: BaseException, attempt: int, window_left: float) -> float | None:
+    if window_left <= 0:
+        return None
+    pause = min(RECONNECT_MAX_PAUSE_S, RECONNECT_FIRST_PAUSE_S * 2 ** min(attempt - 1, 16))
+    pause = min(random.uniform(pause / 2, pause), window_left)
+    # INFO: a failover makes one line per waiting call and attempt (operators who
+    # want to see the database come back turn it on).
+    logger.info(
+        "lg_sqla: the database is away (attempt %d, %.1f s left of the reconnect window): %s",
+        attempt,
+        window_left,
+        str(error).splitlines()[0] if str(error) else type(error).__name__,
+    )
+    return pause
+
+
+class _Window:
+    """The reconnect window of one call: it starts at the call's first failure."""
+
+    __slots__ = ("first_failure", "seconds")
+
+    def __init__(self, seconds: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self.first_failure: float | None = None
+
+    def left(self) -> float:
+        now = time.monotonic()
+        if self.first_failure is None:
+            self.first_failure = now
+        return self.seconds() - (now - self.first_failure)
+
+
+def with_retries(
+    attempt: Callable[[], T],
+    dialect_ops: DialectOps,
+    idempotent: bool = False,
+    window: Callable[[], float] = _no_window,
+) -> T:
+    """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows.
+
+    ``window``: the reconnect window's seconds, asked at the first failure only."""
     attempts = 0
+    reconnect: _Window | None = None
     while True:
         try:
             return attempt()
         except (DBAPIError, ConnectionError) as error:
             attempts += 1
-            delay = retry_delay(error, attempts, dialect_ops)
+            reconnect = reconnect or _Window(window)
+            delay = retry_delay(
+                error, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
+            )
             if delay is None:
                 raise
             time.sleep(delay)
 
 
-async def awith_retries(attempt: Callable[[], Awaitable[T]], dialect_ops: DialectOps) -> T:
+async def awith_retries(
+    attempt: Callable[[], Awaitable[T]],
+    dialect_ops: DialectOps,
+    idempotent: bool = False,
+    window: Callable[[], float] = _no_window,
+) -> T:
     """Async twin of :func:`with_retries`."""
     attempts = 0
+    reconnect: _Window | None = None
     while True:
         try:
             return await attempt()
         except (DBAPIError, ConnectionError) as error:
             attempts += 1
-            delay = retry_delay(error, attempts, dialect_ops)
+            reconnect = reconnect or _Window(window)
+            delay = retry_delay(
+                error, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
+            )
             if delay is None:
                 raise
             await asyncio.sleep(delay)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import copy
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
@@ -30,21 +31,24 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import ensure_embeddings
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store_sql_for
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
+from lg_sqla.models import StoreItemRow
 from lg_sqla.plans import Plan, T, declared_prebuilt
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import AsyncBinding, Binding
 from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
-from lg_sqla.store._lane import lone_get_plan
+from lg_sqla.store._lane import lone_get_plan, lone_put_plan, takes_put_lane
 from lg_sqla.store._plan import batch_plan
-from lg_sqla.store._read import get_statement
+from lg_sqla.store._read import FIXED_KEYS_MAX, get_statement
 from lg_sqla.store._validate import check_op
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
@@ -219,9 +223,10 @@ class _StoreBase(BaseStore):
         self, ops: Sequence[Op], embedded: Embedded
     ) -> tuple[Callable[[], Plan[list[Result]]], bool]:
         """The plan factory of a batch of prepared ops, stamped now, and whether it
-        writes. A lone get takes the lean lane (``_lane.py``: the same statements, less
-        bookkeeping). Declared prebuilt (``plans.declared_prebuilt``) when ``_kind``
-        finds it so: whether it is depends on the ops and the store's index."""
+        writes. A lone get, and a lone put of one statement, take the lean lanes
+        (``_lane.py``: the same statements, less bookkeeping). Declared prebuilt
+        (``plans.declared_prebuilt``) when ``_kind`` finds it so: whether it is depends
+        on the ops and the store's index."""
         settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
         if len(ops) == 1 and type(ops[0]) is GetOp:
@@ -229,6 +234,11 @@ class _StoreBase(BaseStore):
             if prebuilt:
                 return lambda: declared_prebuilt(lone_get_plan(settings, get, now)), writes
             return lambda: lone_get_plan(settings, get, now), writes
+        if len(ops) == 1 and type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]):
+            put = ops[0]
+            if prebuilt:
+                return lambda: declared_prebuilt(lone_put_plan(settings, put, now)), writes
+            return lambda: lone_put_plan(settings, put, now), writes
         if prebuilt:
             return lambda: declared_prebuilt(batch_plan(settings, ops, embedded, now)), writes
         return lambda: batch_plan(settings, ops, embedded, now), writes
@@ -238,20 +248,21 @@ class _StoreBase(BaseStore):
         the direct path, so that it may take it; writes: the batch has a put).
 
         Cached: a store without an index (its vector statements are built per batch);
-        each search and namespace list by shape in the store's LRU. Compiles: the
-        statements of several keys at once (a get of many, a delete) take an expanding
-        ``IN`` list on SQLite and MySQL, which only Core can run, so there a batch of
+        each search and namespace list by shape in the store's LRU. Compiles: gets of
+        up to ``FIXED_KEYS_MAX`` keys take a statement of that many keys; the
+        statements of more keys, and deletes, take the expanding ``IN`` list of
+        ``in_keys`` on SQLite and MySQL, which only Core can run, so there a batch of
         those runs on Core; ``choose_path`` checks the first statement itself."""
         writes = False
-        key_lists = False  # the batch runs a statement of several keys
-        got: tuple[tuple[str, ...], str] | None = None
+        key_lists = False  # the batch runs a statement of a list of keys
+        got: set[tuple[tuple[str, ...], str]] = set()
         for op in ops:
             if type(op) is PutOp:
                 writes = True
                 key_lists = key_lists or op.value is None
-            elif type(op) is GetOp and not key_lists:
-                key_lists = got is not None and got != (op.namespace, op.key)
-                got = (op.namespace, op.key)
+            elif type(op) is GetOp:
+                got.add((op.namespace, op.key))
+        key_lists = key_lists or len(got) > FIXED_KEYS_MAX
         if self.embeddings is not None or not self.sql.in_sql:
             return False, writes
         if len(ops) == 1 or not key_lists:
@@ -267,6 +278,20 @@ class _StoreBase(BaseStore):
             known = self._runtime.runs_direct(statement, self._sync_dialect)
             self.__dict__["_key_lists_direct_once"] = known
         return known
+
+    def _bound_copy(self, binding: object) -> Any:
+        """A shallow clone whose batches run on ``binding`` (``runtime.bound``)."""
+        clone = copy.copy(self)
+        clone.__dict__["_binding"] = binding
+        return clone
+
+    def _not_bound(self, call: str) -> None:
+        """Refuse ``call`` on a bound view: it would need a connection of its own."""
+        if getattr(self, "_binding", None) is not None:
+            raise InvalidInputError(
+                f"{call}: this is a view bound to your transaction (bound()); call it on "
+                "the store you bound, which has an engine of its own"
+            )
 
     def _sweep_minutes(self, minutes: float | None) -> float:
         if minutes is None:
@@ -319,6 +344,20 @@ class SQLAlchemyStore(_StoreBase):
         # in a worker thread: not a thread and a connection each (_gather.py).
         self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
 
+    # Set on the views bound() returns (runtime.bound); None: batches run on the engine.
+    _binding: Binding | None = None
+
+    def bound(self, target: Connection | Session) -> SQLAlchemyStore:
+        """This store's batches on your ``Connection`` or ORM ``Session``, inside your
+        transaction: each batch in a SAVEPOINT, never committed, rolled back or retried
+        by the store (see ``SQLAlchemySaver.bound``; docs/application.md)."""
+        view = cast(
+            SQLAlchemyStore,
+            self._bound_copy(Binding(target, self._runtime, self.engine, StoreItemRow)),
+        )
+        view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
+        return view
+
     @classmethod
     @contextmanager
     def from_conn_string(
@@ -357,13 +396,17 @@ class SQLAlchemyStore(_StoreBase):
     def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
         A read-only store only checks the schema."""
+        self._not_bound("setup")
         migrate.set_up(self.engine, read_only=self.read_only)
         if not self.read_only:
             with self.engine.begin() as connection:
                 self._vectors_set_up(connection)
-        self._runtime.set_up()
+        self._runtime.learn(self.engine)
+        self._runtime.set_up(self.engine)
 
     def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
+        if self._binding is not None:
+            return self._binding.run(factory)
         return self._runtime.run(self.engine, factory, writes=writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -430,6 +473,7 @@ class SQLAlchemyStore(_StoreBase):
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
         else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
@@ -466,6 +510,19 @@ class AsyncSQLAlchemyStore(_StoreBase):
             self._loop = asyncio.get_running_loop()
         # Concurrent calls of one loop run as few batches, one at a time (_gather.py).
         self._gatherers = Gatherers(self._abatch_now)
+
+    # Set on the views bound() returns (runtime.bound); None: batches run on the engine.
+    _binding: AsyncBinding | None = None
+
+    def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemyStore:
+        """This store's batches on your ``AsyncConnection`` or ``AsyncSession``, inside
+        your transaction; see ``SQLAlchemyStore.bound`` (docs/application.md)."""
+        binding = AsyncBinding(target, self._runtime, self.engine, StoreItemRow)
+        view = cast(AsyncSQLAlchemyStore, self._bound_copy(binding))
+        view._gatherers = Gatherers(view._abatch_now)
+        with contextlib.suppress(RuntimeError):
+            view._loop = asyncio.get_running_loop()
+        return view
 
     @classmethod
     @asynccontextmanager
@@ -528,15 +585,19 @@ class AsyncSQLAlchemyStore(_StoreBase):
     async def setup(self) -> None:
         """Create or upgrade lg_sqla's tables (checkpoints, store, cache) to the head.
         A read-only store only checks the schema."""
+        self._not_bound("setup")
         await migrate.aset_up(self.engine, read_only=self.read_only)
         if not self.read_only:
             async with self.engine.begin() as connection:
                 await connection.run_sync(self._vectors_set_up)
-        self._runtime.set_up()
+        await self._runtime.alearn(self.engine)
+        self._runtime.set_up(self.engine.sync_engine)
 
     async def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
         # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
+        if self._binding is not None:
+            return await self._binding.run(factory)
         return await self._runtime.arun(
             self.engine, factory, writes=writes, threaded=self._threaded
         )
@@ -604,6 +665,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     ) -> asyncio.Task[None]:
         """Sweep expired items every interval in a task of the running loop."""
         self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:

@@ -151,11 +151,13 @@ class Batch:
     # (prefix_hash, key_hash) -> ttl minutes of the items read whose TTL is refreshed
     refresh: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    def step(self, statement: Any, params: Any = None, fetch: bool = False) -> Step:
+    def step(
+        self, statement: Any, params: Any = None, fetch: bool = False, positional: bool = False
+    ) -> Step:
         """A step, marked ``whole_plan`` if it is the batch's first and needs no
         transaction."""
         first, self.autocommit = self.autocommit, False
-        return Step(statement, params, fetch=fetch, whole_plan=first)
+        return Step(statement, params, fetch=fetch, whole_plan=first, positional=positional)
 
     def refresh_ttl_of(self, rows: Iterable[Any]) -> None:
         """Note the items of ``rows`` that have a TTL: their expiry restarts."""
@@ -214,9 +216,28 @@ class GotRow(NamedTuple):
 
     @classmethod
     def of(cls, row: Any) -> GotRow:
-        prefix, key, value, created_at, updated_at, ttl, prefix_hash, item_hash = _GOT_COLUMNS(
-            row._mapping
-        )
+        """A row with GotRow's columns by name (the ranking statements')."""
+        return cls._made(*_GOT_COLUMNS(row._mapping))
+
+    @classmethod
+    def at(cls, row: Sequence[Any], start: int = 0) -> GotRow:
+        """A row of GotRow's columns in order from ``start``, read by position (a step
+        fetched with ``positional``: the driver's rows as they are on the direct path,
+        no mapping per row; a search reads ten rows or more)."""
+        return cls._made(*row[start : start + 8])
+
+    @classmethod
+    def _made(
+        cls,
+        prefix: str,
+        key: str,
+        value: Any,
+        created_at: Any,
+        updated_at: Any,
+        ttl: float | None,
+        prefix_hash: str,
+        item_hash: str,
+    ) -> GotRow:
         if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
             value = parse_json(value)
         return cls(
@@ -224,10 +245,10 @@ class GotRow(NamedTuple):
         )
 
     @classmethod
-    def of_lone(cls, row: Any, prefix_hash: str, item_hash: str) -> GotRow:
-        """A row of ``_read.lone_get_statement`` (no key-hash columns), whose hashes
-        the caller knows."""
-        prefix, key, value, created_at, updated_at, ttl = _LONE_COLUMNS(row._mapping)
+    def of_lone(cls, row: Sequence[Any], prefix_hash: str, item_hash: str) -> GotRow:
+        """A row of ``_read.lone_get_statement`` (no key-hash columns), read by position,
+        whose hashes the caller knows."""
+        prefix, key, value, created_at, updated_at, ttl = row
         if isinstance(value, (str, bytes)):
             value = parse_json(value)
         return cls(
@@ -235,9 +256,8 @@ class GotRow(NamedTuple):
         )
 
 
-# GotRow's columns of a row's mapping, in one C call (a search reads ten rows or more).
+# GotRow's columns of a row's mapping, in one C call.
 _GOT_COLUMNS = operator.itemgetter(*GotRow._fields)
-_LONE_COLUMNS = operator.itemgetter(*GotRow._fields[:6])
 
 
 # Twenty digits in a row: possibly an integer beyond 64 bits, which orjson would

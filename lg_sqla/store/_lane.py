@@ -1,4 +1,5 @@
-"""The lean lane: a batch of one ``GetOp``, the hottest call a graph makes on its store.
+"""The lean lanes: a batch of one ``GetOp`` or of one ``PutOp``, the hottest calls a graph
+makes on its store.
 
 Through the batch plan (``_plan.py``) a lone get pays for what a batch of any size
 needs: its ops sorted by kind, a set of key pairs, a ``Batch`` with its results, and
@@ -8,18 +9,35 @@ same UPDATE when the item's TTL is refreshed on read), with the same parameters,
 through the same runtime, and builds the same Item; it only skips that bookkeeping.
 The store takes it for a batch of one ``GetOp`` wherever the batch plan would run
 (``_StoreBase._plan_of``).
+
+A lone put with a value, on a store without an index, on a dialect with a native
+upsert, is one statement in the batch plan too (``write_plan``: the upsert of its
+row, ``whole_plan`` as ``needs_no_transaction`` finds it); :func:`lone_put_plan`
+yields that step straight.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from langgraph.store.base import GetOp, Result
+from langgraph.store.base import GetOp, PutOp, Result
 
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 from lg_sqla.store._common import GotRow, Settings, as_item, join_namespace
 from lg_sqla.store._read import lone_get_statement, refresh_statement
+from lg_sqla.store._write import item_row, upsert_statement
+
+
+def takes_put_lane(settings: Settings, op: PutOp) -> bool:
+    """Whether a batch of ``op`` alone is one upsert (see :func:`lone_put_plan`)."""
+    return op.value is not None and not settings.indexed and settings.dialect_ops.native_upsert
+
+
+def lone_put_plan(settings: Settings, op: PutOp, now: dt.datetime) -> Plan[list[Result]]:
+    """The batch plan of ``op`` alone (``takes_put_lane``): the upsert of its row."""
+    yield Step(upsert_statement(settings), item_row(op, now), whole_plan=True)
+    return [None]
 
 
 def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[Result]]:
@@ -30,7 +48,9 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
     prefix = join_namespace(op.namespace)
     prefix_hash, item_hash = key_hash(prefix), key_hash(op.key)
     params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
-    outcome = yield Step(lone_get_statement(settings), params, fetch=True, whole_plan=True)
+    outcome = yield Step(
+        lone_get_statement(settings), params, fetch=True, whole_plan=True, positional=True
+    )
     for fetched in outcome.rows:
         # (the statement leaves out the key hashes: they are the parameters')
         row = GotRow.of_lone(fetched, prefix_hash, item_hash)

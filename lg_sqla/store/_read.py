@@ -42,19 +42,58 @@ def get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
     def build() -> sa.Select[Any]:
         t = store_items.c
         if many:
-            where = in_keys(settings, store_items)
-        else:
-            where = sa.and_(
+            return _items_where(settings, in_keys(settings, store_items))
+        return _items_where(
+            settings,
+            sa.and_(
                 t.prefix_hash == sa.bindparam("prefix_hash"), t.key_hash == sa.bindparam("key_hash")
-            )
-        alive: sa.ColumnElement[bool] = sa.true()
-        if settings.omit_expired:
-            now = sa.bindparam("now", type_=t.expires_at.type)
-            alive = sa.or_(t.expires_at.is_(None), t.expires_at > now)
-        columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
-        return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
+            ),
+        )
 
     return settings.dialect_ops.cached(("store.get", many, settings.omit_expired), build)
+
+
+def _items_where(settings: Settings, where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """GotRow's columns of the items ``where`` holds, alive at ``now``."""
+    t = store_items.c
+    alive: sa.ColumnElement[bool] = sa.true()
+    if settings.omit_expired:
+        now = sa.bindparam("now", type_=t.expires_at.type)
+        alive = sa.or_(t.expires_at.is_(None), t.expires_at > now)
+    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+    return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
+
+
+# Gets of up to this many keys in one batch take a statement of that many pairs of
+# bound parameters (``keys_statement``), built once per count; more take the list of
+# ``in_keys``. A batch a graph node sends reads a few keys.
+FIXED_KEYS_MAX = 8
+
+
+def keys_statement(settings: Settings, count: int) -> sa.Select[Any]:
+    """:func:`get_statement` of ``count`` keys (2 to ``FIXED_KEYS_MAX``), bound as
+    ``kp0, kh0, kp1, kh1...``: the same SQL as ``in_keys``' list of that length where
+    the dialect expands one (SQLite, MySQL: row values ``IN``), but compiled once, so
+    that the direct path runs it as any other cached statement."""
+
+    def build() -> sa.Select[Any]:
+        t = store_items.c
+        pairs = [
+            # (Untyped: no cast on PostgreSQL, as the one-key statement's parameters.)
+            sa.tuple_(sa.bindparam(f"kp{n}"), sa.bindparam(f"kh{n}"))
+            for n in range(count)
+        ]
+        return _items_where(settings, sa.tuple_(t.prefix_hash, t.key_hash).in_(pairs))
+
+    return settings.dialect_ops.cached(("store.get.keys", count, settings.omit_expired), build)
+
+
+def keys_statement_params(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for n, (prefix_hash, item_hash) in enumerate(pairs):
+        params[f"kp{n}"] = prefix_hash
+        params[f"kh{n}"] = item_hash
+    return params
 
 
 def lone_get_statement(settings: Settings) -> sa.Select[Any]:
@@ -83,12 +122,19 @@ def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
     if len(pairs) == 1:  # the common case, a lone get: the simplest statement
         ((prefix_hash, item_hash),) = pairs
         params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
-        rows += (yield batch.step(get_statement(settings, False), params, fetch=True)).rows
+        statement = get_statement(settings, False)
+        rows += (yield batch.step(statement, params, fetch=True, positional=True)).rows
+    elif len(pairs) <= FIXED_KEYS_MAX:
+        params = {**keys_statement_params(pairs), "now": now}
+        statement = keys_statement(settings, len(pairs))
+        rows += (yield batch.step(statement, params, fetch=True, positional=True)).rows
     else:
         for chunk in key_chunks(settings, pairs):
             statement = get_statement(settings, True)
-            rows += (yield batch.step(statement, {**chunk, "now": now}, fetch=True)).rows
-    found = {(row.prefix, row.key): row for row in map(GotRow.of, rows)}
+            params = {**chunk, "now": now}
+            rows += (yield batch.step(statement, params, fetch=True, positional=True)).rows
+    # (GotRow's columns in order: get_statement's)
+    found = {(row.prefix, row.key): row for row in map(GotRow.at, rows)}
     for i, op in gets:
         row = found.get((join_namespace(op.namespace), op.key))
         batch.results[i] = as_item(row) if row is not None else None

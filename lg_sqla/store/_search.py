@@ -28,6 +28,7 @@ from lg_sqla.store._common import (
     join_namespace,
     key_chunks,
     op_tag,
+    parse_json,
     split_namespace,
     subtree_bounds,
     union_of,
@@ -43,6 +44,11 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
     if not searches:
         return
     settings = batch.settings
+    if settings.sql.in_sql and not settings.indexed:
+        # Nothing to rank (no index): each search's page is the database's, as it is.
+        raw = yield from _fetch_search_rows(settings, searches, batch.now, batch.step)
+        _plain_pages(batch, searches, raw)
+        return
     op_of = dict(searches)
     native = yield from _native_ranking_plan(batch, searches)
     ranked_rows: list[_RankedRow] = []
@@ -103,15 +109,51 @@ def _search_rows(
     """The rows of every search of the batch, each tagged with its op's index: a page
     per search, filtered, ordered and cut in SQL (all filtered candidates of a
     search that ranks by similarity, which happens in Python)."""
+    rows = yield from _fetch_search_rows(settings, searches, now, step)
+    # Core's rows or the direct path's (a lone search takes it: runtime.routing), by
+    # position: the op's index, then GotRow's columns (``_search_select``).
+    return [_Found(row[0], GotRow.at(row, 1)) for row in rows]
+
+
+def _fetch_search_rows(
+    settings: Settings,
+    searches: Sequence[tuple[int, SearchOp]],
+    now: dt.datetime,
+    step: Callable[..., Step],
+) -> Plan[Sequence[Any]]:
+    """The rows of :func:`_search_rows`, as fetched (read by position)."""
     selects = []
     params: dict[str, Any] = {"now": now}
     for j, (i, sop) in enumerate(searches):
         statement, own = _search_select(settings, j, i, sop)
         selects.append(statement)
         params.update(own)
-    outcome = yield step(union_of(selects), params, fetch=True)
-    # Core's rows or the direct path's (a lone search takes it: runtime.routing).
-    return [_Found(row._mapping["op"], GotRow.of(row)) for row in outcome.rows]
+    outcome = yield step(union_of(selects), params, fetch=True, positional=True)
+    return outcome.rows
+
+
+def _plain_pages(
+    batch: Batch, searches: Sequence[tuple[int, SearchOp]], rows: Sequence[Any]
+) -> None:
+    """Each search's page from its rows (``_fetch_search_rows``: the op's index, then
+    GotRow's columns), straight to SearchItems: what ``GotRow.at`` and ``as_item`` make
+    of them, without a GotRow per row; one namespace tuple per prefix; the TTLs of
+    searches that refresh them noted."""
+    pages: dict[int, list[SearchItem]] = {i: [] for i, _ in searches}
+    refreshing = {i for i, sop in searches if sop.refresh_ttl}
+    namespaces: dict[str, tuple[str, ...]] = {}
+    for row in rows:
+        i, prefix, key, value, created_at, updated_at, ttl = row[:7]
+        namespace = namespaces.get(prefix)
+        if namespace is None:
+            namespace = namespaces[prefix] = split_namespace(prefix)
+        if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
+            value = parse_json(value)
+        pages[i].append(SearchItem(namespace, key, value, utc(created_at), utc(updated_at)))
+        if ttl is not None and i in refreshing:
+            batch.refresh[(row[7], row[8])] = ttl
+    for i, page in pages.items():
+        batch.results[i] = page
 
 
 def _search_select(

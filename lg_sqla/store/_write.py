@@ -73,39 +73,48 @@ def write_plan(
             yield step(delete_items, chunk)
     if written:
         rows = _item_rows(written, now)
-        update = ("value", "updated_at", "expires_at", "ttl_minutes")
-        statement = dialect_ops.cached(
-            "store.upsert",
-            lambda: (
-                dialect_ops.upsert(store_items, update)
-                if dialect_ops.native_upsert
-                else sa.insert(store_items)
-            ),
-        )
         # One row: a plain execute, not the executemany machinery.
-        yield step(statement, rows[0] if len(rows) == 1 else rows)
+        yield step(upsert_statement(settings), rows[0] if len(rows) == 1 else rows)
     vector_rows = _vector_rows(settings, embedded, now)
     if settings.indexed and vector_rows:
         yield Step(sa.insert(store_vectors), vector_rows)
 
 
+def upsert_statement(settings: Settings) -> Any:
+    """The INSERT of items, updating an item already there where the dialect has a
+    native upsert (else the batch deleted its keys first); built once per store."""
+    dialect_ops = settings.dialect_ops
+    update = ("value", "updated_at", "expires_at", "ttl_minutes")
+    return dialect_ops.cached(
+        "store.upsert",
+        lambda: (
+            dialect_ops.upsert(store_items, update)
+            if dialect_ops.native_upsert
+            else sa.insert(store_items)
+        ),
+    )
+
+
 def _item_rows(written: Sequence[PutOp], now: dt.datetime) -> list[dict[str, Any]]:
     """The ``store_items`` rows of puts with a value."""
-    return [
-        {
-            "prefix_hash": key_hash(join_namespace(op.namespace)),
-            "key_hash": key_hash(op.key),
-            "prefix": join_namespace(op.namespace),
-            "prefix_head": namespace_head(join_namespace(op.namespace)),
-            "key": op.key,
-            "value": dict(op.value or {}),
-            "created_at": now,
-            "updated_at": now,
-            "expires_at": None if op.ttl is None else now + dt.timedelta(minutes=op.ttl),
-            "ttl_minutes": op.ttl,
-        }
-        for op in written
-    ]
+    return [item_row(op, now) for op in written]
+
+
+def item_row(op: PutOp, now: dt.datetime) -> dict[str, Any]:
+    """The ``store_items`` row of a put with a value, stamped ``now``."""
+    prefix = join_namespace(op.namespace)
+    return {
+        "prefix_hash": key_hash(prefix),
+        "key_hash": key_hash(op.key),
+        "prefix": prefix,
+        "prefix_head": namespace_head(prefix),
+        "key": op.key,
+        "value": dict(op.value or {}),
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": None if op.ttl is None else now + dt.timedelta(minutes=op.ttl),
+        "ttl_minutes": op.ttl,
+    }
 
 
 def _vector_rows(settings: Settings, embedded: Embedded, now: dt.datetime) -> list[dict[str, Any]]:

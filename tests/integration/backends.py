@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from citus import create_citus_database, drop_citus_database
 from modes import Either, saver_on
 from servers import create_database, drop_database, sqlalchemy_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -31,6 +32,9 @@ MYSQL_DEFAULT_CHARSET = "mysql-latin1"
 # through the sync saver: DuckDB has no async SQLAlchemy driver.
 PORTABLE = "duckdb"
 BACKENDS = (*DIALECTS, MYSQL_DEFAULT_CHARSET, PORTABLE)
+# PostgreSQL with Citus: lg_sqla's tables distributed over a coordinator and two workers.
+# Not in BACKENDS: tests/integration/clusters/test_citus.py runs the suites it names on it.
+CITUS = "citus"
 
 EngineT = TypeVar("EngineT", bound=sa.Engine | AsyncEngine)
 
@@ -63,6 +67,19 @@ def new_database(request: pytest.FixtureRequest, backend: str, tmp: Path) -> Ite
         yield Backend("duckdb", f"duckdb:///{path}", "")
         return
     name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
+    if backend == CITUS:
+        # A database on every node of the Citus cluster (tests/citus.py), empty: tables
+        # are set up and distributed by the test (lg_sqla.distributing).
+        cluster = request.getfixturevalue("citus")
+        create_citus_database(cluster, name)
+        yield Backend(
+            "postgres",
+            sqlalchemy_url(cluster.coordinator, "psycopg", name),
+            sqlalchemy_url(cluster.coordinator, "psycopg", name),
+            variant=CITUS,
+        )
+        drop_citus_database(cluster, name)
+        return
     if backend == "postgres":
         admin = request.getfixturevalue("postgres_admin_url")
         create_database(admin, name)

@@ -3,6 +3,7 @@ store, with the engine and backend tests look at."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -14,7 +15,7 @@ from backends import Backend, assert_no_leaked_connections
 from langgraph.store.base import IndexConfig, TTLConfig
 from modes import Either
 
-from lg_sqla.models import store_items
+from lg_sqla.models import cache_entries, store_items
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 DIMS = 8
@@ -35,6 +36,49 @@ def fake_index(fields: list[str] | None = None) -> IndexConfig:
     if fields is not None:
         config["fields"] = fields
     return config
+
+
+def age_rows_in(
+    conn: sa.Connection, table: sa.Table, match: sa.ColumnElement[bool], by: dt.timedelta
+) -> int:
+    """Move the ``expires_at`` of the rows ``match`` selects ``by`` into the past: a test
+    ages items instead of sleeping past their TTL, so it neither waits nor depends on
+    how fast a loaded machine runs it. Returns the rows aged.
+
+    Read and written back through the column's type, so every dialect's timestamp
+    storage (SQLite text, PostgreSQL timestamptz, MariaDB DATETIME(6)) is handled."""
+    keys = list(table.primary_key.columns)
+    rows = conn.execute(
+        sa.select(*keys, table.c.expires_at).where(match, table.c.expires_at.is_not(None))
+    ).all()
+    for row in rows:
+        where = sa.and_(*(key == row._mapping[key.name] for key in keys))
+        conn.execute(table.update().where(where).values(expires_at=row.expires_at - by))
+    return len(rows)
+
+
+def age_rows(
+    backend: Backend, table: sa.Table, match: sa.ColumnElement[bool], by: dt.timedelta
+) -> int:
+    """``age_rows_in`` on an engine of its own, committed."""
+    engine = backend.engine()
+    try:
+        with engine.begin() as conn:
+            aged = age_rows_in(conn, table, match, by)
+        assert_no_leaked_connections(engine)
+        return aged
+    finally:
+        engine.dispose()
+
+
+def age_store_items(backend: Backend, prefix: str, by: dt.timedelta) -> int:
+    """``age_rows`` for the store items under the namespace root ``prefix``."""
+    return age_rows(backend, store_items, store_items.c.prefix.startswith(prefix), by)
+
+
+def age_cache_entries(backend: Backend, prefix: str, by: dt.timedelta) -> int:
+    """``age_rows`` for the node-cache entries whose namespace starts with ``prefix``."""
+    return age_rows(backend, cache_entries, cache_entries.c.namespace.startswith(prefix), by)
 
 
 def root() -> str:

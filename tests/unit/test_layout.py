@@ -47,6 +47,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "inspection": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
     "importer": FOUNDATION | SCHEMA | _EXECUTION | {"serde", "checkpoint"},
     "partitioning": FOUNDATION | SCHEMA | {"dialects"},
+    "distributing": FOUNDATION | SCHEMA | {"dialects"},
+    # OpenTelemetry: wraps the features' public calls and the runtime's entry points.
+    "telemetry": FOUNDATION | _EXECUTION | FEATURES,
     "inspect": frozenset({"inspection"}),  # the former name of inspection: a re-export
     "lg_sqla": FOUNDATION,  # the package's __init__
     "cli": frozenset(),  # every concern but __main__: filled in below

@@ -21,6 +21,8 @@ from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 SAVERS = (SQLAlchemySaver, AsyncSQLAlchemySaver)
 # Same name on both savers, sync on the sync saver and async on the async one.
 SAME_NAME = {"setup", "from_conn_string", "start_ttl_sweeper", "stop_ttl_sweeper"}
+# Sync on both savers: no I/O, a view of the saver is returned (``bound``).
+SAME_NAME_SYNC = {"bound"}
 
 
 def _own_public(cls: type) -> set[str]:
@@ -111,12 +113,20 @@ def test_same_name_methods_are_sync_on_the_sync_saver_and_async_on_the_async_one
         assert hasattr(opened, "__aenter__") and not hasattr(opened, "__enter__")
 
 
+@pytest.mark.parametrize("name", sorted(SAME_NAME_SYNC))
+def test_same_name_sync_methods_are_sync_on_both_savers(name: str) -> None:
+    sync, async_ = (getattr(cls, name) for cls in SAVERS)
+    # (The same names and kinds; the annotations differ: a sync or an async connection.)
+    assert [p[:2] for p in _parameters(sync)] == [p[:2] for p in _parameters(async_)]
+    assert not _is_async(sync) and not _is_async(async_)
+
+
 def test_no_public_method_without_its_counterpart() -> None:
     """Every public method is in a pair or the same-name set (or the shared base)."""
     shared = set(vars(SQLAlchemySaver.__mro__[1]))  # SaverBase: one implementation for both
     paired = set(_pairs()) | {f"a{n}" for n in _pairs()}
     for cls in SAVERS:
-        extra = _own_public(cls) - paired - SAME_NAME - shared
+        extra = _own_public(cls) - paired - SAME_NAME - SAME_NAME_SYNC - shared
         assert extra == set(), (cls.__name__, extra)
     assert _own_public(SQLAlchemySaver) == _own_public(AsyncSQLAlchemySaver)
 

@@ -36,7 +36,9 @@ SCRIPT = [str(Path(sys.executable).with_name("lg-sqla"))]
 def run_cli(
     args: Sequence[str], url: str | None = None, *, entry: Sequence[str] = MODULE
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "LG_SQLA_DEBUG"}
+    # stdout is a pipe, as a script's: no $COLUMNS either (pytest-xdist's workers
+    # export COLUMNS=80, which makes plain tables fit 80 columns).
+    env = {k: v for k, v in os.environ.items() if k not in ("LG_SQLA_DEBUG", "COLUMNS", "LINES")}
     if url is not None:
         env["LG_SQLA_DATABASE_URL"] = url
     return subprocess.run(
@@ -515,7 +517,8 @@ def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backen
     dry = run_cli(["downgrade", "base", "--dry-run"], url)
     assert dry.returncode == 0, dry.stderr
     assert (
-        "would undo 8 migration(s) (0008_checkpoint_expiry, 0007_store_namespace_index, "
+        "would undo 9 migration(s) (0009_state_revision, 0008_checkpoint_expiry, "
+        "0007_store_namespace_index, "
         "0006_checkpoint_retention, "
         "0005_scale_indexes, "
         "0004_store_prefix_head, 0003_vectors_real_array, 0002_store_cache, 0001_initial) "

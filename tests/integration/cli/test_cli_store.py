@@ -12,10 +12,10 @@ operator runs them. Every ``--json`` answer is parsed.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 import json
 import subprocess
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,11 +23,12 @@ import pytest
 import sqlalchemy as sa
 from backends import Backend
 from sqlalchemy.engine import make_url
-from store_helpers import fake_index
+from store_helpers import age_rows_in, fake_index
 from test_cli import SCRIPT, assert_one_error_line, on_terminal, run_cli
 
 from lg_sqla import cli
 from lg_sqla.cache import SQLAlchemyCache
+from lg_sqla.models import store_items
 from lg_sqla.store import SQLAlchemyStore
 
 NOTES = 25  # the issue's figure: a downgrade's dry run must count them
@@ -51,6 +52,9 @@ def read_json(args: Sequence[str], url: str) -> Any:
     return json.loads(done.stdout)
 
 
+_TWO_MINUTES = dt.timedelta(minutes=2)
+
+
 def _fill(url: str) -> None:
     """25 notes of ada (each with a vector), bob's preferences, 3 items that expire
     at once, 2 node-cache entries."""
@@ -59,14 +63,16 @@ def _fill(url: str) -> None:
             store.put(("users", "ada"), f"note-{n:02}", {"text": f"note {n}", "kind": "note"})
         store.put(("users", "bob", "prefs"), "theme", {"dark": True}, index=False)
         for n in range(3):
-            store.put(("scratch",), f"tmp-{n}", {"n": n}, index=False, ttl=0.0005)  # 30 ms
+            store.put(("scratch",), f"tmp-{n}", {"n": n}, index=False, ttl=1)
     engine = sa.create_engine(url)
     try:
         cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine)
         cache.set({(("node",), "a"): ({"v": 1}, None), (("node",), "b"): ({"v": 2}, 3600)})
+        with engine.begin() as conn:  # the scratch items expire: aged, not slept past
+            aged = age_rows_in(conn, store_items, store_items.c.prefix == "scratch", _TWO_MINUTES)
+            assert aged == 3
     finally:
         engine.dispose()
-    time.sleep(0.1)  # the scratch items have expired
 
 
 def test_store_commands(fresh_database: Backend) -> None:

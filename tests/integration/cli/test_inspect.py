@@ -48,14 +48,18 @@ class Harness:
         self.fan_stopping = either(fan_stopping, mode)
 
     async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Run one inspection and assert it cost exactly one statement."""
+        """Run one inspection and assert it cost exactly one statement (on distributed
+        tables, Citus: ``threads`` reads its page's ids first, and counts apart)."""
         counter = StatementCounter()
         sa.event.listen(self.engine, "before_cursor_execute", counter)
         try:
             result = await getattr(self.inspector, name)(*args, **kwargs)
         finally:
             sa.event.remove(self.engine, "before_cursor_execute", counter)
-        assert counter.count == 1, (name, counter.statements)
+        expected = 1
+        if name == "threads" and self.saver.target.dialect_ops.distributed:
+            expected = 2 + bool(kwargs.get("count"))
+        assert counter.count == expected, (name, counter.statements)
         return result
 
     async def run_graph(self, thread_id: str, tag: str) -> None:

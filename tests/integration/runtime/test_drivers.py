@@ -24,22 +24,24 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 import sqlalchemy as sa
 import test_graphs as graphs
-from backends import Backend, assert_no_leaked_connections, new_database
+from backends import MYSQL_DEFAULT_CHARSET, Backend, assert_no_leaked_connections, new_database
 from graph_runner import Runner
 from helpers import assert_conformance, checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, StateGraph
 from sqlalchemy.ext.asyncio import create_async_engine
-from store_helpers import fake_index
+from store_helpers import age_rows_in, fake_index
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.cache import SQLAlchemyCache
+from lg_sqla.models import store_items
 from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 
@@ -304,9 +306,17 @@ async def test_store_round_trip(target: Target) -> None:
         assert [h.key for h in await call("search", namespace)] == ["otra"]
         # Expiry: timestamps with their time zone through the driver, and the sweep's
         # count (the driver's rowcount). This database has no other store items.
-        await call("put", namespace, "fugaz", {"v": 1}, ttl=0.2 / 60)
+        await call("put", namespace, "fugaz", {"v": 1}, ttl=0.2)
         assert (await call("get", namespace, "fugaz", refresh_ttl=False)) is not None
-        await asyncio.sleep(0.4)
+        # Aged past its TTL (12 s) through this driver, not slept past it.
+        aged = store_items.c.prefix.startswith(namespace[0])
+        by = dt.timedelta(seconds=30)
+        if target.is_async:
+            async with engine.begin() as conn:
+                await conn.run_sync(age_rows_in, store_items, aged, by)
+        else:
+            with engine.begin() as conn:
+                age_rows_in(conn, store_items, aged, by)
         assert (await call("get", namespace, "fugaz", refresh_ttl=False)) is None
         swept = await store.sweep_ttl() if target.is_async else store.sweep_ttl()
         assert swept == 1
@@ -336,6 +346,38 @@ async def test_node_cache_round_trip(target: Target) -> None:
 
 
 # --- retention: what a sweep reports is what the driver counted -----------------------
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    "driver", [d for d in DRIVERS if d.dialect == "mysql"], ids=lambda d: d.name
+)
+def test_mysql_tables_are_utf8mb4_bin(
+    driver: Driver, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Tables created through any MySQL-family driver's URL, in a database whose
+    default charset is latin1 (MariaDB's own default), have the utf8mb4_bin table
+    collation: mariadb+... URLs included (SQLAlchemy reads table options by the
+    dialect's name, so with mysql_ options alone they got the database's default)."""
+    query = (
+        "SELECT table_name, table_collation FROM information_schema.tables "
+        "WHERE table_schema = DATABASE() AND table_name <> 'lg_sqla_alembic_version'"
+    )
+    for backend in new_database(request, MYSQL_DEFAULT_CHARSET, tmp_path):
+        url = driver.url(backend)
+        if driver.is_async:
+            asyncio.run(_migrate_async(url))
+        else:
+            _migrate(url)
+        engine = sa.create_engine(backend.sync_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(query).all()
+        finally:
+            engine.dispose()
+        collations = {str(name): str(collation) for name, collation in rows}
+        assert {"checkpoints", "store_items", "cache_entries"} <= collations.keys()
+        assert set(collations.values()) == {"utf8mb4_bin"}, collations
 
 
 async def test_sweep_reports_the_rows_it_removed(target: Target) -> None:

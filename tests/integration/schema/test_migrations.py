@@ -28,6 +28,7 @@ from helpers import checkpoint, config, new_thread
 from langgraph.checkpoint.base import CheckpointMetadata
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
+from lg_sqla.checkpoint.codec import json_object
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.models import checkpoint_blobs, checkpoint_retention, checkpoints, metadata
 from lg_sqla.store import SQLAlchemyStore
@@ -92,23 +93,43 @@ def test_database_at_0001_upgrades_in_place_and_keeps_checkpoints(
     with engine.connect() as conn:
         migrate.downgrade_connection(conn, "0001_initial")
     assert _tables(engine) & STORE_TABLES == set()
-    assert SQLAlchemySaver(engine, check_schema=False).get_tuple(stored) is not None
+    assert _stored_steps(engine, stored["configurable"]["thread_id"]) == [1]
 
 
-def put_as_before_0008(engine: sa.Engine, thread_id: str, metadata: CheckpointMetadata) -> Any:
-    """A checkpoint as lg_sqla wrote it before revision 0008 (no ``expires_at``): put by
-    today's saver on a scratch SQLite database, its rows copied without the column."""
+def _stored_steps(engine: sa.Engine, thread_id: str) -> list[int]:
+    """The metadata steps of a thread's checkpoints, newest first, read with SQL: a schema
+    downgraded below revision 0009 lacks the ``state_revision`` today's saver reads."""
+    query = (
+        sa.select(checkpoints.c.metadata)
+        .where(checkpoints.c.thread_id == thread_id)
+        .order_by(checkpoints.c.checkpoint_id.desc())
+    )
+    with engine.connect() as conn:
+        return [json_object(m)["step"] for m in conn.execute(query).scalars()]
+
+
+def put_as_before_0008(
+    engine: sa.Engine,
+    thread_id: str,
+    metadata: CheckpointMetadata,
+    absent: frozenset[str] = frozenset({"expires_at", "state_revision"}),
+) -> Any:
+    """A checkpoint as lg_sqla wrote it before revision 0008 (no ``expires_at``, no
+    ``state_revision``; ``absent``: the columns left out): put by today's saver on a
+    scratch SQLite database, its rows copied without them."""
     scratch = sa.create_engine("sqlite://")
     migrate.upgrade(scratch)
     stored = SQLAlchemySaver(scratch).put(
         config(thread_id), checkpoint({"a": 1}), metadata, {"a": 1}
     )
-    older = sa.MetaData()
-    before_0008 = sa.Table(
-        "checkpoints", older, *(c._copy() for c in checkpoints.columns if c.name != "expires_at")
-    )
+
+    def older(table: sa.Table) -> sa.Table:
+        columns = (c._copy() for c in table.columns if c.name not in absent)
+        return sa.Table(table.name, sa.MetaData(), *columns)
+
     with scratch.connect() as source, engine.begin() as target:
-        for table, into in ((checkpoints, before_0008), (checkpoint_blobs, checkpoint_blobs)):
+        for table in (checkpoints, checkpoint_blobs):
+            into = older(table)
             rows = [dict(r._mapping) for r in source.execute(sa.select(table))]
             names = [c.name for c in into.columns]
             target.execute(sa.insert(into), [{name: r[name] for name in names} for r in rows])
@@ -149,10 +170,48 @@ def test_revision_0008_keeps_rows_and_settings_and_back(
         migrate.downgrade_connection(conn, "0007_store_namespace_index")
     columns = {c["name"] for c in sa.inspect(engine).get_columns("checkpoints")}
     assert "expires_at" not in columns
-    old = SQLAlchemySaver(engine, check_schema=False).list(config(plain))
-    assert [t.metadata["step"] for t in old] == [2, 1]
+    assert _stored_steps(engine, plain) == [2, 1]
     migrate.upgrade(engine)
     assert SQLAlchemySaver(engine).thread_ttl(plain).effective_ttl_minutes is None
+
+
+def test_revision_0009_reads_existing_rows_as_state_revision_zero_and_back(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """Revision 0009 adds ``state_revision`` to checkpoints, blobs and writes as NULL
+    (revision zero): a saver given state migrations reads an existing checkpoint in the
+    newest shape and stamps what it writes; the downgrade keeps every row."""
+    from lg_sqla.checkpoint.state_migrations import (
+        RenameChannel,
+        StateMigrations,
+        StateRevision,
+    )
+
+    engine = make_engine(fresh_database)
+    migrate.upgrade(engine, "0008_checkpoint_expiry")
+    thread = new_thread()
+    stored = put_as_before_0008(engine, thread, {"step": 1}, frozenset({"state_revision"}))
+    migrate.upgrade(engine)
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        assert "state_revision" in {c["name"] for c in sa.inspect(engine).get_columns(table)}
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(checkpoints.c.state_revision)).scalars().all() == [None]
+    renamed = StateMigrations([StateRevision("r1", None, [RenameChannel("a", "b")])])
+    saver = SQLAlchemySaver(engine, state_migrations=renamed)
+    got = saver.get_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"] == {"b": 1}
+    saver.put(stored, checkpoint({"b": 2}, {"b": 2}), {"step": 2}, {"b": 2})
+    with engine.connect() as conn:
+        revisions = conn.execute(sa.select(checkpoints.c.state_revision)).scalars().all()
+    assert sorted(revisions, key=str) == [None, "r1"]
+    with engine.connect() as conn:
+        migrate.downgrade_connection(conn, "0008_checkpoint_expiry")
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        assert "state_revision" not in {c["name"] for c in sa.inspect(engine).get_columns(table)}
+    assert _stored_steps(engine, thread) == [2, 1]
+    migrate.upgrade(engine)  # and up again: today's saver reads both as before
+    old = SQLAlchemySaver(engine).list(config(thread))
+    assert [t.metadata["step"] for t in old] == [2, 1]
 
 
 def test_store_items_keep_across_revision_0004_and_search_by_their_head(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from langgraph.store.base import (
     PutOp,
     SearchOp,
 )
-from store_helpers import DIMS, fake_embed, fake_index, open_store, root
+from store_helpers import DIMS, age_store_items, fake_embed, fake_index, open_store, root
 
 from lg_sqla import InvalidInputError, SchemaError, migrate
 from lg_sqla.runtime import DIRECT_PATH_OPTION, direct
@@ -40,7 +41,8 @@ async def test_put_get_update_delete(backend: Backend, mode: str) -> None:
         assert first.value == {"theme": "dark", "n": [1, 2, {"x": None}]}
         assert first.namespace == ns and first.key == "prefs"
         assert first.created_at.tzinfo is not None
-        await asyncio.sleep(0.01)
+        while dt.datetime.now(dt.timezone.utc) <= first.updated_at:  # the clock's next tick
+            await asyncio.sleep(0)
         await s.put(ns, "prefs", {"theme": "light"})
         second = await s.get(ns, "prefs")
         assert second.value == {"theme": "light"}
@@ -410,24 +412,28 @@ async def test_list_namespaces(backend: Backend, mode: str) -> None:
 
 
 async def test_ttl_expiry_refresh_and_sweep(backend: Backend, mode: str) -> None:
-    ttl_minutes = 0.5 / 60  # half a second
-    async with open_store(backend, mode, ttl={"default_ttl": ttl_minutes}) as s:
+    """Items are aged by moving their expiry back (age_store_items), never by sleeping."""
+    minute = dt.timedelta(minutes=1)
+    async with open_store(backend, mode, ttl={"default_ttl": 1}) as s:
         r = root()
         await s.put((r,), "short", {"v": 1})
         await s.put((r,), "forever", {"v": 2}, ttl=None)
         await s.put((r,), "long", {"v": 3}, ttl=60)
         await s.put((r,), "kept-alive", {"v": 4})
         assert {i.key for i in await s.search((r,))} == {"short", "forever", "long", "kept-alive"}
-        for _ in range(4):  # reads refresh the expiry of what they return
-            await asyncio.sleep(0.2)
-            assert await s.get((r,), "kept-alive") is not None
+        assert age_store_items(backend, r, 0.75 * minute) == 3  # "forever" has no expiry
+        # A read refreshes the expiry of what it returns: a full minute from now.
+        assert await s.get((r,), "kept-alive") is not None
+        age_store_items(backend, r, 0.5 * minute)  # "short" is 1.25 min old: expired
         assert await s.get((r,), "short") is None  # expired: invisible to every read
         assert await s.get((r,), "short", refresh_ttl=False) is None
         assert {i.key for i in await s.search((r,))} == {"forever", "long", "kept-alive"}
-        await asyncio.sleep(0.2)
-        # A read without refresh leaves the expiry as it is.
+        # The search refreshed what it returned: a minute left; half a minute later ...
+        age_store_items(backend, r, 0.5 * minute)
+        # ... a read without refresh leaves the expiry as it is (half a minute left) ...
         assert await s.get((r,), "kept-alive", refresh_ttl=False) is not None
-        await asyncio.sleep(0.6)
+        age_store_items(backend, r, 0.75 * minute)
+        # ... so it has expired 0.75 min later, where a refreshing read would have kept it.
         assert await s.get((r,), "kept-alive") is None
         assert (r,) in await s.list_namespaces(prefix=(r,))
         await s.delete((r,), "forever")
@@ -440,31 +446,32 @@ async def test_ttl_expiry_refresh_and_sweep(backend: Backend, mode: str) -> None
 async def test_ttl_sweeper_runs_and_stops(backend: Backend, mode: str) -> None:
     async with open_store(backend, mode, ttl={"sweep_interval_minutes": 1}) as s:
         r = root()
-        await s.put((r,), "k", {"v": 1}, ttl=0.1 / 60)
+        await s.put((r,), "k", {"v": 1}, ttl=1)
+        age_store_items(backend, r, dt.timedelta(minutes=2))  # expired, still stored
+        assert s.stored_items(r) == 1
         store = s.store
 
         def stored() -> int:
             return s.stored_items(r)
 
         interval = 0.2 / 60
+        # Waits for the sweeper's effect (the row gone), polling with a generous
+        # deadline: a loaded machine delays the pass, never changes its outcome.
+        deadline = time.monotonic() + 60
         if isinstance(store, AsyncSQLAlchemyStore):
             task = await store.start_ttl_sweeper(interval)
-            for _ in range(100):
+            while stored() and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-                if stored() == 0:
-                    break
             assert stored() == 0
-            assert await store.stop_ttl_sweeper(timeout=5)
+            assert await store.stop_ttl_sweeper(timeout=30)
             assert task.done()
         else:
             assert isinstance(store, SQLAlchemyStore)
             future = store.start_ttl_sweeper(interval)
-            for _ in range(100):
+            while stored() and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-                if stored() == 0:
-                    break
             assert stored() == 0
-            assert store.stop_ttl_sweeper(timeout=5)
+            assert store.stop_ttl_sweeper(timeout=30)
             assert future.done()
 
 
@@ -549,17 +556,18 @@ async def test_refresh_on_read_false_and_the_other_twin(backend: Backend, mode: 
     """TTLConfig(refresh_on_read=False): reads leave the expiry alone unless asked; and
     the twin API of each store (abatch of the sync store, batch of the async one from
     a worker thread) reads and writes the same rows."""
-    ttl = {"default_ttl": 0.6 / 60, "refresh_on_read": False}
+    minute = dt.timedelta(minutes=1)
+    ttl = {"default_ttl": 1, "refresh_on_read": False}
     async with open_store(backend, mode, ttl=ttl) as s:  # type: ignore[arg-type]
         r = root()
         await s.put((r,), "k", {"v": 1})
-        for _ in range(4):
-            await asyncio.sleep(0.2)
+        for _ in range(4):  # 4 x 0.3 min: past the 1 min TTL though read on the way
+            age_store_items(backend, r, 0.3 * minute)
             await s.get((r,), "k")  # no refresh by default
         assert await s.get((r,), "k") is None
         await s.put((r,), "j", {"v": 2})
-        for _ in range(4):
-            await asyncio.sleep(0.2)
+        for _ in range(4):  # each read asked to refresh: a minute from now again
+            age_store_items(backend, r, 0.3 * minute)
             assert await s.get((r,), "j", refresh_ttl=True) is not None
         store = s.store
         if isinstance(store, SQLAlchemyStore):

@@ -173,3 +173,36 @@ def test_sqlite_executes_the_plans_statements_only(tmp_path: Any) -> None:
     assert kinds[:3] == [["BEGIN", "INSERT", "COMMIT"], ["SELECT"], ["SELECT"]], kinds
     # the batch: its three reads (get, search, namespace list), then its write
     assert set(kinds[3][:3]) <= reads and kinds[3][3:] == ["BEGIN", "INSERT", "COMMIT"], kinds
+
+
+async def test_gets_of_several_keys_take_the_direct_path_in_one_statement(
+    backend: Backend, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch reading up to ``FIXED_KEYS_MAX`` keys (a put, gets of several keys, a
+    search: a node's memory batch) runs on the direct path as one plan, its gets one
+    SELECT of that many keys (no expanding ``IN`` list, which only Core runs on SQLite
+    and MySQL); more keys than that still read every item, on whichever path, in one
+    SELECT too (the statement counts: on Core, with a listener)."""
+    from lg_sqla.store._read import FIXED_KEYS_MAX
+
+    runs = DirectRuns(monkeypatch)
+    async with open_store(backend, mode) as s:
+        r = root()
+        keys = [f"k{n}" for n in range(FIXED_KEYS_MAX + 2)]
+        await s.batch([PutOp((r, "u"), key, {"n": n}) for n, key in enumerate(keys)])
+        for count in (1, FIXED_KEYS_MAX - 1):  # (and a missing key)
+            ops: list[Op] = [PutOp((r, "w"), f"b{count}", {"n": count})]
+            ops += [GetOp((r, "u"), key) for key in [*keys[:count], "missing"]]
+            ops.append(SearchOp((r, "u"), filter={"n": 1}, limit=10))
+            before = runs.count
+            results = await s.batch(ops)
+            assert runs.count == before + 1, f"{count} keys: not one direct plan"
+            got = results[1 : count + 2]
+            assert [item.key if item else None for item in got] == [*keys[:count], None]
+            assert [item.key for item in results[-1]] == ["k1"]
+        with count_statements(s.engine) as counter:
+            for count in (3, FIXED_KEYS_MAX + 1):
+                before = counter.count
+                got = await s.batch([GetOp((r, "u"), key) for key in keys[:count]])
+                assert [item.value["n"] if item else None for item in got] == list(range(count))
+                assert counter.count - before == 1, f"{count} keys: one SELECT"

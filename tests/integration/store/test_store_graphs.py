@@ -6,6 +6,7 @@ sync and async, beside lg_sqla's own checkpointer; and the cache's own calls."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
 import uuid
 from collections import Counter
@@ -18,7 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import CachePolicy, Send
 from modes import cache_on, either
-from store_helpers import open_store, root
+from store_helpers import age_cache_entries, open_store, root
 
 from lg_sqla import InvalidInputError
 
@@ -166,7 +167,7 @@ async def test_cache_get_set_ttl_and_clear(
     assert got == {(a, "k1"): value, (a, "k2"): 2, (b, "k1"): "b"}
     await cache.set({(a, "k2"): (3, 60)})  # overwrite
     assert await cache.get([(a, "k2")]) == {(a, "k2"): 3}
-    await asyncio.sleep(1.2)  # b's entry had a 1 s TTL
+    age_cache_entries(backend, r, dt.timedelta(seconds=2))  # b's entry had a 1 s TTL
     assert await cache.get([(b, "k1")]) == {}
     await cache.clear([a])
     assert await cache.get([(a, "k1"), (a, "k2")]) == {}

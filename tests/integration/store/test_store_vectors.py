@@ -771,3 +771,68 @@ def test_approximate_index_in_a_schema_and_through_downgrade(
         assert [h.key for h in hits] == ["k"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
     finally:
         engine.dispose()
+
+
+# LangGraph's own store test suites (langgraph-checkpoint-postgres) run their vector
+# tests over a grid of index options: each approximate index kind, full or half
+# precision vectors, each distance type. Each option set of that grid, with the kinds
+# and vector types spread over the three distances.
+LANGGRAPH_GRID: list[tuple[str, str, str]] = [
+    ("hnsw", "vector", "cosine"),
+    ("hnsw", "halfvec", "l2"),
+    ("hnsw", "halfvec", "inner_product"),
+    ("ivfflat", "vector", "l2"),
+    ("ivfflat", "vector", "inner_product"),
+    ("ivfflat", "halfvec", "cosine"),
+]
+
+
+async def _vector_scenario(hinted: Stores, exact: Stores, r: str) -> None:
+    """What LangGraph's vector store tests do with a store (insert with embedding, update
+    re-embeds, filtered search, pagination, unindexed puts, deletes), each search
+    answered exactly as by a store configured without the index options."""
+
+    async def same(namespace: tuple[str, ...], **search: Any) -> list[Any]:
+        got: list[Any] = await hinted.search(namespace, **search)
+        expected = await exact.search(namespace, **search)
+        assert [(i.key, i.score) for i in got] == [(i.key, i.score) for i in expected], search
+        return got
+
+    ns = (r, "docs")
+    for n in range(10):
+        await hinted.put(ns, f"k{n}", {"text": f"memory {n}", "n": n % 3})
+    assert (await same((r,), query="memory 4", limit=4))[0].key == "k4"
+    await hinted.put(ns, "k2", {"text": "memory 8", "n": 2})  # re-embedded: as k8
+    assert {i.key for i in (await same(ns, query="memory 8", limit=2))} == {"k8", "k2"}
+    filtered = await same(ns, query="memory 5", filter={"n": 1}, limit=10)
+    assert filtered and all(i.value["n"] == 1 for i in filtered)
+    whole = await same(ns, query="memory 6", limit=6)
+    pages = [await same(ns, query="memory 6", limit=3, offset=o) for o in (0, 3)]
+    assert [i.key for i in pages[0] + pages[1]] == [i.key for i in whole]
+    await hinted.put(ns, "plain", {"text": "memory 6"}, index=False)  # no vector
+    await same(ns, query="memory 6", limit=20)
+    await hinted.delete(ns, "k6")
+    assert "k6" not in {i.key for i in await same(ns, query="memory 6", limit=20)}
+
+
+async def test_langgraph_grid_of_index_options_searches_exactly(
+    backend: Backend, mode: str
+) -> None:
+    """Every option set of LangGraph's grid (``LANGGRAPH_GRID``) opens a store on every
+    database; where no approximate index can be built (SQLite, MariaDB, PostgreSQL
+    without pgvector), each store says so once and answers LangGraph's vector scenario
+    exactly as a store without the options."""
+    for kind, vector_type, distance in LANGGRAPH_GRID:
+        options = {"kind": kind, "vector_type": vector_type}
+        hinted_config: Any = {**index(), "distance_type": distance, "ann_index_config": options}
+        exact_config: Any = {**index(), "distance_type": distance}
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            async with (
+                open_store(backend, mode, index=hinted_config, setup=True) as hinted,
+                open_store(backend, mode, index=exact_config) as exact,
+            ):
+                await _vector_scenario(hinted, exact, root())
+        ours = [str(w.message) for w in said if issubclass(w.category, ExactSearchWarning)]
+        assert len(ours) == 1, (kind, vector_type, distance, ours)
+        assert f"ann_index_config {kind!r}" in ours[0] and vector_type in ours[0]

@@ -1,0 +1,281 @@
+# mypy: disable-error-code="call-overload,arg-type"
+# Relaxed for this test module only: LangGraph configs passed as plain dicts.
+"""lg_sqla behind PgBouncer (Debian's 1.18, tests/pgbouncer.py), in session and
+transaction pool mode, opened the way a user who never read the docs opens it: a
+plain ``from_conn_string(url)`` with the pooler's URL.
+
+In transaction mode each transaction may run on another server session, so a
+prepared statement of psycopg (which lg_sqla's engines prepare at the first
+execution) is missing there, or taken by another client, or, worst, another client's
+statement of the same name runs with this client's parameters. lg_sqla tells a
+pooler from the server at connect (``dialects.poolers``) and prepares nothing
+through one: the conformance suite, graphs and concurrent writers pass, and no
+connection of the engine ever prepares a statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from graph_helpers import build_approval_graph, build_chat_graph, expected_chat, summarize
+from helpers import assert_conformance, checkpoint, config, new_thread
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+from pgbouncer import MODES, Bouncers, pgbouncers
+from servers import create_database, drop_database, sqlalchemy_url
+
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.dialects import poolers
+
+pytestmark = pytest.mark.postgres
+
+WRITERS = 8
+PUTS = 100
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """One migrated database, reached through each pooler (plain URLs: no driver)."""
+
+    urls: dict[str, str]  # by pool mode
+    server_url: str  # the same database on the server itself (psycopg)
+
+
+@pytest.fixture(scope="module")
+def bouncers(postgres_admin_url: str) -> Iterator[Bouncers]:
+    with pgbouncers(postgres_admin_url) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def pooled(postgres_admin_url: str, bouncers: Bouncers) -> Iterator[Pooled]:
+    name = f"lg_sqla_{uuid.uuid4().hex[:12]}"
+    create_database(postgres_admin_url, name)
+    try:
+        server_url = sqlalchemy_url(postgres_admin_url, "psycopg", name)
+        with SQLAlchemySaver.from_conn_string(server_url) as saver:
+            saver.setup()
+        urls = {mode: f"{url}/{name}" for mode, url in bouncers.urls.items()}
+        yield Pooled(urls, server_url)
+    finally:
+        drop_database(postgres_admin_url, name)
+
+
+def _prepares_nothing(engine: sa.Engine) -> None:
+    """Every connection the engine's pool holds was told to prepare nothing."""
+    pool = engine.pool
+    assert isinstance(pool, sa.pool.QueuePool)
+    held = [engine.raw_connection() for _ in range(pool.checkedin())]
+    try:
+        assert held, "the writers left no pooled connection to look at"
+        for pooled in held:
+            assert getattr(pooled.driver_connection, "prepare_threshold", 0) is None
+    finally:
+        for pooled in held:
+            pooled.close()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "connection pooler" in r.getMessage()]
+
+
+# --------------------------------------------------------------------------- conformance
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_conformance_through_pgbouncer(pooled: Pooled, mode: str, flavour: str) -> None:
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    url = pooled.urls[mode]
+    if flavour == "async":
+
+        async def factory() -> Any:
+            async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    else:
+
+        async def factory() -> Any:
+            with SQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    report = await validate(checkpointer_test(name=f"lg_sqla-pgbouncer-{mode}-{flavour}")(factory))
+    assert_conformance(report)
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_graphs_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+    """Chat threads and an interrupted approval, from threads at once."""
+    errors: list[BaseException] = []
+    with SQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
+        chat = build_chat_graph().compile(checkpointer=saver)
+        calls: Counter[str] = Counter()
+        approval = build_approval_graph(calls).compile(checkpointer=saver)
+
+        def user(n: int) -> None:
+            try:
+                cfg = {"configurable": {"thread_id": new_thread()}}
+                for text in ("hello", "again", "bye"):
+                    chat.invoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+                state = chat.get_state(cfg)
+                assert summarize(state.values["messages"]) == expected_chat(
+                    f"hello {n}", f"again {n}", f"bye {n}"
+                )
+                assert len(list(chat.get_state_history(cfg))) == 3 * 3  # input, 2 steps
+                ask = {"configurable": {"thread_id": new_thread()}}
+                approval.invoke({"request": f"r{n}"}, ask)
+                assert approval.get_state(ask).next == ("ask_human",)
+                done = approval.invoke(Command(resume="yes"), ask)
+                assert done["log"][-1] == "finished with yes"
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=user, args=(n,)) for n in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_async_graph_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+    async with AsyncSQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
+        chat = build_chat_graph().compile(checkpointer=saver)
+
+        async def user(n: int) -> None:
+            cfg = {"configurable": {"thread_id": new_thread()}}
+            for text in ("hello", "bye"):
+                await chat.ainvoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+            state = await chat.aget_state(cfg)
+            assert summarize(state.values["messages"]) == expected_chat(f"hello {n}", f"bye {n}")
+
+        await asyncio.gather(*(user(n) for n in range(5)))
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def _writers(saver: SQLAlchemySaver) -> tuple[list[BaseException], list[tuple[Any, str]]]:
+    """WRITERS threads, PUTS puts and put_writes each on a thread of their own; returns
+    the errors and every acknowledged (put config, write task)."""
+    errors: list[BaseException] = []
+    acknowledged: list[tuple[Any, str]] = []
+    start = threading.Barrier(WRITERS)
+
+    def writer(w: int) -> None:
+        parent = config(new_thread())
+        start.wait()
+        for i in range(PUTS):
+            try:
+                stored = saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {})
+                saver.put_writes(stored, [("a", i), ("b", w)], f"task-{i}")
+                acknowledged.append((stored, f"task-{i}"))
+                parent = stored
+            except BaseException as error:
+                errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors, acknowledged
+
+
+def _all_there(server_url: str, acknowledged: list[tuple[Any, str]]) -> None:
+    """Read on the server itself: every acknowledged checkpoint, with its writes."""
+    with SQLAlchemySaver.from_conn_string(server_url) as saver:
+        for stored, task in acknowledged:
+            found = saver.get_tuple(stored)
+            assert found is not None, stored
+            assert [w[0] for w in found.pending_writes or []] == [task, task]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_concurrent_writers_through_pgbouncer(
+    pooled: Pooled, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    with SQLAlchemySaver.from_conn_string(pooled.urls[mode], pool_size=WRITERS) as saver:
+        errors, acknowledged = _writers(saver)
+        assert errors == []
+        _prepares_nothing(saver.engine)
+    assert len(acknowledged) == WRITERS * PUTS
+    _all_there(pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == 1, _warnings(caplog)  # one per engine
+
+
+def test_the_server_itself_still_prepares(pooled: Pooled) -> None:
+    """No pooler in front: the check changes nothing (prepared at the first execution)."""
+    with SQLAlchemySaver.from_conn_string(pooled.server_url) as saver:
+        errors, _ = _writers(saver)
+        assert errors == []
+        pooled_connection = saver.engine.raw_connection()
+        try:
+            assert getattr(pooled_connection.driver_connection, "prepare_threshold", None) == 0
+        finally:
+            pooled_connection.close()
+
+
+def test_a_callers_engine_through_transaction_mode(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An engine the caller made, preparing at the first execution: lg_sqla's first
+    call finds the pooler, and every checkout prepares nothing from then on."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+psycopg://")
+    engine = sa.create_engine(url, pool_size=WRITERS, connect_args={"prepare_threshold": 0})
+    try:
+        errors, acknowledged = _writers(SQLAlchemySaver(engine))
+        assert errors == []
+        _prepares_nothing(engine)
+    finally:
+        engine.dispose()
+    _all_there(pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == 1
+
+
+def test_a_pooler_error_switches_the_engine_and_runs_the_call_again(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pooler the connect-time check cannot see (one that passes the server's backend
+    key through): its "prepared statement does not exist" switches the engine to
+    unprepared statements, and the call that met it runs again."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+psycopg://")
+    engine = sa.create_engine(url, pool_size=2, connect_args={"prepare_threshold": 0})
+    blocker = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        poolers._CHECKED.add(engine.pool)  # (as if the check had found no pooler)
+        saver = SQLAlchemySaver(engine)
+        thread_id = new_thread()
+        stored = saver.put(config(thread_id), checkpoint({"a": 1}), {}, {})
+        assert saver.get_tuple(stored) is not None  # get_tuple prepared on server session S
+        # Another client holds S in a transaction: the next get_tuple runs on another
+        # server session (PgBouncer hands out its most recently used one first), where
+        # its prepared statement does not exist.
+        with blocker.connect() as other:
+            other.execute(sa.text("SELECT 1"))
+            found = saver.get_tuple(stored)
+            other.rollback()
+        assert found is not None and found.config == stored
+        assert len(_warnings(caplog)) == 1
+        _prepares_nothing(engine)
+    finally:
+        poolers._CHECKED.discard(engine.pool)
+        engine.dispose()
+        blocker.dispose()

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Row
 from sqlalchemy.sql import Executable
 
 T = TypeVar("T")
+PlanFunction = TypeVar("PlanFunction", bound=Callable[..., Any])
 # A statement's parameters, or a result row's mapping (keys may be str or Column).
 Record = Mapping[Any, Any]
 Rows = Sequence[Row[Any]]
@@ -76,3 +78,34 @@ def in_one_transaction(plan: Plan[T]) -> Plan[T]:
             step = plan.send(outcome)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+# The code of every plan function declared :func:`prebuilt`, by ``id`` (a plan is a
+# generator: its ``gi_code`` names the function that made it). By id, not by the code
+# object: a code object's hash is computed anew at each lookup (over its bytecode and
+# constants: thousands of instructions per call). Kept here, so no id is reused.
+_PREBUILT: dict[int, CodeType] = {}
+
+
+def prebuilt(function: PlanFunction) -> PlanFunction:
+    """Declare a plan function *prebuilt*: every statement its plans may run comes from
+    ``DialectOps.cached`` (built once, compiled once), so the runtime may take the
+    direct path for them (``runtime.routing``). Said once, here, by the function that
+    builds the statements, never by its callers; the runtime reads it from the plan
+    (:func:`is_prebuilt`). A plan function that builds any statement per call
+    (``IN`` lists of its arguments, per-call filters) must not be declared."""
+    _PREBUILT[id(function.__code__)] = function.__code__
+    return function
+
+
+def is_prebuilt(plan: object) -> bool:
+    """Whether ``plan`` was made by a plan function declared :func:`prebuilt`."""
+    return id(getattr(plan, "gi_code", None)) in _PREBUILT
+
+
+@prebuilt
+def declared_prebuilt(plan: Plan[T]) -> Plan[T]:
+    """``plan``, declared prebuilt: for a plan function whose statements are prebuilt
+    or not by its arguments (the store's batches: by their ops and the store's
+    index), the function that builds its plan decides, and says so with this."""
+    return (yield from plan)

@@ -45,6 +45,7 @@ UNTRACED: dict[str, str] = {
     "with_allowlist": "returns a copy of the saver with another serializer allowlist",
     "start_ttl_sweeper": "starts a thread; each of its passes is a sweep_ttl call, with its span",
     "stop_ttl_sweeper": "stops that thread",
+    "release_connections": "gives the connection kept between calls back to its pool",
     "run": "semi-public plumbing of the inspector and the CLI: counted in the caller's span",
     "arun": "semi-public plumbing of the inspector and the CLI: counted in the caller's span",
 }

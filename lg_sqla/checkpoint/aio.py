@@ -31,7 +31,7 @@ from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import async_bridged
+from lg_sqla.checkpoint.twins import async_bridged, on_loop
 from lg_sqla.engines import (
     configure_engine,
     driver_hint,
@@ -80,6 +80,9 @@ class AsyncSQLAlchemySaver(SaverBase):
             synchronous standby that is gone). Default None: no limit. psycopg and
             psycopg2 only.
         state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
+        keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
+            calls switch to the event loop per statement anyway): it applies to the
+            pysqlite engine ``from_conn_string`` runs a SQLite file's calls on.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -107,6 +110,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
         state_migrations: StateMigrations | None = None,
+        keep_connection: bool = False,
     ) -> None:
         self._init_common(
             engine.dialect,
@@ -119,6 +123,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             reconnect_window,
             call_timeout,
             state_migrations,
+            keep_connection=keep_connection,
         )
         self._on_sweep: Callable[[SweepReport], None] | None = None
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
@@ -168,13 +173,6 @@ class AsyncSQLAlchemySaver(SaverBase):
             )
         sync_url = threaded_sqlite_url(url)
 
-        def threaded() -> Engine | None:
-            if sync_url is None:
-                return None
-            return configure_engine(
-                create_engine(sync_url, **engine_options(sync_url, engine_kwargs))
-            )
-
         def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
             saver._threaded = in_schema(sync_engine, schema)
 
@@ -191,31 +189,34 @@ class AsyncSQLAlchemySaver(SaverBase):
                 reconnect_window=reconnect_window,
                 call_timeout=call_timeout,
                 state_migrations=state_migrations,
+                # Its pysqlite engine (SQLite files) is the saver's alone.
+                keep_connection=sync_url is not None,
             ),
-            threaded,
+            _threaded_engine(sync_url, engine_kwargs),
             attach,
         ) as saver:
             yield saver
 
     # --- plumbing ------------------------------------------------------------
 
-    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+    async def arun(self, source: PlanSource[T]) -> T:
         """Run one of lg_sqla's plans on this saver's engine; see ``SQLAlchemySaver.run``.
+        It may call user code (maintenance's progress callbacks; any plan of yours), so
+        it runs on the event loop's thread."""
+        if self._binding is not None:
+            return await self._binding.run(source)
+        return await self._runtime.arun(self.engine, source, calls_user_code=True)
 
-        ``prebuilt``: a checkpointer call, whose statements are all prebuilt (it may
-        take the direct path) and which calls no user code (on a SQLite file opened by
-        ``from_conn_string`` it runs whole on the pysqlite engine in a worker thread).
-        Other plans (maintenance, whose progress callbacks run on the loop; inspection)
-        stay on the event loop."""
+    async def _checkpointer_call(self, source: PlanSource[T]) -> T:
+        """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
+        ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
+        user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
+        pysqlite engine in a worker thread (``Runtime.arun``). Each is idempotent
+        (``runtime.retry``), so it may run again after an unknown outcome."""
         if self._binding is not None:
             return await self._binding.run(source)
         return await self._runtime.arun(
-            self.engine,
-            source,
-            prebuilt=prebuilt,
-            threaded=self._threaded,
-            calls_back=not prebuilt,
-            idempotent=prebuilt,  # (see SQLAlchemySaver.run)
+            self.engine, source, threaded=self._threaded, calls_user_code=False, idempotent=True
         )
 
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
@@ -252,7 +253,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             return await self.arun(
                 lambda: retention.get_tuple(self.context, config, policy, refresh)
             )
-        return await self.arun(lambda: operations.get_tuple(self.context, config), prebuilt=True)
+        return await self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
     async def alist(
         self,
@@ -275,7 +276,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         refresh = self._refresh and config is not None
         seen: dict[str, bool] = {}
         while (query := pages.next_query()) is not None:
-            page = await self.arun(lambda: operations.load_page(self.context, query), prebuilt=True)
+            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
             for item in pages.advance(page):
                 if self._expiry is not None:
                     thread_id = item.config["configurable"]["thread_id"]
@@ -301,9 +302,8 @@ class AsyncSQLAlchemySaver(SaverBase):
                     self.context, config, checkpoint, metadata, new_versions, keep_last
                 )
             )
-        return await self.arun(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
-            prebuilt=True,
+        return await self._checkpointer_call(
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
         )
 
     async def aput_writes(
@@ -316,9 +316,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Store a task's pending writes against the checkpoint in ``config`` (pending
         until that checkpoint exists; see ``SQLAlchemySaver.put_writes``)."""
         self._writing("aput_writes")
-        await self.arun(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
-            prebuilt=True,
+        await self._checkpointer_call(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -326,7 +325,7 @@ class AsyncSQLAlchemySaver(SaverBase):
         in flight meanwhile leaves nothing or a complete checkpoint (see
         ``SQLAlchemySaver.delete_thread``)."""
         self._writing("adelete_thread")
-        await self.arun(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
+        await self._checkpointer_call(lambda: operations.delete_thread(self.context, thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -337,8 +336,8 @@ class AsyncSQLAlchemySaver(SaverBase):
         if self.state_migrations is not None:
             # See the sync saver: ancestors at older state revisions, read migrated.
             return await super().aget_delta_channel_history(config=config, channels=channels)
-        return await self.arun(
-            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
+        return await self._checkpointer_call(
+            lambda: operations.delta_history(self.context, config, channels)
         )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -504,11 +503,8 @@ class AsyncSQLAlchemySaver(SaverBase):
             pass
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        return self._on_loop(self.arun(source, prebuilt=prebuilt))
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._on_loop(self.aget_tuple(config))
+    def run(self, source: PlanSource[T]) -> T:
+        return self._on_loop(self.arun(source))
 
     def list(
         self,
@@ -527,112 +523,33 @@ class AsyncSQLAlchemySaver(SaverBase):
             except StopAsyncIteration:
                 return
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._on_loop(self.aput(config, checkpoint, metadata, new_versions))
+    get_tuple = on_loop(aget_tuple)
+    put = on_loop(aput)
+    put_writes = on_loop(aput_writes)
+    delete_thread = on_loop(adelete_thread)
+    delete_for_runs = on_loop(adelete_for_runs)
+    copy_thread = on_loop(acopy_thread)
+    prune = on_loop(aprune)
+    sweep = on_loop(asweep)
+    thread_ttl = on_loop(athread_ttl)
+    set_thread_ttl = on_loop(aset_thread_ttl)
+    pin_thread = on_loop(apin_thread)
+    unpin_thread = on_loop(aunpin_thread)
+    sweep_ttl = on_loop(asweep_ttl)
+    set_threads_ttl = on_loop(aset_threads_ttl)
+    get_delta_channel_history = on_loop(aget_delta_channel_history)
+    reencrypt = on_loop(areencrypt)
 
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._on_loop(self.aput_writes(config, writes, task_id, task_path))
 
-    def delete_thread(self, thread_id: str) -> None:
-        self._on_loop(self.adelete_thread(thread_id))
+def _threaded_engine(
+    sync_url: str | None, engine_kwargs: dict[str, Any]
+) -> Callable[[], Engine | None]:
+    """What makes the pysqlite engine a SQLite file's checkpointer calls run on, in a
+    worker thread each (``from_conn_string``; None: not a SQLite file)."""
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._on_loop(self.adelete_for_runs(run_ids))
+    def threaded() -> Engine | None:
+        if sync_url is None:
+            return None
+        return configure_engine(create_engine(sync_url, **engine_options(sync_url, engine_kwargs)))
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._on_loop(self.acopy_thread(source_thread_id, target_thread_id))
-
-    def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
-    ) -> None:
-        self._on_loop(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
-
-    def sweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        return self._on_loop(
-            self.asweep(
-                older_than,
-                strategy=strategy,
-                keep_last=keep_last,
-                batch_size=batch_size,
-                progress=progress,
-            )
-        )
-
-    def thread_ttl(self, thread_id: str) -> ThreadTTL:
-        return self._on_loop(self.athread_ttl(thread_id))
-
-    def set_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        return self._on_loop(self.aset_thread_ttl(thread_id, ttl_minutes))
-
-    def pin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        return self._on_loop(self.apin_thread(thread_id, pinned))
-
-    def unpin_thread(self, thread_id: str) -> ThreadTTL:
-        return self._on_loop(self.aunpin_thread(thread_id))
-
-    def sweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        return self._on_loop(
-            self.asweep_ttl(batch_size=batch_size, progress=progress, dry_run=dry_run, now=now)
-        )
-
-    def set_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        return self._on_loop(
-            self.aset_threads_ttl(
-                ttl_minutes,
-                replace_existing=replace_existing,
-                idle_for=idle_for,
-                batch_size=batch_size,
-                dry_run=dry_run,
-            )
-        )
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self._on_loop(self.aget_delta_channel_history(config=config, channels=channels))
-
-    def reencrypt(
-        self,
-        *,
-        batch_size: int = 500,
-        source: SerializerProtocol | None = None,
-        progress: Callable[[RotationReport], None] | None = None,
-    ) -> RotationReport:
-        return self._on_loop(
-            self.areencrypt(batch_size=batch_size, source=source, progress=progress)
-        )
+    return threaded

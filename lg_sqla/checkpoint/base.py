@@ -103,6 +103,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
         state_migrations: StateMigrations | None = None,
+        *,
+        keep_connection: bool = False,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
@@ -122,6 +124,7 @@ class SaverBase(BaseCheckpointSaver[str]):
             self.dialect_ops,
             check_schema=check_schema,
             direct_path=direct_path,
+            keep_connection=keep_connection,
             reconnect_window=reconnect_window,
             call_timeout=call_timeout,
         )
@@ -147,6 +150,11 @@ class SaverBase(BaseCheckpointSaver[str]):
                 None if state is None else state.head,
             )
         return context
+
+    def release_connections(self) -> None:
+        """Give the connection kept between calls (``keep_connection``) back to its
+        pool; call it before you dispose the engine (a later call keeps one again)."""
+        self._runtime.release_connections()
 
     def _writing(self, call: str) -> None:
         """Refuse ``call`` on a read-only saver, before anything reaches the database."""

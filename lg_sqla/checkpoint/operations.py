@@ -62,7 +62,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
-from lg_sqla.plans import Plan, Record, Step
+from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash, utc_now
 
 V = TypeVar("V")
@@ -138,6 +138,7 @@ class _PutRows:
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
 
 
+@prebuilt
 def put(
     ctx: Context,
     config: RunnableConfig,
@@ -149,6 +150,33 @@ def put(
     values inline in the checkpoint document (``codec.dump_values``). The checkpoint is
     written only with every blob it names (``complete``): a blob deleted meanwhile is
     written again from the values in hand."""
+    rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
+    if ctx.dialect_ops.distributed:
+        yield from _put_routed(ctx, rows)
+    elif ctx.dialect_ops.writes_in_one_statement:
+        yield from _put_in_one_statement(ctx, rows)
+    elif ctx.dialect_ops.native_upsert:
+        yield from _put_in_steps(ctx, rows)
+    else:
+        yield from _put_portable(ctx, rows)
+    stored = rows.checkpoint
+    return {
+        "configurable": {
+            "thread_id": stored["thread_id"],
+            "checkpoint_ns": stored["checkpoint_ns"],
+            "checkpoint_id": stored["checkpoint_id"],
+        }
+    }
+
+
+def _put_rows(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> _PutRows:
+    """What a put writes, its keys and values checked and serialized."""
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
@@ -177,7 +205,7 @@ def put(
     new_keys = [(row["channel"], row["version"]) for row in blob_rows]
     if not set(new_keys) <= set(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *new_keys]))
-    rows = _PutRows(
+    return _PutRows(
         checkpoint={
             "thread_id": thread_id,
             "checkpoint_ns_hash": nsh,
@@ -198,21 +226,6 @@ def put(
         values=values,
         versions=document["channel_versions"],
     )
-    if ctx.dialect_ops.distributed:
-        yield from _put_routed(ctx, rows)
-    elif ctx.dialect_ops.writes_in_one_statement:
-        yield from _put_in_one_statement(ctx, rows)
-    elif ctx.dialect_ops.native_upsert:
-        yield from _put_in_steps(ctx, rows)
-    else:
-        yield from _put_portable(ctx, rows)
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
 
 
 def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -309,6 +322,7 @@ def _put_portable(ctx: Context, rows: _PutRows) -> Plan[None]:
     yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
 
 
+@prebuilt
 def put_writes(
     ctx: Context,
     config: RunnableConfig,
@@ -404,6 +418,7 @@ def _assemble(
     ]
 
 
+@prebuilt
 def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if not ctx.dialect_ops.joins_channel_versions:
@@ -499,6 +514,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     return _assemble(ctx, page_rows, blobs, writes, sends)
 
 
+@prebuilt
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
     checkpoint_id = codec.checkpoint_id_of(config)
@@ -608,6 +624,7 @@ def list_pages(
     return Pages(replace(query, filter=None), limit, page_size, metadata_filter=query.filter)
 
 
+@prebuilt
 def delta_history(
     ctx: Context, config: RunnableConfig, channels: Sequence[str]
 ) -> Plan[dict[str, DeltaChannelHistory]]:

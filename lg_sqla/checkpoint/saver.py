@@ -31,7 +31,7 @@ from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import sync_bridged
+from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
@@ -92,6 +92,14 @@ class SQLAlchemySaver(SaverBase):
             at, and writes stamp the newest revision (docs/state-migrations.md). None:
             rows are read as stored; a row written at a state revision raises
             ``StateRevisionError``.
+        keep_connection: Keep one connection of the engine's pool checked out
+            between direct-path calls, for whichever thread calls next: a checkout
+            and check-in cost about a tenth of a small call. Only where nothing can
+            tell (a SQLite file on pysqlite, PostgreSQL on sync psycopg, a queue pool
+            of two or more, no pool listeners, pre-ping or recycle; see
+            docs/configuration.md); a connection is kept only after a call
+            committed. Call ``release_connections()`` before you dispose the
+            engine. ``from_conn_string`` turns it on for the engine it owns.
 
     Example:
         >>> from lg_sqla import SQLAlchemySaver
@@ -118,6 +126,7 @@ class SQLAlchemySaver(SaverBase):
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
         state_migrations: StateMigrations | None = None,
+        keep_connection: bool = False,
     ) -> None:
         self._init_common(
             engine.dialect,
@@ -130,6 +139,7 @@ class SQLAlchemySaver(SaverBase):
             reconnect_window,
             call_timeout,
             state_migrations,
+            keep_connection=keep_connection,
         )
         self.schema = schema
         self.engine = in_schema(engine, schema)
@@ -185,24 +195,31 @@ class SQLAlchemySaver(SaverBase):
                 reconnect_window=reconnect_window,
                 call_timeout=call_timeout,
                 state_migrations=state_migrations,
+                keep_connection=True,  # the engine is the saver's alone
             ),
         ) as saver:
             yield saver
 
     # --- plumbing ------------------------------------------------------------
 
-    def run(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
+    def run(self, source: PlanSource[T]) -> T:
         """Run one of lg_sqla's plans on this saver's engine, in one transaction per
         attempt, retried as every call is (``lg_sqla.runtime``). Semi-public: what
         ``lg_sqla.inspect``, the importer and the CLI run their own queries with.
-
-        ``prebuilt``: every statement of the plan comes from ``DialectOps.cached``
-        (the checkpointer's hot calls), so it may take the direct path. Each of those
-        is idempotent too (``runtime.retry``: reads, put, put_writes, delete_thread,
-        the DeltaChannel history), so it may run again after an unknown outcome."""
+        A plan whose function is declared ``plans.prebuilt`` (the checkpointer's hot
+        calls) may take the direct path."""
         if self._binding is not None:
             return self._binding.run(source)
-        return self._runtime.run(self.engine, source, prebuilt=prebuilt, idempotent=prebuilt)
+        return self._runtime.run(self.engine, source)
+
+    def _checkpointer_call(self, source: PlanSource[T]) -> T:
+        """One of LangGraph's checkpointer calls (``get_tuple``, ``list``'s pages,
+        ``put``, ``put_writes``, ``delete_thread``, the delta history): each is
+        idempotent (``runtime.retry``), so it may run again after an unknown outcome
+        (a connection lost at COMMIT) within the reconnect window."""
+        if self._binding is not None:
+            return self._binding.run(source)
+        return self._runtime.run(self.engine, source, idempotent=True)
 
     def bound(self, target: Connection | Session) -> SQLAlchemySaver:
         """This saver's calls on your ``Connection`` or ORM ``Session``, inside your
@@ -271,7 +288,7 @@ class SQLAlchemySaver(SaverBase):
         if self._expiry is not None:  # a TTL policy: the expiry check, same transaction
             policy, refresh = self._expiry, self._refresh
             return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
-        return self.run(lambda: operations.get_tuple(self.context, config), prebuilt=True)
+        return self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
     def list(
         self,
@@ -301,7 +318,7 @@ class SQLAlchemySaver(SaverBase):
         )
         visible = self._visibility(config)
         while (query := pages.next_query()) is not None:
-            page = self.run(lambda: operations.load_page(self.context, query), prebuilt=True)
+            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
             if visible is None:
                 yield from pages.advance(page)
             else:
@@ -346,9 +363,8 @@ class SQLAlchemySaver(SaverBase):
                     self.context, config, checkpoint, metadata, new_versions, keep_last
                 )
             )
-        return self.run(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions),
-            prebuilt=True,
+        return self._checkpointer_call(
+            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
         )
 
     def put_writes(
@@ -379,9 +395,8 @@ class SQLAlchemySaver(SaverBase):
             InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
         """
         self._writing("put_writes")
-        self.run(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path),
-            prebuilt=True,
+        self._checkpointer_call(
+            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
         )
 
     def delete_thread(self, thread_id: str) -> None:
@@ -398,7 +413,7 @@ class SQLAlchemySaver(SaverBase):
             thread_id: The thread to delete; unknown threads are a no-op.
         """
         self._writing("delete_thread")
-        self.run(lambda: operations.delete_thread(self.context, thread_id), prebuilt=True)
+        self._checkpointer_call(lambda: operations.delete_thread(self.context, thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -416,8 +431,8 @@ class SQLAlchemySaver(SaverBase):
             # Ancestors at older state revisions name the channels by their old names:
             # the walk of migrated tuples (one get_tuple per ancestor) reads them as new.
             return super().get_delta_channel_history(config=config, channels=channels)
-        return self.run(
-            lambda: operations.delta_history(self.context, config, channels), prebuilt=True
+        return self._checkpointer_call(
+            lambda: operations.delta_history(self.context, config, channels)
         )
 
     # --- the extended surface: deleting runs, copying, pruning, retention -----------
@@ -645,59 +660,12 @@ class SQLAlchemySaver(SaverBase):
         when it ended, or none was running."""
         return self._sweeper.stop(timeout)
 
-    async def athread_ttl(self, thread_id: str) -> ThreadTTL:
-        return await asyncio.to_thread(self.thread_ttl, thread_id)
-
-    async def aset_thread_ttl(self, thread_id: str, ttl_minutes: float | None) -> ThreadTTL:
-        return await asyncio.to_thread(self.set_thread_ttl, thread_id, ttl_minutes)
-
-    async def apin_thread(self, thread_id: str, pinned: bool = True) -> ThreadTTL:
-        return await asyncio.to_thread(self.pin_thread, thread_id, pinned)
-
-    async def aunpin_thread(self, thread_id: str) -> ThreadTTL:
-        return await asyncio.to_thread(self.unpin_thread, thread_id)
-
-    async def asweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        return await asyncio.to_thread(
-            lambda: self.sweep_ttl(
-                batch_size=batch_size, progress=progress, dry_run=dry_run, now=now
-            )
-        )
-
-    async def aset_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        return await asyncio.to_thread(
-            lambda: self.set_threads_ttl(
-                ttl_minutes,
-                replace_existing=replace_existing,
-                idle_for=idle_for,
-                batch_size=batch_size,
-                dry_run=dry_run,
-            )
-        )
-
     # --- async methods: the sync work runs in a worker thread ---------------------
     # The event loop is never blocked; for native async I/O use AsyncSQLAlchemySaver.
+    # Each is the sync method's face (checkpoint/twins.py), documented there.
 
-    async def arun(self, source: PlanSource[T], *, prebuilt: bool = False) -> T:
-        return await asyncio.to_thread(lambda: self.run(source, prebuilt=prebuilt))
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+    async def arun(self, source: PlanSource[T]) -> T:
+        return await asyncio.to_thread(self.run, source)
 
     async def alist(
         self,
@@ -712,73 +680,19 @@ class SQLAlchemySaver(SaverBase):
         while (item := await asyncio.to_thread(next, iterator, done)) is not done:
             yield item  # type: ignore[misc]
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
-    ) -> None:
-        await asyncio.to_thread(
-            lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last)
-        )
-
-    async def asweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        return await asyncio.to_thread(
-            lambda: self.sweep(
-                older_than,
-                strategy=strategy,
-                keep_last=keep_last,
-                batch_size=batch_size,
-                progress=progress,
-            )
-        )
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return await asyncio.to_thread(
-            lambda: self.get_delta_channel_history(config=config, channels=channels)
-        )
-
-    async def areencrypt(
-        self,
-        *,
-        batch_size: int = 500,
-        source: SerializerProtocol | None = None,
-        progress: Callable[[RotationReport], None] | None = None,
-    ) -> RotationReport:
-        return await asyncio.to_thread(
-            lambda: self.reencrypt(batch_size=batch_size, source=source, progress=progress)
-        )
+    aget_tuple = in_worker_thread(get_tuple)
+    aput = in_worker_thread(put)
+    aput_writes = in_worker_thread(put_writes)
+    adelete_thread = in_worker_thread(delete_thread)
+    adelete_for_runs = in_worker_thread(delete_for_runs)
+    acopy_thread = in_worker_thread(copy_thread)
+    aprune = in_worker_thread(prune)
+    asweep = in_worker_thread(sweep)
+    aget_delta_channel_history = in_worker_thread(get_delta_channel_history)
+    areencrypt = in_worker_thread(reencrypt)
+    athread_ttl = in_worker_thread(thread_ttl)
+    aset_thread_ttl = in_worker_thread(set_thread_ttl)
+    apin_thread = in_worker_thread(pin_thread)
+    aunpin_thread = in_worker_thread(unpin_thread)
+    asweep_ttl = in_worker_thread(sweep_ttl)
+    aset_threads_ttl = in_worker_thread(set_threads_ttl)

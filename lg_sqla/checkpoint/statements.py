@@ -269,22 +269,7 @@ def select_load(
     page = dialect_ops.page_cte(page_stmt)
     keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
     owner_keys = (_null(), _null(), _null()) if one_checkpoint else keys
-
-    checkpoints = sa.select(
-        _kind(KIND_CHECKPOINT),
-        *keys,
-        page.c.checkpoint_ns,
-        page.c.parent_checkpoint_id,
-        page.c.checkpoint,
-        page.c.metadata,
-        page.c.state_revision,
-        dialect_ops.typed_null(W.c.channel.type).label("channel"),
-        dialect_ops.typed_null(W.c.task_id.type).label("task_id"),
-        dialect_ops.typed_null(W.c.task_path.type).label("task_path"),
-        dialect_ops.typed_null(W.c.idx.type).label("idx"),
-        dialect_ops.typed_null(B.c.type.type).label("type"),
-        dialect_ops.typed_null(B.c.blob.type).label("blob"),
-    )
+    checkpoints = _loaded_checkpoints(dialect_ops, page)
     found = versioned_blobs(dialect_ops, page, thread)
     blob = found.blob
     blobs = sa.select(
@@ -299,35 +284,68 @@ def select_load(
         blob.c.type,
         blob.c.blob,
     ).select_from(found.joined)
-
-    def writes(kind: int, checkpoint_id: ColumnElement[Any], *extra: ColumnElement[bool]) -> Any:
-        write, write_on = dialect_ops.keyed_lookup(
-            W,
-            sa.and_(
-                W.c.thread_id == (page.c.thread_id if thread is None else thread),
-                W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
-                W.c.checkpoint_id == checkpoint_id,
-                *extra,
-            ),
-            one_thread=thread is not None,
-        )
-        return sa.select(
-            _kind(kind),
-            *owner_keys,
-            *(_null() for _ in range(4)),
-            write.c.state_revision,
-            *(write.c[name] for name in WRITE_VALUE_COLUMNS),
-        ).select_from(ordered_join(page, write, write_on))
-
-    own_writes = writes(KIND_WRITE, page.c.checkpoint_id)
+    writes = _LoadedWrites(dialect_ops, page, thread, owner_keys)
+    own_writes = writes.select(KIND_WRITE, page.c.checkpoint_id)
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
-    parent_sends = writes(
+    parent_sends = writes.select(
         KIND_PARENT_SEND,
         page.c.parent_checkpoint_id,
         W.c.channel == TASKS,
         page.c.checkpoint["v"].as_integer() < 4,
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
+
+
+def _loaded_checkpoints(dialect_ops: DialectOps, page: Any) -> sa.Select[Any]:
+    """``select_load``'s checkpoint rows: their own columns, the others NULL."""
+    return sa.select(
+        _kind(KIND_CHECKPOINT),
+        page.c.thread_id,
+        page.c.checkpoint_ns_hash,
+        page.c.checkpoint_id,
+        page.c.checkpoint_ns,
+        page.c.parent_checkpoint_id,
+        page.c.checkpoint,
+        page.c.metadata,
+        page.c.state_revision,
+        dialect_ops.typed_null(W.c.channel.type).label("channel"),
+        dialect_ops.typed_null(W.c.task_id.type).label("task_id"),
+        dialect_ops.typed_null(W.c.task_path.type).label("task_path"),
+        dialect_ops.typed_null(W.c.idx.type).label("idx"),
+        dialect_ops.typed_null(B.c.type.type).label("type"),
+        dialect_ops.typed_null(B.c.blob.type).label("blob"),
+    )
+
+
+@dataclass(frozen=True)
+class _LoadedWrites:
+    """``select_load``'s write rows of a page (``thread``: its one thread, bound)."""
+
+    dialect_ops: DialectOps
+    page: Any
+    thread: ColumnElement[Any] | None
+    owner_keys: tuple[ColumnElement[Any], ...]
+
+    def select(self, kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
+        """The writes of ``checkpoint_id`` (and ``extra``'s conditions), as ``kind``."""
+        page = self.page
+        write, write_on = self.dialect_ops.keyed_lookup(
+            W,
+            sa.and_(
+                W.c.thread_id == (page.c.thread_id if self.thread is None else self.thread),
+                W.c.checkpoint_ns_hash == page.c.checkpoint_ns_hash,
+                W.c.checkpoint_id == checkpoint_id,
+                *extra,
+            ),
+            one_thread=self.thread is not None,
+        )
+        return sa.select(
+            _kind(kind),
+            *self.owner_keys,
+            *(_null() for _ in range(4)),
+            write.c.state_revision,
+            *(write.c[name] for name in WRITE_VALUE_COLUMNS),
+        ).select_from(ordered_join(page, write, write_on))
 
 
 # --- the portable fallback: three batched statements per page ---------------

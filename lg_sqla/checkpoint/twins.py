@@ -10,7 +10,11 @@ have every one and give each bridge its docstring, pointing at the documented fa
 
 from __future__ import annotations
 
-from typing import TypeVar
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 # The calls that have both a sync and an ``a``-prefixed async face on both savers.
 FACES: tuple[str, ...] = (
@@ -35,6 +39,47 @@ FACES: tuple[str, ...] = (
 )
 
 SaverClass = TypeVar("SaverClass", bound=type)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# (The saver is typed Any in the faces below: the type checker matches each face with
+# the method it overrides on BaseCheckpointSaver, whose ``self`` is the base class.)
+
+
+def _named(bridge: Callable[..., Any], face: Callable[..., Any], name: str) -> None:
+    """``bridge`` presents itself as ``name``, with ``face``'s signature."""
+    bridge.__name__ = name
+    bridge.__qualname__ = face.__qualname__.rsplit(".", 1)[0] + "." + name
+    bridge.__signature__ = inspect.signature(face)  # type: ignore[attr-defined]
+
+
+def in_worker_thread(
+    method: Callable[Concatenate[Any, _P], _R],
+) -> Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]]:
+    """The sync saver's ``a*`` face of ``method``: the call runs in a worker thread,
+    never blocking the event loop (``method`` looked up on the saver at each call, so a
+    subclass's override is the one that runs)."""
+    name = method.__name__
+
+    async def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await asyncio.to_thread(functools.partial(getattr(self, name), *args, **kwargs))
+
+    _named(bridge, method, "a" + name)
+    return bridge
+
+
+def on_loop(
+    method: Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]],
+) -> Callable[Concatenate[Any, _P], _R]:
+    """The async saver's sync face of ``method`` (an ``a*`` coroutine method): run on
+    the saver's event loop, from another thread than the loop's own (``_on_loop``)."""
+    name = method.__name__
+
+    def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result: _R = self._on_loop(getattr(self, name)(*args, **kwargs))
+        return result
+
+    _named(bridge, method, name.removeprefix("a"))
+    return bridge
 
 
 def _document(cls: type, bridge: str, documented: str, how: str) -> None:

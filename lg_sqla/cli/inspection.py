@@ -68,6 +68,12 @@ def _threads_command(commands: Commands) -> None:
         help="only threads in this status: interrupted (waiting on a human: an interrupt() "
         "on the latest checkpoint), pending (tasks left to run), idle, error (a task failed)",
     )
+    _thread_filters(threads)
+    _thread_listing(threads)
+
+
+def _thread_filters(threads: argparse.ArgumentParser) -> None:
+    """``threads``' filters: metadata, write times, values."""
     threads.add_argument(
         "--filter",
         action="append",
@@ -105,6 +111,10 @@ def _threads_command(commands: Commands) -> None:
             metavar="WHEN",
             help=f"first write {edge} WHEN (ISO time, or an age: 7d)",
         )
+
+
+def _thread_listing(threads: argparse.ArgumentParser) -> None:
+    """``threads``' order, columns and paging."""
     threads.add_argument(
         "--order",
         choices=THREAD_ORDERS,

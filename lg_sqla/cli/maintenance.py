@@ -259,70 +259,90 @@ def _sweep_dry_run(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:
     index): ``delete`` removes whole threads, so each page's threads are counted once;
     ``keep_latest`` prunes a page's threads and counts them before and after. Only those
     threads are counted, never whole tables; the transaction is rolled back."""
-    from lg_sqla import inspection as insp
     from lg_sqla.checkpoint import maintenance
     from lg_sqla.runtime.executor import drive
 
     older_than = dt.timedelta(days=args.older_than_days)
     maintenance.check_sweep(older_than, args.strategy, args.keep_last, args.batch_size)
-    cutoff = utc_now() - older_than
-    counts = maintenance.RowCounts()
-    freed: dict[str, int] = {}
-    pinned = 0
-
-    def page_usage(threads: list[str]) -> Any:
-        return (yield from insp.storage(saver.context, thread_ids=threads)).tables
-
-    def measured() -> Any:
-        nonlocal pinned
-        after: maintenance.PagePosition | None = None
-        seen: set[str] = set()
-        while True:
-            stale, after = yield from maintenance.stale_threads(
-                cutoff, args.strategy, after, args.batch_size, seen
-            )
-            batch, skipped = yield from maintenance.unpinned(stale)
-            pinned += skipped
-            for start in range(0, len(batch), insp.MAX_PAGE):
-                part = batch[start : start + insp.MAX_PAGE]
-                before = yield from page_usage(part)
-                if args.strategy == "delete":
-                    counts.threads += len(part)
-                    counts.checkpoints += before["checkpoints"].rows
-                    counts.writes += before["checkpoint_writes"].rows
-                    counts.blobs += before["checkpoint_blobs"].rows
-                    gone = {name: usage.bytes for name, usage in before.items()}
-                else:
-                    for thread_id in part:
-                        counts.add(
-                            (
-                                yield from maintenance.sweep_thread(
-                                    saver.context, thread_id, cutoff, args.strategy, args.keep_last
-                                )
-                            )
-                        )
-                    left = yield from page_usage(part)
-                    gone = {name: before[name].bytes - left[name].bytes for name in before}
-                for name, n in gone.items():
-                    freed[name] = freed.get(name, 0) + n
-            if after is None:
-                return None
-
+    tally = _DryRun(args, saver, utc_now() - older_than)
     with saver.engine.connect() as connection:
         migrate.check_schema(connection)
-        plan = measured()
+        plan = tally.measured()
         drive(connection, plan, next(plan))
         connection.rollback()
+    counts = tally.counts
     report = {
         "threads": counts.threads,
         "checkpoints": counts.checkpoints,
         "writes": counts.writes,
         "values": counts.blobs,
-        "bytes": sum(freed.values()),
-        "bytes_per_table": freed,
-        "pinned_skipped": pinned,
+        "bytes": sum(tally.freed.values()),
+        "bytes_per_table": tally.freed,
+        "pinned_skipped": tally.pinned,
     }
     say(args, {"dry_run": True, **report}, _would(report, args.strategy))
+
+
+class _DryRun:
+    """A dry run's plan (``measured``) and what it counted."""
+
+    def __init__(self, args: argparse.Namespace, saver: SQLAlchemySaver, cutoff: dt.datetime):
+        from lg_sqla.checkpoint import maintenance
+
+        self.args, self.saver, self.cutoff = args, saver, cutoff
+        self.counts = maintenance.RowCounts()
+        self.freed: dict[str, int] = {}
+        self.pinned = 0
+
+    def measured(self) -> Any:
+        """Each page of stale threads, unpinned, measured (``_page``) until the last."""
+        from lg_sqla import inspection as insp
+        from lg_sqla.checkpoint import maintenance
+
+        after: maintenance.PagePosition | None = None
+        seen: set[str] = set()
+        while True:
+            stale, after = yield from maintenance.stale_threads(
+                self.cutoff, self.args.strategy, after, self.args.batch_size, seen
+            )
+            batch, skipped = yield from maintenance.unpinned(stale)
+            self.pinned += skipped
+            for start in range(0, len(batch), insp.MAX_PAGE):
+                yield from self._page(batch[start : start + insp.MAX_PAGE])
+            if after is None:
+                return None
+
+    def _usage(self, threads: list[str]) -> Any:
+        from lg_sqla import inspection as insp
+
+        return (yield from insp.storage(self.saver.context, thread_ids=threads)).tables
+
+    def _page(self, part: list[str]) -> Any:
+        """What sweeping these threads removes: counted (``delete``: whole threads), or
+        done and measured before and after (``keep_latest``)."""
+        from lg_sqla.checkpoint import maintenance
+
+        args, counts, context = self.args, self.counts, self.saver.context
+        before = yield from self._usage(part)
+        if args.strategy == "delete":
+            counts.threads += len(part)
+            counts.checkpoints += before["checkpoints"].rows
+            counts.writes += before["checkpoint_writes"].rows
+            counts.blobs += before["checkpoint_blobs"].rows
+            gone = {name: usage.bytes for name, usage in before.items()}
+        else:
+            for thread_id in part:
+                counts.add(
+                    (
+                        yield from maintenance.sweep_thread(
+                            context, thread_id, self.cutoff, args.strategy, args.keep_last
+                        )
+                    )
+                )
+            left = yield from self._usage(part)
+            gone = {name: before[name].bytes - left[name].bytes for name in before}
+        for name, n in gone.items():
+            self.freed[name] = self.freed.get(name, 0) + n
 
 
 def _sweep(args: argparse.Namespace, saver: SQLAlchemySaver) -> None:

@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
-from lg_sqla.cli.common import CommandError, Commands, positive, sync_saver
+from lg_sqla.cli.common import CommandError, Commands, positive, positive_number, sync_saver
 from lg_sqla.cli.interrupts import resumable
 from lg_sqla.cli.output import Progress, confirm, human_bytes, say, utc_time
 
@@ -25,17 +25,6 @@ if TYPE_CHECKING:
     from lg_sqla.checkpoint.retention import ThreadTTL
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
     from lg_sqla.plans import Plan
-
-
-def positive_number(text: str) -> float:
-    """A positive, finite number (``--days 0.5``); argparse names the option on error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def register(commands: Commands) -> None:

@@ -18,6 +18,7 @@ candidate, ``MAX_PAGE`` at a time: its cost grows with the candidates.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,10 @@ def threads(
     filter: Mapping[str, Any] | None = None,
     values: Mapping[str, Any] | None = None,
     status: str | None = None,
-    windows: Windows | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
     order: str | None = None,
     sort_by: str | None = None,
     sort_order: str | None = None,
@@ -153,52 +157,77 @@ def threads(
     count: bool = False,
     scan_limit: int = SCAN_LIMIT,
 ) -> Plan[ThreadPage]:
-    """A page of threads with their status and sizes (the module's docstring: cost).
+    """A page of threads, found as LangGraph Platform's ``threads.search`` does.
 
-    Without ``values`` and ``extract``, one statement: unfiltered, newest write first
-    walks the ``updated_at`` index and ``thread_id`` the primary key (a page costs the
-    rows of the threads it passes over, not the table); ``filter``, ``status``, the
-    ``created_*`` windows and the other orders take one pass over the threads, the
-    status by key lookups on each thread's latest checkpoint. ``count`` adds the number
-    of threads matching the filters. On distributed tables (Citus): the page's ids,
-    then their rows, then the count, a statement each.
+    ``filter`` keeps threads with a checkpoint whose metadata matches (nested mappings
+    by containment); ``values`` threads whose latest values match, by path
+    (``{"order_id": 3, "messages[-1].type": "ai"}``); ``status`` (one of
+    ``THREAD_STATUSES``) threads in that status; ``written_*`` bound the last write,
+    ``created_*`` the first. ``sort_by`` (``THREAD_SORT_KEYS``) and ``sort_order``
+    (``asc``/``desc``), or ``order`` (``THREAD_ORDERS``, the former names). ``select``
+    names the fields of ``ThreadPage.rows()``; ``extract`` maps aliases to paths
+    (``values.messages[-1].content``, ``metadata.tenant``). ``count`` also counts all
+    matching threads (``ThreadPage.total``). With ``values``, a page examines at most
+    ``scan_limit`` candidates; without it and ``extract``, one statement (costs: above).
+    On distributed tables (Citus): the page's ids, then their rows, then the count, a
+    statement each.
     """
-    _check_page(limit, offset)
-    if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
-        raise InvalidInputError(
-            f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
-            f"got {scan_limit!r}"
-        )
+    _check_paging(limit, offset, scan_limit)
     sort = _resolve_sort(order, sort_by, sort_order)
     fields, paths = _check_select(select), _check_extract(extract)
-    query = _search(filter, values, status, windows or Windows())
+    windows = Windows(written_after, written_before, created_after, created_before)
+    query = _search(filter, values, status, windows)
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     candidates = _ordered_threads(keys, sort, query.unfiltered, query.windows)
-    # Distributed (Citus): the page's ids first, then their rows (a statement each):
-    # Citus runs no subquery correlated to a page computed across shards.
+    # Citus runs no subquery correlated to a page computed across shards: ids first.
     two_steps = ctx.dialect_ops.distributed and not query.values
     page, next_offset, decoded = yield from _page_of(
         ctx, candidates, query, two_steps, (limit, offset, scan_limit)
     )
     in_sql = count and not query.values and not two_steps
-    needs_metadata = any(p[0] == "metadata" for p in paths.values())
-    stmt = _page_select(ctx, page, keys, sort, in_sql, needs_metadata)
+    metadata = any(p[0] == "metadata" for p in paths.values())
+    stmt = _page_select(ctx, page, keys, sort, in_sql, metadata)
     only = not query.values and not paths and not two_steps
     rows = (yield Step(stmt, fetch=True, whole_plan=only)).rows
-    total = _int(rows[0].total) if in_sql and rows else None
-    if count and two_steps:
-        total = yield from _count_of(keys)
-    found = [r for r in rows if r.thread_id is not None]
-    if not query.values:
-        next_offset = offset + limit if len(found) > limit else None
-        found = found[:limit]
-    if count and query.values:
-        total = yield from _count_scanned(ctx, keys, query.values)
+    total = yield from _total(ctx, rows, keys, query.values, (count, in_sql, two_steps))
+    found, next_offset = _found(rows, bool(query.values), (limit, offset), next_offset)
     items = [_info(r) for r in found]
     if paths:
         items, extra = yield from _with_extracts(ctx, items, found, paths)
         decoded += extra
     return ThreadPage(items, next_offset, total, fields, decoded)
+
+
+def _found(
+    rows: Sequence[Any], scanned: bool, bounds: tuple[int, int], next_offset: int | None
+) -> tuple[list[Any], int | None]:
+    """The page's thread rows and the next page's offset: without a ``values`` scan,
+    the page read one more than ``limit``, which tells whether there is a next."""
+    found = [r for r in rows if r.thread_id is not None]
+    if scanned:
+        return found, next_offset
+    limit, offset = bounds
+    return found[:limit], offset + limit if len(found) > limit else None
+
+
+def _total(
+    ctx: Context,
+    rows: Sequence[Any],
+    keys: sa.Select[Any],
+    values: list[tuple[Path, Any]],
+    how: tuple[bool, bool, bool],
+) -> Plan[int | None]:
+    """The number of matching threads, when ``count`` (``how``: count, counted in the
+    page's statement, distributed): read off the page's rows, by a statement of its own
+    (distributed), or by decoding every candidate's values (``values``)."""
+    count, in_sql, two_steps = how
+    if not count:
+        return None
+    if values:
+        return (yield from _count_scanned(ctx, keys, values))
+    if two_steps:
+        return (yield from _count_of(keys))
+    return _int(rows[0].total) if in_sql and rows else None
 
 
 def _page_of(
@@ -225,6 +254,15 @@ def _page_of(
         ids = [str(r.thread_id) for r in (yield step).rows]
     listed: sa.Select[Any] = sa.select(C.c.thread_id).where(C.c.thread_id.in_(ids))
     return listed.group_by(C.c.thread_id).subquery("page"), next_offset, decoded
+
+
+def _check_paging(limit: int, offset: int, scan_limit: int) -> None:
+    _check_page(limit, offset)
+    if not isinstance(scan_limit, int) or not limit <= scan_limit <= MAX_SCAN_LIMIT:
+        raise InvalidInputError(
+            f"scan_limit must be an int from limit ({limit}) to {MAX_SCAN_LIMIT}, "
+            f"got {scan_limit!r}"
+        )
 
 
 def _count_of(keys: sa.Select[Any]) -> Plan[int]:
@@ -293,12 +331,17 @@ def count_threads(
     filter: Mapping[str, Any] | None = None,
     values: Mapping[str, Any] | None = None,
     status: str | None = None,
-    windows: Windows | None = None,
+    written_after: dt.datetime | None = None,
+    written_before: dt.datetime | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
 ) -> Plan[int]:
-    """How many threads ``threads`` would list with these filters. Without ``values``,
-    one statement (a pass over the threads); with it, every candidate's latest values
-    are decoded, ``MAX_PAGE`` threads per batch."""
-    query = _search(filter, values, status, windows or Windows())
+    """How many threads ``threads`` finds with these filters (Platform's
+    ``threads.count``). Without ``values``, one statement (a pass over the threads);
+    with it, every candidate's latest values are decoded, ``MAX_PAGE`` threads per
+    batch."""
+    windows = Windows(written_after, written_before, created_after, created_before)
+    query = _search(filter, values, status, windows)
     keys = _matching_threads(ctx, query.filter, query.status, query.windows)
     if not query.values:
         stmt = sa.select(sa.func.count()).select_from(keys.subquery("matching"))

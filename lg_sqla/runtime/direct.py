@@ -236,17 +236,84 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
-    cursor: Any = None
-    step = first
-    committed = False
-    fetched = False
-    statement_sql: str | None = None
-    parameters: Any = None
+    cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
+    try:
+        result, fetched = _steps(
+            dbapi_connection, dialect, core, compiler, cursor, native, plan, first, not autocommit
+        )
+        if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
+            # A cursor holding no rows: a write's, or a read's once its rows are
+            # dropped (kept, its result would hold blobs and all as long as the
+            # connection lives).
+            pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
+            cursor = None
+        return result
+    except BaseException as error:
+        if not isinstance(error, Exception):
+            # Interrupted (a cancelled task, KeyboardInterrupt), maybe midway through a
+            # statement or the COMMIT. No more I/O on the connection here: the caller
+            # invalidates it (``executor._poisoned``), as Core does, which ends the
+            # transaction too.
+            cursor = restore = None
+        raise
+    finally:
+        _restore_quietly(dialect, cursor, restore)
+
+
+def _prepare(
+    pooled: PoolProxiedConnection,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    driver: DirectDriver,
+    autocommit: bool,
+) -> tuple[Any, bool, Restore | None]:
+    """The plan's cursor (the one the last plan on this connection kept, where the
+    driver keeps cursors, or a new one) and, for ``autocommit``, what undoes the
+    connection's AUTOCOMMIT. Failing, they fail as a step does: rolled back, the
+    AUTOCOMMIT undone, a DBAPI error raised as SQLAlchemy would."""
+    dbapi_connection = pooled.dbapi_connection
     restore: Restore | None = None
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
-        cursor, native = _take_cursor(pooled, dbapi_connection, driver)
+        if driver.keeps_cursors:  # the cursor the last plan on this connection kept
+            kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
+            if kept is not None and kept[0] is dbapi_connection:
+                return kept[1], kept[2], restore
+        cursor, native = driver.open_cursor(dbapi_connection)
+        return cursor, native, restore
+    except Exception as error:  # (interrupted: no more I/O, see run)
+        _rollback_quietly(dbapi_connection, dialect)
+        _restore_quietly(dialect, None, restore)
+        if isinstance(error, dialect.loaded_dbapi.Error):
+            _raise_wrapped(core(), error, None, None, None, None)
+        raise
+
+
+# A step of one row (a checkpoint, a lone blob or write) is executed, not executemany'd:
+# drivers' executemany costs more for it (PyMySQL matches and rebuilds the INSERT ...
+# VALUES with regular expressions first).
+_ONE_ROW = 1
+
+
+def _steps(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    compiler: DirectCompiler,
+    cursor: Any,
+    native: bool,
+    plan: Plan[T],
+    step: Step,
+    commit: bool,
+) -> tuple[T, bool]:
+    """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: it takes the
+    driver's native form of the SQL), then (``commit``) its COMMIT; the plan's result
+    and whether a step fetched rows. On an error, roll back first."""
+    committed = fetched = False
+    sql: str | None = None  # the statement that ran last, and its parameters: for errors
+    parameters: Any = None
+    try:
         while True:
             if step.statement is None:
                 dbapi_connection.commit()
@@ -258,90 +325,68 @@ def run(
                 raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
             if native and direct.native is not None:
                 direct = direct.native
-            statement_sql = direct.sql
-            params = step.params
+            sql, params = direct.sql, step.params
             if type(params) is not dict and (  # (the usual one row: no ABC checks)
                 isinstance(params, Sequence) and not isinstance(params, Mapping)
             ):
                 parameters = direct.parameters_many(params)
-                if len(parameters) == 1:
-                    # One row (a checkpoint, a lone blob or write): drivers' executemany
-                    # costs more than execute for it (PyMySQL matches and rebuilds the
-                    # INSERT ... VALUES with regular expressions first).
+                if len(parameters) == _ONE_ROW:
                     parameters = parameters[0]
-                    cursor.execute(direct.sql, parameters)
+                    cursor.execute(sql, parameters)
                 else:
-                    cursor.executemany(direct.sql, parameters)
+                    cursor.executemany(sql, parameters)
             else:
                 parameters = direct.parameters(params or {})
-                cursor.execute(direct.sql, parameters)
+                cursor.execute(sql, parameters)
             if step.fetch:
-                fetched = True
-                if step.positional:
-                    rows = cursor.fetchall()  # (tuples: read by position, see Step)
-                else:
-                    names = compiler.column_names(direct, cursor)
-                    rows = [
-                        Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()
-                    ]
+                fetched = True  # (tuples where the plan reads by position, see Step)
+                rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
                 step = plan.send(Outcome(rows, len(rows)))
             else:
                 step = plan.send(Outcome((), cursor.rowcount))
     except StopIteration as done:
-        try:
-            if not autocommit:
-                dbapi_connection.commit()
-        except dialect.loaded_dbapi.Error as error:
-            # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
-            # it, as Core's Connection does when it closes, before the pool has it back.
-            _rollback_quietly(dbapi_connection, dialect)
-            at_commit = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
-            _raise_wrapped(core(), error, statement_sql, parameters, cursor, at_commit)
-        except BaseException as error:
-            if not isinstance(error, Exception):
-                cursor = restore = None  # interrupted in the COMMIT: as below
-            raise
-        if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
-            # A cursor holding no rows: a write's, or a read's once its rows are
-            # dropped (kept, its result would hold blobs and all as long as the
-            # connection lives).
-            pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
-            cursor = None
-        return done.value  # type: ignore[no-any-return]
+        if commit:  # (an error here is _commit's alone: not the handlers' below)
+            _commit(dbapi_connection, dialect, core, cursor, sql, parameters, committed)
+        return done.value, fetched
     except dialect.loaded_dbapi.Error as error:
         _rollback_quietly(dbapi_connection, dialect)
         mark = retry.mark_partly_committed if committed else None
-        _raise_wrapped(core(), error, statement_sql, parameters, cursor, mark)
-    except BaseException as error:
-        if isinstance(error, Exception):
-            _rollback_quietly(dbapi_connection, dialect)
-        else:
-            # Interrupted (a cancelled task, KeyboardInterrupt): the driver may be
-            # midway through a statement. No more I/O on it here: the caller
-            # invalidates it (``executor._poisoned``), as Core does, which ends the
-            # transaction too.
-            cursor = restore = None
+        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
+        raise  # (_raise_wrapped raised)
+    except Exception:
+        _rollback_quietly(dbapi_connection, dialect)
         raise
-    finally:
-        _restore_quietly(dialect, cursor, restore)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:
+    """The fetched rows, each a mapping by column name too."""
+    names = compiler.column_names(direct, cursor)
+    return [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
+
+
+def _commit(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    cursor: Any,
+    sql: str | None,
+    parameters: Any,
+    committed: bool,
+) -> None:
+    """The plan's final COMMIT (``committed``: an earlier COMMIT step ran)."""
+    try:
+        dbapi_connection.commit()
+    except dialect.loaded_dbapi.Error as error:
+        # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
+        # it, as Core's Connection does when it closes, before the pool has it back.
+        _rollback_quietly(dbapi_connection, dialect)
+        mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
 
 
 # Where a plan's cursor waits for the next plan on the same connection (a pooled
 # connection's ``info``: one DBAPI connection's, cleared when it is replaced).
 _KEPT_CURSOR = "lg_sqla_kept_cursor"
-
-
-def _take_cursor(
-    pooled: PoolProxiedConnection, dbapi_connection: Any, driver: DirectDriver
-) -> tuple[Any, bool]:
-    """The cursor the last plan on this connection kept (``DirectDriver.keeps_cursors``),
-    or a new one; taken out of ``info``, so it is in one plan's hands only."""
-    if driver.keeps_cursors:
-        kept = pooled.info.pop(_KEPT_CURSOR, None)
-        if kept is not None and kept[0] is dbapi_connection:
-            return kept[1], kept[2]
-    return driver.open_cursor(dbapi_connection)
 
 
 def _restore_quietly(dialect: Dialect, cursor: Any, restore: Restore | None) -> None:

@@ -38,7 +38,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
-from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
+from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, is_prebuilt
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import direct_driver, guard_invalidation, left_unusable
@@ -303,23 +303,22 @@ class Runtime:
         engine: Engine,
         source: PlanSource[T],
         *,
-        prebuilt: bool = False,
         writes: bool | None = None,
         idempotent: bool = False,
     ) -> T:
         """Run a plan on ``engine``; given a plan factory, again from scratch while the
         database rolls attempts back (``runtime.retry``).
 
-        ``prebuilt``: all of the plan's statements come from ``DialectOps.cached``, so
-        it may take the direct path. ``writes``: whether it writes (None: it does
-        unless its first step fetches rows), for the writer lock. ``idempotent``: its
-        effect is the same run once or twice, so it may run again after an unknown
-        outcome (a connection lost at COMMIT) within the reconnect window.
+        A plan whose function is declared ``plans.prebuilt`` may take the direct path
+        (``runtime.routing``). ``writes``: whether it writes (None: it does unless its
+        first step fetches rows), for the writer lock. ``idempotent``: its effect is
+        the same run once or twice, so it may run again after an unknown outcome (a
+        connection lost at COMMIT) within the reconnect window.
         """
         if not callable(source):
-            return self.attempt(engine, source, prebuilt=prebuilt, writes=writes)
+            return self.attempt(engine, source, writes=writes)
         return retry.with_retries(
-            lambda: self.attempt(engine, source(), prebuilt=prebuilt, writes=writes),
+            lambda: self.attempt(engine, source(), writes=writes),
             self.dialect_ops,
             idempotent,
             self._window_of,  # (positional, and bound once: the hot calls pay nothing)
@@ -335,7 +334,6 @@ class Runtime:
         engine: Engine,
         plan: Plan[T],
         *,
-        prebuilt: bool = False,
         writes: bool | None = None,
     ) -> T:
         """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
@@ -351,7 +349,7 @@ class Runtime:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         with self._writer_lock(engine, first, writes) or contextlib.nullcontext():
-            return self._run_started(engine, plan, first, prebuilt)
+            return self._run_started(engine, plan, first)
 
     def _first_connection(self, connection: Connection) -> None:
         """The owner's first call: the dialect learns its server (plans may build
@@ -367,8 +365,8 @@ class Runtime:
             migrate.check_schema(connection)
             self.schema_checked = True
 
-    def _run_started(self, engine: Engine, plan: Plan[T], first: Step, prebuilt: bool) -> T:
-        if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
+    def _run_started(self, engine: Engine, plan: Plan[T], first: Step) -> T:
+        if self.router.path_of(engine, first, is_prebuilt(plan)) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
         connection = _connect(engine)
         pooled = connection.connection
@@ -525,42 +523,32 @@ class Runtime:
         engine: AsyncEngine,
         source: PlanSource[T],
         *,
-        prebuilt: bool = False,
         writes: bool | None = None,
         threaded: Engine | None = None,
-        calls_back: bool = False,
+        calls_user_code: bool = False,
         idempotent: bool = False,
     ) -> T:
         """Async twin of :meth:`run`.
 
         ``threaded``: a pysqlite engine on the same SQLite file as ``engine`` (opened by
         ``from_conn_string``); the call then runs whole in a worker thread on it,
-        unless ``calls_back``: the plan calls user code (progress callbacks), which
-        stays on the event loop's thread.
+        unless ``calls_user_code``: the plan calls user code (progress callbacks, a
+        user's own plan), which stays on the event loop's thread.
         """
-        if threaded is not None and not calls_back:
+        if threaded is not None and not calls_user_code:
             return await _in_worker_thread(
-                partial(
-                    self.run,
-                    threaded,
-                    source,
-                    prebuilt=prebuilt,
-                    writes=writes,
-                    idempotent=idempotent,
-                )
+                partial(self.run, threaded, source, writes=writes, idempotent=idempotent)
             )
         if not callable(source):
-            return await self._aattempt(engine, source, prebuilt, writes)
+            return await self._aattempt(engine, source, writes)
         return await retry.awith_retries(
-            lambda: self._aattempt(engine, source(), prebuilt, writes),
+            lambda: self._aattempt(engine, source(), writes),
             self.dialect_ops,
             idempotent,
             self._window_of,
         )
 
-    async def _aattempt(
-        self, engine: AsyncEngine, plan: Plan[T], prebuilt: bool, writes: bool | None
-    ) -> T:
+    async def _aattempt(self, engine: AsyncEngine, plan: Plan[T], writes: bool | None) -> T:
         if not (self._connected and self.schema_checked):
             sync = engine.sync_engine
             try:  # (the schema check: no statement of the plan ran)
@@ -579,12 +567,10 @@ class Runtime:
             self._guarded.add(sync_engine)
         lock = self._writer_lock(sync_engine, first, writes)
         if lock is None:  # (most databases: no async context manager per call)
-            result: Any = await greenlet_spawn(
-                self._run_started, sync_engine, plan, first, prebuilt
-            )
+            result: Any = await greenlet_spawn(self._run_started, sync_engine, plan, first)
             return result  # type: ignore[no-any-return]
         async with locks.holding(lock):
-            result = await greenlet_spawn(self._run_started, sync_engine, plan, first, prebuilt)
+            result = await greenlet_spawn(self._run_started, sync_engine, plan, first)
             return result  # type: ignore[no-any-return]
 
 

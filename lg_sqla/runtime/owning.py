@@ -1,10 +1,10 @@
 """The life of an owner that ``from_conn_string`` opened on engines of its own.
 
 The saver, the async saver, the store and the async store open the same way: the
-engine lg_sqla created is renewed in forked children (``forks``), the owner may keep
-a pooled connection between calls (``kept``: the engine is nobody else's), and on
-exit its TTL sweeper is stopped, the kept connection given back and only then the
-engine disposed. Each ``from_conn_string`` creates its engines (the feature knows
+engine lg_sqla created is renewed in forked children (``forks``), the owner is made
+with ``keep_connection=True`` (``kept``: the engine is nobody else's), and on exit
+its TTL sweeper is stopped, the kept connection given back and only then the engine
+disposed. Each ``from_conn_string`` creates its engines (the feature knows
 its URL rules and options) and hands them here; an engine a caller passes to a
 constructor never comes here, so it is never disposed by lg_sqla.
 """
@@ -19,21 +19,20 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla.runtime import forks
-from lg_sqla.runtime.executor import Runtime
 
 
 class Owner(Protocol):
-    """A sync owner: its runtime, and a sweeper to stop."""
+    """A sync owner: a kept connection to give back, and a sweeper to stop."""
 
-    _runtime: Runtime
+    def release_connections(self) -> None: ...
 
     def stop_ttl_sweeper(self) -> object: ...
 
 
 class AsyncOwner(Protocol):
-    """An async owner: its runtime, and a sweeper task to stop."""
+    """An async owner: a kept connection to give back, and a sweeper task to stop."""
 
-    _runtime: Runtime
+    def release_connections(self) -> None: ...
 
     def stop_ttl_sweeper(self) -> Awaitable[object]: ...
 
@@ -44,19 +43,18 @@ AsyncOwnerT = TypeVar("AsyncOwnerT", bound=AsyncOwner)
 
 @contextmanager
 def owned(engine: Engine, make: Callable[[Engine], OwnerT]) -> Iterator[OwnerT]:
-    """``make(engine)``'s owner, keeping connections of ``engine``, which it owns:
-    on exit the sweeper stops, the kept connection is released, the engine disposed
-    (also when ``make`` raises)."""
+    """``make(engine)``'s owner (made with ``keep_connection=True``: ``engine`` is
+    its own): on exit the sweeper stops, the kept connection is released, the engine
+    disposed (also when ``make`` raises)."""
     forks.renew_pool_in_children(engine)  # ours: a forked child connects anew
     owner = None
     try:
         owner = make(engine)
-        owner._runtime.keep_connection = True
         yield owner
     finally:
         if owner is not None:
             owner.stop_ttl_sweeper()
-            owner._runtime.release_connections()
+            owner.release_connections()
         engine.dispose()
 
 
@@ -69,9 +67,9 @@ async def aowned(
 ) -> AsyncIterator[AsyncOwnerT]:
     """``make(engine)``'s owner, on ``engine``, which it owns. ``threaded()``: the
     pysqlite engine of the same SQLite file its calls run on in worker threads (None
-    elsewhere), created after the owner, given to it by ``attach``; the owner keeps
-    connections of that one only. On exit: sweeper stopped, kept connection
-    released, both engines disposed."""
+    elsewhere), created after the owner, given to it by ``attach``; the owner is made
+    with ``keep_connection=True`` where there is one (no async driver keeps one). On
+    exit: sweeper stopped, kept connection released, both engines disposed."""
     forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
     owner = None
     sync_engine = None
@@ -81,14 +79,11 @@ async def aowned(
         if sync_engine is not None:
             forks.renew_pool_in_children(sync_engine)
             attach(owner, sync_engine)
-            # Its own engine: calls may keep a connection of it between them
-            # (runtime.kept), given back below before it is disposed.
-            owner._runtime.keep_connection = True
         yield owner
     finally:
         if owner is not None:
             await owner.stop_ttl_sweeper()
-            owner._runtime.release_connections()
+            owner.release_connections()
         if sync_engine is not None:
             sync_engine.dispose()
         await engine.dispose()

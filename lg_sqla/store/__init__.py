@@ -39,7 +39,7 @@ from lg_sqla.dialects import AnnIndex, ops_for, sqlite_vec_engine_options, store
 from lg_sqla.engines import configure_engine, engine_options, in_schema, threaded_sqlite_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.models import StoreItemRow
-from lg_sqla.plans import Plan, T
+from lg_sqla.plans import Plan, T, declared_prebuilt
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding
 from lg_sqla.runtime.owning import aowned, owned
@@ -82,13 +82,17 @@ class _StoreBase(BaseStore):
         check_schema: bool,
         direct_path: bool,
         read_only: bool,
+        keep_connection: bool,
     ) -> None:
         self.read_only = read_only
         # The dialect's object (lg_sqla.dialects), not a batch's ops (LangGraph's Op).
         self.dialect_ops = ops_for(engine.dialect)
         self.sql = store_sql_for(self.dialect_ops)
         self._runtime = Runtime(
-            self.dialect_ops, check_schema=check_schema, direct_path=direct_path
+            self.dialect_ops,
+            check_schema=check_schema,
+            direct_path=direct_path,
+            keep_connection=keep_connection,
         )
         self.ttl_config = ttl
         self.index_config = index
@@ -146,6 +150,11 @@ class _StoreBase(BaseStore):
         self.dialect_ops.hold(statement, kept)
         if not kept:
             self._runtime.forget(statement)
+
+    def release_connections(self) -> None:
+        """Give the connection kept between calls (``keep_connection``) back to its
+        pool; call it before you dispose the engine (a later call keeps one again)."""
+        self._runtime.release_connections()
 
     @property
     def native_vectors(self) -> bool | None:
@@ -210,18 +219,29 @@ class _StoreBase(BaseStore):
                 "write through a store of the primary"
             )
 
-    def _plan_of(self, ops: Sequence[Op], embedded: Embedded) -> Callable[[], Plan[list[Result]]]:
-        """The plan factory of a batch of prepared ops, stamped now: a lone get, and a
-        lone put of one statement, take the lean lanes (``_lane.py``: the same
-        statements, less bookkeeping)."""
+    def _plan_of(
+        self, ops: Sequence[Op], embedded: Embedded
+    ) -> tuple[Callable[[], Plan[list[Result]]], bool]:
+        """The plan factory of a batch of prepared ops, stamped now, and whether it
+        writes. A lone get, and a lone put of one statement, take the lean lanes
+        (``_lane.py``: the same statements, less bookkeeping). Declared prebuilt
+        (``plans.declared_prebuilt``) when ``_kind`` finds it so: whether it is depends
+        on the ops and the store's index."""
         settings, now = self._settings, utc_now()
+        prebuilt, writes = self._kind(ops)
         if len(ops) == 1 and type(ops[0]) is GetOp:
             get = ops[0]
-            return lambda: lone_get_plan(settings, get, now)
+            if prebuilt:
+                return lambda: declared_prebuilt(lone_get_plan(settings, get, now)), writes
+            return lambda: lone_get_plan(settings, get, now), writes
         if len(ops) == 1 and type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]):
             put = ops[0]
-            return lambda: lone_put_plan(settings, put, now)
-        return lambda: batch_plan(settings, ops, embedded, now)
+            if prebuilt:
+                return lambda: declared_prebuilt(lone_put_plan(settings, put, now)), writes
+            return lambda: lone_put_plan(settings, put, now), writes
+        if prebuilt:
+            return lambda: declared_prebuilt(batch_plan(settings, ops, embedded, now)), writes
+        return lambda: batch_plan(settings, ops, embedded, now), writes
 
     def _kind(self, ops: Sequence[Op]) -> tuple[bool, bool]:
         """(prebuilt: every statement the batch will run is cached and compiles for
@@ -297,6 +317,10 @@ class SQLAlchemyStore(_StoreBase):
         read_only: For a replica: reads only. A batch with a put, a TTL sweep and the
             sweeper raise ``ReadOnlyError``; reads never refresh TTLs (refresh on read
             is an UPDATE); ``setup()`` only checks the schema (docs/scaling.md).
+        keep_connection: Keep one connection of the engine's pool between direct-path
+            calls, where nothing can tell (``SQLAlchemySaver``'s argument, the same
+            rules); call ``release_connections()`` before you dispose the engine.
+            ``from_conn_string`` turns it on for the engine it owns.
     """
 
     def __init__(
@@ -309,8 +333,9 @@ class SQLAlchemyStore(_StoreBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        keep_connection: bool = False,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
+        self._init_common(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
         self.engine = in_schema(engine, schema)
         self._sweeper = ThreadSweeper(
             "lg_sqla-ttl-sweeper", lambda: f"{self.sweep_ttl()} expired item(s)"
@@ -363,6 +388,7 @@ class SQLAlchemyStore(_StoreBase):
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
+                keep_connection=True,
             ),
         ) as store:
             yield store
@@ -378,12 +404,10 @@ class SQLAlchemyStore(_StoreBase):
         self._runtime.learn(self.engine)
         self._runtime.set_up(self.engine)
 
-    def _run(
-        self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
-    ) -> T:
+    def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         if self._binding is not None:
             return self._binding.run(factory)
-        return self._runtime.run(self.engine, factory, prebuilt=prebuilt, writes=writes)
+        return self._runtime.run(self.engine, factory, writes=writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -408,8 +432,12 @@ class SQLAlchemyStore(_StoreBase):
         settings, now = self._settings, utc_now()
         # (_kind of a lone get: prebuilt where the store's statements are, without
         # the loop over a batch of ops)
-        prebuilt = self.embeddings is None and self.sql.in_sql
-        found = self._run(lambda: lone_get_plan(settings, op, now), prebuilt, writes=False)
+        if self.embeddings is None and self.sql.in_sql:
+            found = self._run(
+                lambda: declared_prebuilt(lone_get_plan(settings, op, now)), writes=False
+            )
+        else:
+            found = self._run(lambda: lone_get_plan(settings, op, now), writes=False)
         return cast("Item | None", found[0])  # (a get's result)
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:
@@ -423,8 +451,7 @@ class SQLAlchemyStore(_StoreBase):
                 doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
             query_vectors = [self.embeddings.embed_query(q) for q in queries]
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        prebuilt, writes = self._kind(ops)
-        return self._run(self._plan_of(ops, embedded), prebuilt, writes)
+        return self._run(*self._plan_of(ops, embedded))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread; batches
@@ -455,7 +482,9 @@ class SQLAlchemyStore(_StoreBase):
 
 
 class AsyncSQLAlchemyStore(_StoreBase):
-    """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`."""
+    """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`
+    (the same arguments; ``keep_connection`` applies to the pysqlite engine
+    ``from_conn_string`` runs a SQLite file's batches on: no async driver keeps one)."""
 
     def __init__(
         self,
@@ -467,8 +496,9 @@ class AsyncSQLAlchemyStore(_StoreBase):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        keep_connection: bool = False,
     ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path, read_only)
+        self._init_common(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
         self.engine = in_schema(engine, schema)
         self._sweeper = TaskSweeper("lg_sqla-ttl-sweeper", self._sweep_once)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
@@ -544,6 +574,8 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 schema=schema,
                 direct_path=direct_path,
                 read_only=read_only,
+                # Its pysqlite engine (SQLite files) is the store's alone.
+                keep_connection=sync_url is not None,
             ),
             threaded,
             attach,
@@ -561,15 +593,13 @@ class AsyncSQLAlchemyStore(_StoreBase):
         await self._runtime.alearn(self.engine)
         self._runtime.set_up(self.engine.sync_engine)
 
-    async def _run(
-        self, factory: Callable[[], Plan[T]], prebuilt: bool = False, writes: bool = True
-    ) -> T:
+    async def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
         # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
         if self._binding is not None:
             return await self._binding.run(factory)
         return await self._runtime.arun(
-            self.engine, factory, prebuilt=prebuilt, writes=writes, threaded=self._threaded
+            self.engine, factory, writes=writes, threaded=self._threaded
         )
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -596,8 +626,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
             )
         embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
-        prebuilt, writes = self._kind(ops)
-        return await self._run(self._plan_of(ops, embedded), prebuilt, writes)
+        return await self._run(*self._plan_of(ops, embedded))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in

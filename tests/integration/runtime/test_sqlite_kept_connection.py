@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import ChannelVersions
 from sqlalchemy.pool import QueuePool
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.store import SQLAlchemyStore
 
 pytestmark = pytest.mark.sqlite
 
@@ -118,6 +119,30 @@ def test_nothing_is_kept_where_it_could_change_anything(tmp_path: Path) -> None:
     try:
         saver = SQLAlchemySaver(engine)
         assert saver.get_tuple(stored) is not None
+        assert _checked_out(engine) == 0
+    finally:
+        engine.dispose()
+
+
+def test_an_engine_of_the_callers_keeps_a_connection_when_asked_to(tmp_path: Path) -> None:
+    """``keep_connection=True``: the caller's engine keeps one too (what
+    ``from_conn_string`` turns on for its own), until ``release_connections``."""
+    url = f"sqlite:///{tmp_path / 'asked.sqlite'}"
+    engine = sa.create_engine(url)
+    try:
+        saver = SQLAlchemySaver(engine, keep_connection=True)
+        saver.setup()
+        stored = saver.put(config(new_thread()), checkpoint({"v": 1}), {}, {"v": 1})
+        assert saver.get_tuple(stored) is not None
+        assert _checked_out(engine) == 1
+        saver.release_connections()
+        assert _checked_out(engine) == 0
+        store = SQLAlchemyStore(engine, keep_connection=True)
+        store.put(("docs",), "a", {"v": 1})
+        item = store.get(("docs",), "a")
+        assert item is not None and item.value == {"v": 1}
+        assert _checked_out(engine) == 1
+        store.release_connections()
         assert _checked_out(engine) == 0
     finally:
         engine.dispose()

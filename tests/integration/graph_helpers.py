@@ -15,10 +15,12 @@ import json
 import operator
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
@@ -345,3 +347,28 @@ def build_tool_chat_graph() -> StateGraph[Any]:
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder
+
+
+def _append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
+    return state + [item for batch in writes for item in batch]
+
+
+class DeltaState(TypedDict):
+    """A state whose log lives in a DeltaChannel: only every 4th step stores a
+    snapshot; the others are rebuilt from their ancestors' writes."""
+
+    log: Annotated[list[str], DeltaChannel(_append, snapshot_frequency=4)]
+    total: Annotated[int, operator.add]
+
+
+def delta_graph(saver: Any) -> Any:
+    """One step per invoke, appending "entry-N" to the DeltaChannel log."""
+
+    def step(state: DeltaState) -> dict[str, Any]:
+        return {"log": [f"entry-{state['total']}"], "total": 1}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    return builder.compile(checkpointer=saver)

@@ -10,42 +10,19 @@ check that its state is identical before and after pruning and copying.
 from __future__ import annotations
 
 import datetime as dt
-import operator
-from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
+from graph_helpers import delta_graph
 from helpers import checkpoint, config, count_statements, new_thread, table_counts
-from langgraph.channels import DeltaChannel
-from langgraph.graph import END, START, StateGraph
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
 from lg_sqla.checkpoint.maintenance import SweepReport
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
 pytestmark = pytest.mark.any_charset
-
-
-def _append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
-    return state + [item for batch in writes for item in batch]
-
-
-class DeltaState(TypedDict):
-    log: Annotated[list[str], DeltaChannel(_append, snapshot_frequency=4)]
-    total: Annotated[int, operator.add]
-
-
-def _delta_graph(saver: Any) -> Any:
-    def step(state: DeltaState) -> dict[str, Any]:
-        return {"log": [f"entry-{state['total']}"], "total": 1}
-
-    builder = StateGraph(DeltaState)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
-    return builder.compile(checkpointer=saver)
 
 
 def _run_turns(graph: Any, thread_id: str, turns: int) -> dict[str, Any]:
@@ -75,7 +52,7 @@ def _orphan_blobs(engine: sa.Engine, saver: SQLAlchemySaver, thread_id: str) -> 
 
 
 def test_prune_keeps_delta_state_identical(sync_saver: SQLAlchemySaver) -> None:
-    graph = _delta_graph(sync_saver)
+    graph = delta_graph(sync_saver)
     thread_id = new_thread()
     before = _run_turns(graph, thread_id, 11)
     assert before["log"] == [f"entry-{i}" for i in range(11)]
@@ -85,7 +62,7 @@ def test_prune_keeps_delta_state_identical(sync_saver: SQLAlchemySaver) -> None:
 
     after_counts = table_counts(sync_saver.engine, thread_id)
     assert after_counts["checkpoints"] < n_before["checkpoints"]
-    fresh = _delta_graph(sync_saver)
+    fresh = delta_graph(sync_saver)
     assert fresh.get_state(config(thread_id)).values == before
     # ...and the graph keeps working from the pruned thread.
     assert _run_turns(fresh, thread_id, 2)["log"][-2:] == ["entry-11", "entry-12"]
@@ -93,7 +70,7 @@ def test_prune_keeps_delta_state_identical(sync_saver: SQLAlchemySaver) -> None:
 
 
 def test_copy_thread_keeps_delta_state_identical(sync_saver: SQLAlchemySaver) -> None:
-    graph = _delta_graph(sync_saver)
+    graph = delta_graph(sync_saver)
     source, target = new_thread(), new_thread()
     before = _run_turns(graph, source, 7)
     history = [

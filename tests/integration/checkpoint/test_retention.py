@@ -21,14 +21,13 @@ import datetime as dt
 import json
 import operator
 import threading
-from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
+from graph_helpers import delta_graph
 from helpers import checkpoint, config, count_statements, new_thread, table_counts
-from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from modes import either, saver_on
@@ -360,26 +359,6 @@ def test_an_interrupted_or_finished_thread_is_not_taken_for_running(
     assert not status.running and status.expired
     assert saver.get_tuple(config(thread_id)) is None
     saver.delete_thread(thread_id)
-
-
-def _append(state: list[str], writes: Sequence[list[str]]) -> list[str]:
-    return state + [item for batch in writes for item in batch]
-
-
-class DeltaState(TypedDict):
-    log: Annotated[list[str], DeltaChannel(_append, snapshot_frequency=4)]
-    total: Annotated[int, operator.add]
-
-
-def delta_graph(saver: Any) -> Any:
-    def step(state: DeltaState) -> dict[str, Any]:
-        return {"log": [f"entry-{state['total']}"], "total": 1}
-
-    builder = StateGraph(DeltaState)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
-    return builder.compile(checkpointer=saver)
 
 
 async def test_keep_last_prunes_on_write_and_keeps_delta_state_exact(

@@ -204,10 +204,13 @@ def is_instrumented() -> bool:
 
 
 def _system(dialect: Any) -> str:
+    """OpenTelemetry's ``db.system.name``: a mysql:// URL on a MariaDB server, and a
+    mariadb:// URL (whose SQLAlchemy dialect is named "mariadb"), are both mariadb."""
     name = str(dialect.name)
-    if name == "mysql" and getattr(dialect, "is_mariadb", False):
+    if name in ("mysql", "mariadb") and getattr(dialect, "is_mariadb", False):
         return "mariadb"
-    return {"postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql"}.get(name, "other_sql")
+    known = {"postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql", "mariadb": "mariadb"}
+    return known.get(name, "other_sql")
 
 
 # Per saver, store or cache: its engine's attributes, read once.

@@ -95,7 +95,7 @@ def cache_sizes(found: Owners) -> dict[str, int]:
     sizes = {}
     for name, owner in (("saver", found.saver), ("store", found.store)):
         runtime = owner._runtime
-        sizes[f"{name}_compiled"] = len(runtime.compiler._compiled)
+        sizes[f"{name}_compiled"] = len(runtime.compiler.compiled)
         sizes[f"{name}_paths"] = runtime.router.remembered()
         sizes[f"{name}_cached_statements"] = len(owner.dialect_ops._kept_statements)
     return sizes

@@ -207,6 +207,24 @@ def has_events(engine: Engine) -> bool:
         return True
 
 
+def engine_reasons(engine: Engine) -> tuple[Any, ...]:
+    """What may change a call's path between two calls on ``engine``
+    (``runtime.routing.changing_reasons``): the engine, its execution options (a new
+    mapping whenever they change), whether a ConnectionEvents listener is there (as
+    :func:`has_events`; unknown: True), and whether it logs at INFO. One frame: the
+    hot calls ask at every call."""
+    try:
+        listened = bool(engine._has_events or getattr(Connection, "_has_events", False))
+    except AttributeError:
+        listened = True
+    return (
+        engine,
+        engine.get_execution_options(),
+        listened,
+        engine.logger.isEnabledFor(logging.INFO),
+    )
+
+
 def raise_checkout_error(error: Exception, engine: Engine) -> None:
     """Raise a DBAPI error met with no ``Connection`` (a checkout, a session setting)
     as ``engine.connect()`` raises it: wrapped in SQLAlchemy's DBAPIError class."""
@@ -294,6 +312,36 @@ def opened_before_invalidation(pooled: PoolProxiedConnection, pool: Pool) -> boo
     started = getattr(record, "starttime", None)
     invalidated = getattr(pool, "_invalidate_time", 0)
     return isinstance(started, float) and isinstance(invalidated, float) and invalidated > started
+
+
+def kept_still_current(pooled: PoolProxiedConnection, pool: Pool) -> bool:
+    """Whether a connection kept out of ``pool`` (``runtime.kept``) may serve the next
+    call as it is: still open, not opened before the pool last saw a dead connection
+    (:func:`opened_before_invalidation`), and no checkout, check-in or reset listener
+    on the pool (such a listener must see every call's). The kept connection's fast
+    check, in one frame; anything unknown: False (the caller's full check decides)."""
+    try:
+        if pooled.dbapi_connection is None:
+            return False
+        dispatch = pool.dispatch
+        checkout, checkin, reset = dispatch.checkout, dispatch.checkin, dispatch.reset
+        if (
+            checkout.parent_listeners
+            or checkin.parent_listeners
+            or reset.parent_listeners
+            or getattr(checkout, "listeners", None)
+            or getattr(checkin, "listeners", None)
+            or getattr(reset, "listeners", None)
+        ):
+            return False
+    except AttributeError:
+        return False
+    # (opened_before_invalidation, inlined)
+    started = getattr(getattr(pooled, "_connection_record", None), "starttime", None)
+    invalidated = getattr(pool, "_invalidate_time", 0)
+    return not (
+        isinstance(started, float) and isinstance(invalidated, float) and invalidated > started
+    )
 
 
 # --- drivers behind SQLAlchemy's asyncio adapters ---------------------------------------

@@ -85,6 +85,9 @@ def in_one_transaction(plan: Plan[T]) -> Plan[T]:
 # object: a code object's hash is computed anew at each lookup (over its bytecode and
 # constants: thousands of instructions per call). Kept here, so no id is reused.
 _PREBUILT: dict[int, CodeType] = {}
+# The same mapping, for the runtime's per-call test (``id(plan.gi_code) in ...``,
+# inlined where a call of :func:`is_prebuilt` would be one more frame per call).
+PREBUILT_CODES: Mapping[int, CodeType] = _PREBUILT
 
 
 def prebuilt(function: PlanFunction) -> PlanFunction:

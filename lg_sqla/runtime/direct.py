@@ -165,20 +165,29 @@ class DirectCompiler:
     """
 
     def __init__(self) -> None:
-        self._compiled: dict[Executable, DirectStatement | None] = {}
+        # (read by ``run`` itself: one dict lookup per step, no call)
+        self.compiled: dict[Executable, DirectStatement | None] = {}
 
     def get(self, statement: Executable, dialect: Dialect) -> DirectStatement | None:
         try:
-            return self._compiled[statement]
+            return self.compiled[statement]
         except KeyError:
             direct = compile_direct(statement, dialect)
-            remember(self._compiled, statement, direct)
+            remember(self.compiled, statement, direct)
             return direct
+
+    def required(self, statement: Executable, dialect: Dialect) -> DirectStatement:
+        """:meth:`get`, for a statement the direct path runs: every step of a cached plan
+        compiles (its first was checked), so one that does not is a bug."""
+        direct = self.get(statement, dialect)
+        if direct is None:
+            raise RuntimeError(f"lg_sqla: cannot run directly: {statement}")
+        return direct
 
     def forget(self, statement: Executable) -> None:
         """Drop what was compiled for ``statement`` (its builder's bounded cache dropped
         it: nothing here may outlive that cache's bound)."""
-        self._compiled.pop(statement, None)
+        self.compiled.pop(statement, None)
 
     @staticmethod
     def column_names(direct: DirectStatement, cursor: Any) -> list[str]:
@@ -236,7 +245,16 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
-    cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
+    restore: Restore | None = None
+    if autocommit or driver.keeps_cursors or not driver.plain_cursors:
+        cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
+    else:  # (a new cursor of the DBAPI's own, nothing to undo: _prepare inlined)
+        native = False
+        try:
+            cursor = dbapi_connection.cursor()
+        except Exception as error:  # (interrupted: no more I/O, see below)
+            _unprepared(dbapi_connection, dialect, core, None, error)
+            raise
     try:
         result, fetched = _steps(
             dbapi_connection, dialect, core, compiler, cursor, native, plan, first, not autocommit
@@ -257,7 +275,100 @@ def run(
             cursor = restore = None
         raise
     finally:
-        _restore_quietly(dialect, cursor, restore)
+        if restore is not None:
+            _restore_quietly(dialect, cursor, restore)
+        elif cursor is not None:  # (_restore_quietly inlined: one frame less per call)
+            try:  # noqa: SIM105 (contextlib.suppress: three frames, the property read per call)
+                cursor.close()
+            except dialect.loaded_dbapi.Error:
+                pass
+
+
+def _steps(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    compiler: DirectCompiler,
+    cursor: Any,
+    native: bool,
+    plan: Plan[T],
+    step: Step,
+    commit: bool,
+) -> tuple[T, bool]:
+    """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: the SQL in the
+    driver's form), then (``commit``) COMMIT; the result, and whether a step fetched rows.
+    On an error, roll back first (``sql``, ``parameters``: the last statement's)."""
+    compiled, committed, fetched, sql, parameters = compiler.compiled, False, False, None, None
+    try:
+        while True:
+            statement = step.statement
+            if statement is None:
+                dbapi_connection.commit()
+                committed = True
+                step = plan.send(_COMMITTED)
+                continue
+            direct = compiled.get(statement) or compiler.required(statement, dialect)
+            direct = direct.native if native and direct.native is not None else direct
+            params: Any = step.params
+            sql, kind = direct.sql, type(params)  # (a list or dict by type first: no ABC check)
+            if kind is not list and (kind is dict or params is None or isinstance(params, Mapping)):
+                parameters = direct.parameters(params or {})
+                cursor.execute(sql, parameters)
+            elif len(params) == _ONE_ROW:
+                parameters = direct.parameters_many(params)[0]
+                cursor.execute(sql, parameters)
+            else:
+                parameters = direct.parameters_many(params)
+                cursor.executemany(sql, parameters)
+            if not step.fetch:
+                step = plan.send(Outcome((), cursor.rowcount))
+                continue
+            fetched = True  # (tuples where the plan reads by position, see Step)
+            rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
+            step = plan.send(Outcome(rows, len(rows)))
+    except StopIteration as done:
+        result: T = done.value
+    except dialect.loaded_dbapi.Error as error:
+        _rollback_quietly(dbapi_connection, dialect)
+        partly = retry.mark_partly_committed if committed else None
+        _raise_wrapped(core(), error, sql, parameters, cursor, partly)
+        raise  # (_raise_wrapped raised)
+    except Exception:
+        _rollback_quietly(dbapi_connection, dialect)
+        raise
+    if commit:  # (an error here is the COMMIT's alone: not the handlers' above)
+        try:
+            dbapi_connection.commit()
+        except dialect.loaded_dbapi.Error as error:  # (maybe still open: SQLITE_BUSY)
+            _rollback_quietly(dbapi_connection, dialect)  # (as Core's Connection.close)
+            at = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
+            _raise_wrapped(core(), error, sql, parameters, cursor, at)
+    return result, fetched
+
+
+def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:
+    """The fetched rows, each a mapping by column name too."""
+    names = compiler.column_names(direct, cursor)
+    return [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
+
+
+# What a COMMIT step sends back to its plan.
+_COMMITTED = Outcome((), 0)
+
+
+def _unprepared(
+    dbapi_connection: Any,
+    dialect: Dialect,
+    core: Callable[[], Connection],
+    restore: Restore | None,
+    error: Exception,
+) -> None:
+    """A plan's cursor or autocommit switch failed: fail as a step does (rolled back,
+    the AUTOCOMMIT undone, a DBAPI error raised as SQLAlchemy would)."""
+    _rollback_quietly(dbapi_connection, dialect)
+    _restore_quietly(dialect, None, restore)
+    if isinstance(error, dialect.loaded_dbapi.Error):
+        _raise_wrapped(core(), error, None, None, None, None)
 
 
 def _prepare(
@@ -283,10 +394,7 @@ def _prepare(
         cursor, native = driver.open_cursor(dbapi_connection)
         return cursor, native, restore
     except Exception as error:  # (interrupted: no more I/O, see run)
-        _rollback_quietly(dbapi_connection, dialect)
-        _restore_quietly(dialect, None, restore)
-        if isinstance(error, dialect.loaded_dbapi.Error):
-            _raise_wrapped(core(), error, None, None, None, None)
+        _unprepared(dbapi_connection, dialect, core, restore, error)
         raise
 
 
@@ -294,94 +402,6 @@ def _prepare(
 # drivers' executemany costs more for it (PyMySQL matches and rebuilds the INSERT ...
 # VALUES with regular expressions first).
 _ONE_ROW = 1
-
-
-def _steps(
-    dbapi_connection: Any,
-    dialect: Dialect,
-    core: Callable[[], Connection],
-    compiler: DirectCompiler,
-    cursor: Any,
-    native: bool,
-    plan: Plan[T],
-    step: Step,
-    commit: bool,
-) -> tuple[T, bool]:
-    """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: it takes the
-    driver's native form of the SQL), then (``commit``) its COMMIT; the plan's result
-    and whether a step fetched rows. On an error, roll back first."""
-    committed = fetched = False
-    sql: str | None = None  # the statement that ran last, and its parameters: for errors
-    parameters: Any = None
-    try:
-        while True:
-            if step.statement is None:
-                dbapi_connection.commit()
-                committed = True
-                step = plan.send(Outcome((), 0))
-                continue
-            direct = compiler.get(step.statement, dialect)
-            if direct is None:  # every step of a cached plan compiles: a bug otherwise
-                raise RuntimeError(f"lg_sqla: cannot run directly: {step.statement}")
-            if native and direct.native is not None:
-                direct = direct.native
-            sql, params = direct.sql, step.params
-            if type(params) is not dict and (  # (the usual one row: no ABC checks)
-                isinstance(params, Sequence) and not isinstance(params, Mapping)
-            ):
-                parameters = direct.parameters_many(params)
-                if len(parameters) == _ONE_ROW:
-                    parameters = parameters[0]
-                    cursor.execute(sql, parameters)
-                else:
-                    cursor.executemany(sql, parameters)
-            else:
-                parameters = direct.parameters(params or {})
-                cursor.execute(sql, parameters)
-            if step.fetch:
-                fetched = True  # (tuples where the plan reads by position, see Step)
-                rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
-                step = plan.send(Outcome(rows, len(rows)))
-            else:
-                step = plan.send(Outcome((), cursor.rowcount))
-    except StopIteration as done:
-        if commit:  # (an error here is _commit's alone: not the handlers' below)
-            _commit(dbapi_connection, dialect, core, cursor, sql, parameters, committed)
-        return done.value, fetched
-    except dialect.loaded_dbapi.Error as error:
-        _rollback_quietly(dbapi_connection, dialect)
-        mark = retry.mark_partly_committed if committed else None
-        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
-        raise  # (_raise_wrapped raised)
-    except Exception:
-        _rollback_quietly(dbapi_connection, dialect)
-        raise
-
-
-def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:
-    """The fetched rows, each a mapping by column name too."""
-    names = compiler.column_names(direct, cursor)
-    return [Row(dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
-
-
-def _commit(
-    dbapi_connection: Any,
-    dialect: Dialect,
-    core: Callable[[], Connection],
-    cursor: Any,
-    sql: str | None,
-    parameters: Any,
-    committed: bool,
-) -> None:
-    """The plan's final COMMIT (``committed``: an earlier COMMIT step ran)."""
-    try:
-        dbapi_connection.commit()
-    except dialect.loaded_dbapi.Error as error:
-        # A refused COMMIT may leave the transaction open (SQLite's SQLITE_BUSY): end
-        # it, as Core's Connection does when it closes, before the pool has it back.
-        _rollback_quietly(dbapi_connection, dialect)
-        mark = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
-        _raise_wrapped(core(), error, sql, parameters, cursor, mark)
 
 
 # Where a plan's cursor waits for the next plan on the same connection (a pooled

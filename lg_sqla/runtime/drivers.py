@@ -165,6 +165,9 @@ class DirectDriver:
     # Opens (and sets up) the cursor of a plan; True: it takes statements in their
     # native form.
     open_cursor: Callable[[Any], tuple[Any, bool]] = _plain_cursor
+    # True: ``open_cursor`` is ``_plain_cursor`` (the DBAPI's own cursor, as it is),
+    # which the direct path then calls itself.
+    plain_cursors: bool = True
     # The cursor of a plan that only wrote is kept with its connection for the next
     # plan on it (``runtime.direct``). psycopg builds a cursor's adapters map and
     # its parameter dumpers anew per cursor: opening one, executing a small
@@ -181,6 +184,7 @@ _PSYCOPG = DirectDriver(
     autocommit=_psycopg_autocommit,
     native_form=_psycopg_numbered,
     open_cursor=_psycopg_cursor,
+    plain_cursors=False,
     keeps_cursors=True,
     drop_results=_psycopg_drop_results,
 )

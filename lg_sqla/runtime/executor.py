@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable
@@ -38,10 +39,15 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
-from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, is_prebuilt
+from lg_sqla.plans import PREBUILT_CODES, Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
-from lg_sqla.runtime.drivers import direct_driver, guard_invalidation, left_unusable
+from lg_sqla.runtime.drivers import (
+    DirectDriver,
+    direct_driver,
+    guard_invalidation,
+    left_unusable,
+)
 from lg_sqla.runtime.kept import KeptConnection
 from lg_sqla.runtime.routing import Path, Router
 
@@ -198,7 +204,9 @@ async def _in_worker_thread(call: Callable[[], T]) -> T:
     to end before it sees the ``CancelledError``: a thread cannot be interrupted, and
     until it ends its transaction (committed whole or rolled back) it holds a
     connection of the pool. When a cancelled call returns, nothing of it runs on."""
-    running = asyncio.ensure_future(asyncio.to_thread(call))
+    # What asyncio.to_thread does (the caller's context, the loop's default executor),
+    # without its coroutine and the task ensure_future wrapped that in.
+    running = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, call)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:
@@ -209,6 +217,9 @@ async def _in_worker_thread(call: Callable[[], T]) -> T:
             running.exception()  # (retrieved: its outcome is the cancellation's)
         raise
 
+
+# A writer lock not asked for yet (None: the database has none).
+_UNKNOWN_LOCK: Any = object()
 
 # Every Runtime of the process, for a forked child's reset (``Runtime.forked``).
 _RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -263,6 +274,8 @@ class Runtime:
         # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
         self._guarded: set[Engine] = set()
         self._window_of = self._window
+        # The direct path's driver settings by dialect (a saver has one or two).
+        self._drivers: dict[Dialect, DirectDriver] = {}
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -317,12 +330,22 @@ class Runtime:
         """
         if not callable(source):
             return self.attempt(engine, source, writes=writes)
-        return retry.with_retries(
-            lambda: self.attempt(engine, source(), writes=writes),
-            self.dialect_ops,
-            idempotent,
-            self._window_of,  # (positional, and bound once: the hot calls pay nothing)
-        )
+        # The first attempt, as the retry loop would make it: the loop's bookkeeping
+        # (a closure, the window, the attempts) is paid from the first failure on.
+        try:
+            return self.attempt(engine, source(), writes=writes)
+        except (DBAPIError, ConnectionError) as error:
+            failed = error
+        try:
+            return retry.with_retries(
+                lambda: self.attempt(engine, source(), writes=writes),
+                self.dialect_ops,
+                idempotent,
+                self._window_of,  # (positional, and bound once)
+                failed,
+            )
+        finally:  # (a frame holding its own exception: a cycle only gc frees)
+            del failed
 
     def _window(self) -> float:
         """The reconnect window: none before the owner ever connected (a wrong URL or
@@ -348,8 +371,14 @@ class Runtime:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        with self._writer_lock(engine, first, writes) or contextlib.nullcontext():
-            return self._run_started(engine, plan, first)
+        if writes if writes is not None else not first.fetch:
+            lock = self._writer_locks.get(engine, _UNKNOWN_LOCK)
+            if lock is _UNKNOWN_LOCK:
+                lock = self._writer_lock(engine, first, writes)
+            if lock is not None:
+                with lock:
+                    return self._run_started(engine, plan, first)
+        return self._run_started(engine, plan, first)
 
     def _first_connection(self, connection: Connection) -> None:
         """The owner's first call: the dialect learns its server (plans may build
@@ -366,7 +395,9 @@ class Runtime:
             self.schema_checked = True
 
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step) -> T:
-        if self.router.path_of(engine, first, is_prebuilt(plan)) is Path.DIRECT:
+        # (is_prebuilt, inlined: one frame less per call)
+        prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT_CODES
+        if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
         connection = _connect(engine)
         pooled = connection.connection
@@ -434,9 +465,9 @@ class Runtime:
         return drive(connection, plan, first, commit=True)
 
     def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
-        driver = direct_driver(engine.dialect)
-        assert driver is not None  # choose_path checked it
-        kept = self._kept_connection(engine)
+        dialect = engine.dialect
+        driver = self._drivers.get(dialect) or self._driver_of(dialect)
+        kept = (self._kept.get(engine) or self._keep(engine)) if self.keep_connection else None
         try:
             pooled = kept.take(engine) if kept is not None else None
             if pooled is None:
@@ -455,10 +486,11 @@ class Runtime:
 
         clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)
         try:
-            self.prepare_session(engine, pooled, None)
+            if self.dialect_ops.prepares_sessions:
+                self.prepare_session(engine, pooled, None)
             result = direct.run(
                 pooled,
-                engine.dialect,
+                dialect,
                 core,
                 self.compiler,
                 driver,
@@ -491,13 +523,13 @@ class Runtime:
         internals.check_in_after_commit(pooled)
         return result
 
-    def _kept_connection(self, engine: Engine) -> KeptConnection | None:
-        if not self.keep_connection:
-            return None
-        kept = self._kept.get(engine)
-        if kept is None:
-            kept = self._kept.setdefault(engine, KeptConnection())
-        return kept
+    def _driver_of(self, dialect: Dialect) -> DirectDriver:
+        driver = self._drivers[dialect] = direct_driver(dialect)  # type: ignore[assignment]
+        assert driver is not None  # choose_path checked it
+        return driver
+
+    def _keep(self, engine: Engine) -> KeptConnection:
+        return self._kept.setdefault(engine, KeptConnection())
 
     def release_connections(self) -> None:
         """Give the connections kept between calls back to their pools (before the
@@ -541,12 +573,20 @@ class Runtime:
             )
         if not callable(source):
             return await self._aattempt(engine, source, writes)
-        return await retry.awith_retries(
-            lambda: self._aattempt(engine, source(), writes),
-            self.dialect_ops,
-            idempotent,
-            self._window_of,
-        )
+        try:  # (the first attempt: see run)
+            return await self._aattempt(engine, source(), writes)
+        except (DBAPIError, ConnectionError) as error:
+            failed = error
+        try:
+            return await retry.awith_retries(
+                lambda: self._aattempt(engine, source(), writes),
+                self.dialect_ops,
+                idempotent,
+                self._window_of,
+                failed,
+            )
+        finally:  # (see run)
+            del failed
 
     async def _aattempt(self, engine: AsyncEngine, plan: Plan[T], writes: bool | None) -> T:
         if not (self._connected and self.schema_checked):

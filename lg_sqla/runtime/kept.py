@@ -91,6 +91,21 @@ class KeptConnection:
         must not keep one: then the caller checks out of the pool."""
         if not self._in_use.acquire(blocking=False):
             return None
+        pooled = self._pooled
+        # The usual call: the connection kept by this process, of the engine's current
+        # pool, still open and current, and nothing listening to the pool since. (The
+        # rest of keeps_connections is fixed for a pool: checked when it was kept.)
+        if (
+            pooled is not None
+            and self._pool is engine.pool
+            and self._pid == os.getpid()
+            and internals.kept_still_current(pooled, engine.pool)
+        ):
+            return pooled
+        return self._take_checked(engine)
+
+    def _take_checked(self, engine: Engine) -> PoolProxiedConnection | None:
+        """:meth:`take` past its fast check, the lock held: every check made again."""
         try:
             pooled = self._pooled
             if pooled is not None and self._pid != os.getpid():

@@ -215,24 +215,34 @@ def with_retries(
     dialect_ops: DialectOps,
     idempotent: bool = False,
     window: Callable[[], float] = _no_window,
+    failed: DBAPIError | ConnectionError | None = None,
 ) -> T:
     """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows.
 
-    ``window``: the reconnect window's seconds, asked at the first failure only."""
+    ``window``: the reconnect window's seconds, asked at the first failure only.
+    ``failed``: the error of a first attempt the caller made itself (the executors
+    do, so that a call that succeeds pays none of this loop): it is judged first,
+    as if ``attempt`` had raised it."""
     attempts = 0
     reconnect: _Window | None = None
     while True:
-        try:
-            return attempt()
-        except (DBAPIError, ConnectionError) as error:
-            attempts += 1
-            reconnect = reconnect or _Window(window)
-            delay = retry_delay(
-                error, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
-            )
-            if delay is None:
-                raise
-            time.sleep(delay)
+        if failed is None:
+            try:
+                return attempt()
+            except (DBAPIError, ConnectionError) as error:
+                failed = error
+        attempts += 1
+        reconnect = reconnect or _Window(window)
+        delay = retry_delay(
+            failed, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
+        )
+        if delay is None:
+            try:
+                raise failed
+            finally:  # (a frame holding its own exception: a cycle only gc frees)
+                failed = None
+        failed = None
+        time.sleep(delay)
 
 
 async def awith_retries(
@@ -240,19 +250,26 @@ async def awith_retries(
     dialect_ops: DialectOps,
     idempotent: bool = False,
     window: Callable[[], float] = _no_window,
+    failed: DBAPIError | ConnectionError | None = None,
 ) -> T:
     """Async twin of :func:`with_retries`."""
     attempts = 0
     reconnect: _Window | None = None
     while True:
-        try:
-            return await attempt()
-        except (DBAPIError, ConnectionError) as error:
-            attempts += 1
-            reconnect = reconnect or _Window(window)
-            delay = retry_delay(
-                error, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
-            )
-            if delay is None:
-                raise
-            await asyncio.sleep(delay)
+        if failed is None:
+            try:
+                return await attempt()
+            except (DBAPIError, ConnectionError) as error:
+                failed = error
+        attempts += 1
+        reconnect = reconnect or _Window(window)
+        delay = retry_delay(
+            failed, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
+        )
+        if delay is None:
+            try:
+                raise failed
+            finally:  # (a frame holding its own exception: a cycle only gc frees)
+                failed = None
+        failed = None
+        await asyncio.sleep(delay)

@@ -15,7 +15,6 @@ transactions:
 from __future__ import annotations
 
 import enum
-import logging
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
@@ -45,12 +44,7 @@ def changing_reasons(engine: Engine) -> tuple[Any, ...]:
     change), its event listeners, and whether it logs at INFO. The rest it reads is
     fixed for a statement on an engine (the driver, the SQLAlchemy internals, the
     statement cached and compiling)."""
-    return (
-        engine,
-        engine.get_execution_options(),
-        internals.has_events(engine),
-        engine.logger.isEnabledFor(logging.INFO),
-    )
+    return internals.engine_reasons(engine)
 
 
 def choose_path(
@@ -121,7 +115,7 @@ class Router:
         statement = first.statement
         if not (prebuilt and self.allowed) or statement is None:
             return Path.CORE
-        reasons = changing_reasons(engine)
+        reasons = internals.engine_reasons(engine)  # (changing_reasons, one frame less)
         known = self._paths.get(statement)
         if known is not None and known[0] == reasons:
             return known[1]

@@ -388,6 +388,16 @@ def psycopg_drop_results(cursor: Any) -> bool:
     return True
 
 
+def psycopg_drop_own_results(cursor: Any) -> bool:
+    """:func:`psycopg_drop_results` of a cursor that is psycopg's own (sync psycopg's:
+    no adapter's), without asking for an adapter's cursor behind it."""
+    reset = getattr(cursor, "_reset", None)
+    if not callable(reset):
+        return False
+    reset()
+    return True
+
+
 # --- LangGraph ------------------------------------------------------------------------
 
 

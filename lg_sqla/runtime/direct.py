@@ -275,11 +275,12 @@ def run(
             cursor = restore = None
         raise
     finally:
-        if restore is not None:
-            _restore_quietly(dialect, cursor, restore)
-        elif cursor is not None:  # (_restore_quietly inlined: one frame less per call)
-            try:  # noqa: SIM105 (contextlib.suppress: three frames, the property read per call)
-                cursor.close()
+        if cursor is not None or restore is not None:  # (_restore_quietly, inlined)
+            try:
+                if cursor is not None:
+                    cursor.close()
+                if restore is not None:
+                    restore()
             except dialect.loaded_dbapi.Error:
                 pass
 

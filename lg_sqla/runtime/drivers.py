@@ -21,7 +21,7 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -142,10 +142,17 @@ def _psycopg_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     return partial(setattr, dbapi_connection, "autocommit", False)
 
 
-def _psycopg_drop_results(cursor: Any) -> bool:
-    """Let go of a read's rows so its cursor may be kept (``keeps_cursors``); False,
-    and the cursor is closed as before, where it cannot (``internals``)."""
-    return internals.psycopg_drop_results(cursor)
+def _psycopg_own_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
+    """``_psycopg_autocommit`` on sync psycopg, whose DBAPI connection is psycopg's own
+    (no adapter to look behind): the client-side flag first, which also tells a
+    connection already in autocommit (no property read, one frame less per call)."""
+    undo = internals.psycopg_autocommit_flag(dbapi_connection, _psycopg_idle())
+    if undo is not None:
+        return undo
+    if dbapi_connection.autocommit:
+        return _nothing_to_restore
+    dbapi_connection.autocommit = True
+    return partial(setattr, dbapi_connection, "autocommit", False)
 
 
 def _keeps_no_results(cursor: Any) -> bool:
@@ -180,20 +187,28 @@ class DirectDriver:
 
 
 _PLAIN = DirectDriver()
+# Drops a read's rows so its cursor may be kept (``keeps_cursors``); False, and the
+# cursor is closed as before, where it cannot (``internals``).
 _PSYCOPG = DirectDriver(
     autocommit=_psycopg_autocommit,
     native_form=_psycopg_numbered,
     open_cursor=_psycopg_cursor,
     plain_cursors=False,
     keeps_cursors=True,
-    drop_results=_psycopg_drop_results,
+    drop_results=internals.psycopg_drop_results,
+)
+# Sync psycopg: its connections and cursors are psycopg's own, no adapter's.
+_PSYCOPG_OWN = replace(
+    _PSYCOPG,
+    autocommit=_psycopg_own_autocommit,
+    drop_results=internals.psycopg_drop_own_results,
 )
 
 DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
     ("sqlite", "pysqlite"): _PLAIN,
     # (SQLAlchemy's asyncio adapter gives aiosqlite, psycopg and asyncmy a DBAPI face.)
     ("sqlite", "aiosqlite"): _PLAIN,
-    ("postgresql", "psycopg"): _PSYCOPG,
+    ("postgresql", "psycopg"): _PSYCOPG_OWN,
     ("postgresql", "psycopg_async"): _PSYCOPG,
     ("mysql", "pymysql"): _PLAIN,
     ("mysql", "asyncmy"): _PLAIN,

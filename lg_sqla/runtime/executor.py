@@ -39,7 +39,8 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
-from lg_sqla.plans import PREBUILT_CODES, Outcome, Plan, PlanSource, Step, T
+from lg_sqla.plans import PREBUILT_CODES as PREBUILT
+from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import (
@@ -371,14 +372,18 @@ class Runtime:
             first = next(plan)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+        # (_run_started, inlined: the path, then the writer lock around the run)
+        prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT  # (is_prebuilt, inlined)
+        direct_path = self.router.path_of(engine, first, prebuilt) is Path.DIRECT
+        run = self._run_direct if direct_path else self._run_core
         if writes if writes is not None else not first.fetch:
             lock = self._writer_locks.get(engine, _UNKNOWN_LOCK)
             if lock is _UNKNOWN_LOCK:
                 lock = self._writer_lock(engine, first, writes)
             if lock is not None:
                 with lock:
-                    return self._run_started(engine, plan, first)
-        return self._run_started(engine, plan, first)
+                    return run(engine, plan, first)
+        return run(engine, plan, first)
 
     def _first_connection(self, connection: Connection) -> None:
         """The owner's first call: the dialect learns its server (plans may build
@@ -396,9 +401,12 @@ class Runtime:
 
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         # (is_prebuilt, inlined: one frame less per call)
-        prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT_CODES
+        prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT  # (is_prebuilt, inlined)
         if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
+        return self._run_core(engine, plan, first)
+
+    def _run_core(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         connection = _connect(engine)
         pooled = connection.connection
         clock = None if self.call_timeout is None else timeouts.watch(pooled, self.call_timeout)

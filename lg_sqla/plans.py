@@ -11,9 +11,8 @@ lg_sqla's: every layer may use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
 from types import CodeType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy.engine import Row
 from sqlalchemy.sql import Executable
@@ -25,8 +24,7 @@ Record = Mapping[Any, Any]
 Rows = Sequence[Row[Any]]
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One statement to execute; ``fetch`` says whether the plan wants its rows.
 
     A step without a statement (``COMMIT``) commits the work so far; the next
@@ -41,6 +39,10 @@ class Step:
     ``positional``: the plan reads the fetched rows by position only (``row[i]``, in
     the statement's column order), so the direct path may hand it the driver's rows
     as they are, without a mapping per row; Core's rows are sequences too.
+
+    Immutable, and a named tuple (not a frozen dataclass): each call makes a step or
+    two and an outcome per step, and a frozen dataclass's ``__init__`` sets each field
+    through ``object.__setattr__``, nearly three times a tuple's cost.
     """
 
     statement: Executable | None
@@ -53,9 +55,9 @@ class Step:
 COMMIT = Step(None)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What a step sends back to its plan: the rows (if fetched) and the rowcount."""
+class Outcome(NamedTuple):
+    """What a step sends back to its plan: the rows (if fetched) and the rowcount
+    (a named tuple, as :class:`Step`)."""
 
     rows: Rows
     rowcount: int

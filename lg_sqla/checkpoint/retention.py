@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -290,7 +290,7 @@ def _in_transaction(plan: Plan[Any]) -> Plan[Any]:
         step = next(plan)
         while True:
             if step.whole_plan:
-                step = replace(step, whole_plan=False)
+                step = step._replace(whole_plan=False)
             step = plan.send((yield step))
     except StopIteration as done:
         return done.value

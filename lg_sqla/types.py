@@ -154,11 +154,12 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 
             def sqlite_text(value: dt.datetime | None) -> str | None:
                 # The DATETIME text SQLAlchemy writes ("YYYY-MM-DD HH:MM:SS.ffffff"),
-                # by datetime's C formatting.
+                # by datetime's C formatting: the UTC time's text without its fixed
+                # "+00:00" (replace(tzinfo=None) first cost twice the formatting, its
+                # keyword parsed per call: 9k instructions a timestamp).
                 if value is None:
                     return None
-                naive = _as_utc(value).replace(tzinfo=None)
-                return naive.isoformat(" ", "microseconds")
+                return _as_utc(value).isoformat(" ", "microseconds")[:_NAIVE_TEXT]
 
             return sqlite_text
         if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
@@ -185,6 +186,11 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.timezone.utc)
         return value.astimezone(dt.timezone.utc)
+
+
+# The length of a naive DATETIME's text, "YYYY-MM-DD HH:MM:SS.ffffff" (datetime's
+# years have four digits).
+_NAIVE_TEXT = 26
 
 
 def _as_utc(value: dt.datetime) -> dt.datetime:

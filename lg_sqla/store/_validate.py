@@ -34,10 +34,15 @@ def check_json_value(where: str, value: Any, *, stored: bool = True) -> None:
     elif isinstance(value, float):
         if stored and not math.isfinite(value):
             raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
-    elif isinstance(value, Mapping):
+    elif type(value) is dict or isinstance(value, Mapping):  # (a dict: no ABC check)
         for k, v in value.items():
-            _check_text(f"{where} key {k!r}", k)
-            check_json_value(f"{where}[{k!r}]", v, stored=stored)
+            # A text key and a plain scalar (the usual) checked here: the culprit's
+            # name, a repr, is formatted only for what the full check must judge.
+            if type(k) is not str or "\x00" in k:
+                _check_text(f"{where} key {k!r}", k)
+            kind = type(v)
+            if not (v is None or kind is int or kind is bool or (kind is str and "\x00" not in v)):
+                check_json_value(f"{where}[{k!r}]", v, stored=stored)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             check_json_value(f"{where}[{i}]", v, stored=stored)
@@ -80,7 +85,7 @@ def _check_put(op: PutOp) -> None:
     if not op.namespace:
         raise InvalidInputError("namespace of a put must not be empty")
     if op.value is not None:
-        if not isinstance(op.value, Mapping):
+        if type(op.value) is not dict and not isinstance(op.value, Mapping):
             raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
         check_json_value("value", op.value)
     if op.ttl is not None and (

@@ -613,7 +613,11 @@ class Runtime:
         if sync_engine not in self._guarded:
             guard_invalidation(sync_engine)
             self._guarded.add(sync_engine)
-        lock = self._writer_lock(sync_engine, first, writes)
+        lock = None
+        if writes if writes is not None else not first.fetch:  # (_writer_lock, inlined)
+            lock = self._writer_locks.get(sync_engine, _UNKNOWN_LOCK)
+            if lock is _UNKNOWN_LOCK:
+                lock = self._writer_lock(sync_engine, first, writes)
         if lock is None:  # (most databases: no async context manager per call)
             result: Any = await greenlet_spawn(self._run_started, sync_engine, plan, first)
             return result  # type: ignore[no-any-return]

@@ -197,7 +197,7 @@ _PSYCOPG = DirectDriver(
     keeps_cursors=True,
     drop_results=internals.psycopg_drop_results,
 )
-# Sync psycopg: its connections and cursors are psycopg's own, no adapter's.
+# Sync psycopg (``direct_driver``): its connections and cursors are psycopg's own.
 _PSYCOPG_OWN = replace(
     _PSYCOPG,
     autocommit=_psycopg_own_autocommit,
@@ -208,7 +208,7 @@ DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
     ("sqlite", "pysqlite"): _PLAIN,
     # (SQLAlchemy's asyncio adapter gives aiosqlite, psycopg and asyncmy a DBAPI face.)
     ("sqlite", "aiosqlite"): _PLAIN,
-    ("postgresql", "psycopg"): _PSYCOPG_OWN,
+    ("postgresql", "psycopg"): _PSYCOPG,  # (sync psycopg: _PSYCOPG_OWN, see direct_driver)
     ("postgresql", "psycopg_async"): _PSYCOPG,
     ("mysql", "pymysql"): _PLAIN,
     ("mysql", "asyncmy"): _PLAIN,
@@ -219,7 +219,12 @@ DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
 
 def direct_driver(dialect: Dialect) -> DirectDriver | None:
     """The direct path's settings for ``dialect``'s driver; None: not on the allowlist."""
-    return DIRECT_DRIVERS.get((dialect.name, dialect.driver))
+    driver = DIRECT_DRIVERS.get((dialect.name, dialect.driver))
+    if driver is _PSYCOPG and not dialect.is_async:
+        # SQLAlchemy's async psycopg dialect names its driver "psycopg" too: only the
+        # sync one's connections and cursors are psycopg's own, no adapter's.
+        return _PSYCOPG_OWN
+    return driver
 
 
 # --- connections a failed call leaves unusable -------------------------------------

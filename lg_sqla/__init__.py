@@ -21,21 +21,16 @@ if TYPE_CHECKING:
     from lg_sqla.checkpoint.policy import CheckpointTTL
     from lg_sqla.checkpoint.saver import SQLAlchemySaver
 else:
-    from lg_sqla import checkpoint as _checkpoint
     from lg_sqla.shared import lazy_exports
 
     # The savers are imported on first use, not with the package: they bring in
     # LangGraph and langchain_core (~1.5 s of CPU), which the ``lg-sqla`` command and
-    # ``import lg_sqla.errors`` do not need. They are the checkpoint package's own
-    # exports (its ``__all__``), which it imports lazily in turn.
+    # ``import lg_sqla.errors`` do not need. They are the checkpoint package's (lazy)
+    # exports: named in ``__all__`` below, found there.
     __getattr__ = lazy_exports(
-        globals(),
-        {
-            **dict.fromkeys(_checkpoint.__all__, _checkpoint.__name__),
-            "CheckpointTTL": "lg_sqla.checkpoint.policy",
-        },
+        globals(), {"CheckpointTTL": "lg_sqla.checkpoint.policy"}, rest="lg_sqla.checkpoint"
     )
-    del lazy_exports, _checkpoint  # (not part of the package's namespace)
+    del lazy_exports  # (not part of the package's namespace)
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -24,32 +24,29 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, c
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
-from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
-from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import async_bridged, on_loop
 from lg_sqla.engines import (
     configure_engine,
-    driver_hint,
     engine_options,
     in_schema,
-    saver_url,
     threaded_sqlite_url,
 )
 from lg_sqla.models import CheckpointRow
-from lg_sqla.plans import PlanSource, T
+from lg_sqla.plans import Plan, PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
-from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import TaskSweeper
 
 
 @async_bridged
-class AsyncSQLAlchemySaver(SaverBase):
+class AsyncSQLAlchemySaver(
+    SaverBase[AsyncEngine, AbstractAsyncContextManager["AsyncSQLAlchemySaver"]]
+):
     """A LangGraph checkpointer on any SQLAlchemy database (async engine).
 
     Drivers: ``sqlite+aiosqlite``, ``postgresql+psycopg`` (psycopg 3 async),
@@ -92,43 +89,11 @@ class AsyncSQLAlchemySaver(SaverBase):
         ...     graph = builder.compile(checkpointer=saver)
     """
 
-    engine: AsyncEngine
     # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
     _binding: AsyncBinding | None = None
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(
-            engine.dialect,
-            serde,
-            list_page_size,
-            check_schema,
-            direct_path,
-            read_only,
-            ttl,
-            reconnect_window,
-            call_timeout,
-            state_migrations,
-            keep_connection=keep_connection,
-        )
-        self._on_sweep: Callable[[SweepReport], None] | None = None
+    def _set_up_face(self) -> None:
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
-        self.schema = schema
-        self.engine = in_schema(engine, schema)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
         try:
@@ -136,66 +101,30 @@ class AsyncSQLAlchemySaver(SaverBase):
         except RuntimeError:
             self.loop = None
 
-    @classmethod
+    _is_async = True
+    _new_engine = staticmethod(create_async_engine)
+
+    @staticmethod
     @asynccontextmanager
-    async def from_conn_string(
-        cls,
+    async def _opened(
+        engine: AsyncEngine,
         url: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        **engine_kwargs: Any,
+        engine_kwargs: dict[str, Any],
+        saver: Callable[[AsyncEngine, bool], AsyncSQLAlchemySaver],
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
-        """Open a saver on an async database URL; the engine is disposed on exit.
-
-        Args:
-            url: e.g. ``sqlite+aiosqlite:///checkpoints.sqlite``,
-                ``postgresql+psycopg://user:pw@host/db``, ``mysql+asyncmy://user:pw@host/db``.
-            **engine_kwargs: Passed to ``create_async_engine`` (and, for a SQLite
-                file, to the ``create_engine`` of the pysqlite engine the saver
-                runs its checkpointer calls on, one worker thread per call).
-
-        A URL without a driver gets lg_sqla's async one (``postgres://`` and
-        ``postgresql://``: psycopg 3; ``mysql://``: asyncmy; ``sqlite://``: aiosqlite).
-        A driver that is not installed raises ``MissingDriverError`` naming the extra.
-        """
-        url = saver_url(url, is_async=True)
-        with driver_hint(url):
-            engine = configure_engine(
-                create_async_engine(url, **engine_options(url, engine_kwargs))
-            )
         sync_url = threaded_sqlite_url(url)
 
-        def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
-            saver._threaded = in_schema(sync_engine, schema)
+        def attach(opened: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
+            opened._threaded = in_schema(sync_engine, opened.schema)
 
         async with aowned(
             engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                serde=serde,
-                list_page_size=list_page_size,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                ttl=ttl,
-                reconnect_window=reconnect_window,
-                call_timeout=call_timeout,
-                state_migrations=state_migrations,
-                # Its pysqlite engine (SQLite files) is the saver's alone.
-                keep_connection=sync_url is not None,
-            ),
+            # keep_connection: its pysqlite engine (SQLite files) is the saver's alone.
+            lambda owned_engine: saver(owned_engine, sync_url is not None),
             _threaded_engine(sync_url, engine_kwargs),
             attach,
-        ) as saver:
-            yield saver
+        ) as opened:
+            yield opened
 
     # --- plumbing ------------------------------------------------------------
 
@@ -296,15 +225,13 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Store a checkpoint and the blobs of ``new_versions`` in one transaction; the
         checkpoint is stored only with every blob it names (see ``SQLAlchemySaver.put``)."""
         self._writing("aput")
+
+        def put() -> Plan[RunnableConfig]:
+            return operations.put(self.context, config, checkpoint, metadata, new_versions)
+
         if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return await self.arun(
-                lambda: retention.put(
-                    self.context, config, checkpoint, metadata, new_versions, keep_last
-                )
-            )
-        return await self._checkpointer_call(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
-        )
+            return await self.arun(lambda: retention.pruned_put(self.context, put(), keep_last))
+        return await self._checkpointer_call(put)
 
     async def aput_writes(
         self,

@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -24,25 +24,21 @@ from sqlalchemy.orm import Session
 
 from lg_sqla import migrate
 from lg_sqla.checkpoint import maintenance, operations, retention, rotation
-from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
-from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.state_migrations import StateMigrations
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
-from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.models import CheckpointRow
-from lg_sqla.plans import PlanSource, T
+from lg_sqla.plans import Plan, PlanSource, T
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
-from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import ThreadSweeper
 
 
 @sync_bridged
-class SQLAlchemySaver(SaverBase):
+class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"]]):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 
     Every call runs in one transaction of the engine's pool: no global lock, so
@@ -108,97 +104,26 @@ class SQLAlchemySaver(SaverBase):
         ...     graph = builder.compile(checkpointer=saver)
     """
 
-    engine: Engine
     # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
     _binding: Binding | None = None
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(
-            engine.dialect,
-            serde,
-            list_page_size,
-            check_schema,
-            direct_path,
-            read_only,
-            ttl,
-            reconnect_window,
-            call_timeout,
-            state_migrations,
-            keep_connection=keep_connection,
-        )
-        self.schema = schema
-        self.engine = in_schema(engine, schema)
-        self._on_sweep: Callable[[SweepReport], None] | None = None
+    def _set_up_face(self) -> None:
         self._sweeper = ThreadSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
 
-    @classmethod
+    _is_async = False
+    _new_engine = staticmethod(create_engine)
+
+    @staticmethod
     @contextmanager
-    def from_conn_string(
-        cls,
+    def _opened(
+        engine: Engine,
         url: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        **engine_kwargs: Any,
+        engine_kwargs: dict[str, Any],
+        saver: Callable[[Engine, bool], SQLAlchemySaver],
     ) -> Iterator[SQLAlchemySaver]:
-        """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
-        stopped) on exit.
-
-        Args:
-            url: A SQLAlchemy URL, e.g. ``sqlite:///checkpoints.sqlite``,
-                ``postgresql+psycopg://user:pw@host/db``, ``mysql+pymysql://user:pw@host/db``.
-            serde: See the class docstring.
-            list_page_size: See the class docstring.
-            ttl: See the class docstring.
-            **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
-                ``pool_pre_ping``, ``connect_args``, ...).
-
-        A URL without a driver gets lg_sqla's (``postgres://`` and ``postgresql://``:
-        psycopg 3; ``mysql://``: PyMySQL). A driver that is not installed raises
-        ``MissingDriverError`` naming the extra to install.
-        """
-        url = saver_url(url, is_async=False)
-        with driver_hint(url):
-            engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
-        with owned(
-            engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                serde=serde,
-                list_page_size=list_page_size,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                ttl=ttl,
-                reconnect_window=reconnect_window,
-                call_timeout=call_timeout,
-                state_migrations=state_migrations,
-                keep_connection=True,  # the engine is the saver's alone
-            ),
-        ) as saver:
-            yield saver
+        # keep_connection: the engine is the saver's alone.
+        with owned(engine, lambda owned_engine: saver(owned_engine, True)) as opened:
+            yield opened
 
     # --- plumbing ------------------------------------------------------------
 
@@ -357,15 +282,13 @@ class SQLAlchemySaver(SaverBase):
                 JSON; nothing is written. A serializer error also writes nothing.
         """
         self._writing("put")
+
+        def put() -> Plan[RunnableConfig]:
+            return operations.put(self.context, config, checkpoint, metadata, new_versions)
+
         if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return self.run(
-                lambda: retention.put(
-                    self.context, config, checkpoint, metadata, new_versions, keep_last
-                )
-            )
-        return self._checkpointer_call(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
-        )
+            return self.run(lambda: retention.pruned_put(self.context, put(), keep_last))
+        return self._checkpointer_call(put)
 
     def put_writes(
         self,

@@ -6,6 +6,10 @@ a bridge: a sync saver's ``a*`` method runs the sync one in a worker thread; an 
 saver's sync method runs the ``a*`` one on the saver's event loop from another
 thread. ``FACES`` names them; the class decorators below check that both classes
 have every one and give each bridge its docstring, pointing at the documented face.
+
+A function of a saver (``state_upgrade.upgrade_state``) is written once as what it
+runs: ``run_by`` and ``arun_by`` make its two faces, through the saver's
+``run``/``arun``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+from lg_sqla.plans import PlanSource
 
 # The calls that have both a sync and an ``a``-prefixed async face on both savers.
 FACES: tuple[str, ...] = (
@@ -41,6 +47,7 @@ FACES: tuple[str, ...] = (
 SaverClass = TypeVar("SaverClass", bound=type)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_S = TypeVar("_S")
 # (The saver is typed Any in the faces below: the type checker matches each face with
 # the method it overrides on BaseCheckpointSaver, whose ``self`` is the base class.)
 
@@ -80,6 +87,44 @@ def on_loop(
 
     _named(bridge, method, name.removeprefix("a"))
     return bridge
+
+
+def _face_of(call: Callable[..., Any], plans: Callable[..., Any], name: str, doc: str) -> None:
+    """``call`` presents itself as ``name`` of ``plans``' module, with ``plans``'
+    parameters (what it returns is not a plan source but what the plan returns)."""
+    call.__name__ = call.__qualname__ = name
+    call.__module__ = plans.__module__
+    call.__doc__ = doc
+    call.__signature__ = inspect.signature(plans).replace(  # type: ignore[attr-defined]
+        return_annotation=inspect.Signature.empty
+    )
+
+
+def run_by(
+    plans: Callable[Concatenate[_S, _P], PlanSource[_R]], name: str, doc: str
+) -> Callable[Concatenate[_S, _P], _R]:
+    """The sync face of a function of a saver: ``saver.run`` of the plan source that
+    ``plans(saver, ...)`` returns (its checks raise before anything runs)."""
+
+    def call(saver: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result: _R = cast(Any, saver).run(plans(saver, *args, **kwargs))
+        return result
+
+    _face_of(call, plans, name, doc)
+    return call
+
+
+def arun_by(
+    plans: Callable[Concatenate[_S, _P], PlanSource[_R]], name: str, doc: str
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """The async face of ``run_by``'s: ``await saver.arun`` of the same plan source."""
+
+    async def call(saver: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result: _R = await cast(Any, saver).arun(plans(saver, *args, **kwargs))
+        return result
+
+    _face_of(call, plans, name, doc)
+    return call
 
 
 def _document(cls: type, bridge: str, documented: str, how: str) -> None:

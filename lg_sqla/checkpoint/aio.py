@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
@@ -29,7 +29,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import async_bridged, on_loop
+from lg_sqla.checkpoint.twins import async_bridged, iterated_on_loop, on_loop
 from lg_sqla.engines import (
     configure_engine,
     engine_options,
@@ -193,14 +193,7 @@ class AsyncSQLAlchemySaver(
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
-        pages = operations.list_pages(
-            config,
-            filter=filter,
-            before=before,
-            limit=limit,
-            page_size=self.list_page_size,
-            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
-        )
+        pages = self._pages(config, filter, before, limit)
         # A TTL policy: each listed thread's expiry, asked once (list(None) refreshes none).
         refresh = self._refresh and config is not None
         seen: dict[str, bool] = {}
@@ -433,23 +426,7 @@ class AsyncSQLAlchemySaver(
     def run(self, source: PlanSource[T]) -> T:
         return self._on_loop(self.arun(source))
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        iterator = self.alist(config, filter=filter, before=before, limit=limit).__aiter__()
-        while True:
-            try:
-                # An async generator's __anext__ is a coroutine at run time; typed Awaitable.
-                step = cast("Coroutine[Any, Any, CheckpointTuple]", iterator.__anext__())
-                yield self._on_loop(step)
-            except StopAsyncIteration:
-                return
-
+    list = iterated_on_loop(alist)
     get_tuple = on_loop(aget_tuple)
     put = on_loop(aput)
     put_writes = on_loop(aput_writes)

@@ -26,7 +26,10 @@ from lg_sqla.serde import with_msgpack_allowlist
 from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:  # (they import Context from here)
+    from langchain_core.runnables import RunnableConfig
+
     from lg_sqla.checkpoint.maintenance import SweepReport
+    from lg_sqla.checkpoint.operations import Pages
     from lg_sqla.checkpoint.state_migrations import StateMigrations
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 
@@ -236,6 +239,25 @@ class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
                 None if state is None else state.head,
             )
         return context
+
+    def _pages(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Pages:
+        """``list``'s pages of this saver's size, filtered in SQL where the dialect can."""
+        from lg_sqla.checkpoint.operations import list_pages
+
+        return list_pages(
+            config,
+            filter=filter,
+            before=before,
+            limit=limit,
+            page_size=self.list_page_size,
+            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
+        )
 
     def release_connections(self) -> None:
         """Give the connection kept between calls (``keep_connection``) back to its

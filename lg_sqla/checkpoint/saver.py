@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
@@ -29,7 +29,7 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
+from lg_sqla.checkpoint.twins import in_worker_thread, iterated_in_worker_thread, sync_bridged
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import Plan, PlanSource, T
 from lg_sqla.runtime.bound import Binding
@@ -233,14 +233,7 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
             before: Only checkpoints whose id is smaller than this config's ``checkpoint_id``.
             limit: At most this many checkpoints.
         """
-        pages = operations.list_pages(
-            config,
-            filter=filter,
-            before=before,
-            limit=limit,
-            page_size=self.list_page_size,
-            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
-        )
+        pages = self._pages(config, filter, before, limit)
         visible = self._visibility(config)
         while (query := pages.next_query()) is not None:
             page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
@@ -590,19 +583,7 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
     async def arun(self, source: PlanSource[T]) -> T:
         return await asyncio.to_thread(self.run, source)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        iterator = self.list(config, filter=filter, before=before, limit=limit)
-        done = object()
-        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
-            yield item  # type: ignore[misc]
-
+    alist = iterated_in_worker_thread(list)
     aget_tuple = in_worker_thread(get_tuple)
     aput = in_worker_thread(put)
     aput_writes = in_worker_thread(put_writes)

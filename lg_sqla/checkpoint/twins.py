@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+import re
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from lg_sqla.plans import PlanSource
@@ -52,11 +53,27 @@ _S = TypeVar("_S")
 # the method it overrides on BaseCheckpointSaver, whose ``self`` is the base class.)
 
 
-def _named(bridge: Callable[..., Any], face: Callable[..., Any], name: str) -> None:
-    """``bridge`` presents itself as ``name``, with ``face``'s signature."""
+# An iterating face's return annotation (a string: the savers' annotations are
+# postponed), as the other face says it.
+_ITERATOR = re.compile(r"^Iterator\[(.*)\]$")
+_ASYNC_ITERATOR = re.compile(r"^AsyncIterator\[(.*)\]$")
+
+
+def _returns(face: Callable[..., Any]) -> str:
+    return str(inspect.signature(face).return_annotation)
+
+
+def _named(
+    bridge: Callable[..., Any], face: Callable[..., Any], name: str, returns: str | None = None
+) -> None:
+    """``bridge`` presents itself as ``name``, with ``face``'s signature (``returns``:
+    another return annotation)."""
     bridge.__name__ = name
     bridge.__qualname__ = face.__qualname__.rsplit(".", 1)[0] + "." + name
-    bridge.__signature__ = inspect.signature(face)  # type: ignore[attr-defined]
+    signature = inspect.signature(face)
+    if returns is not None:
+        signature = signature.replace(return_annotation=returns)
+    bridge.__signature__ = signature  # type: ignore[attr-defined]
 
 
 def in_worker_thread(
@@ -86,6 +103,46 @@ def on_loop(
         return result
 
     _named(bridge, method, name.removeprefix("a"))
+    return bridge
+
+
+def iterated_in_worker_thread(
+    method: Callable[Concatenate[Any, _P], Iterator[_R]],
+) -> Callable[Concatenate[Any, _P], AsyncIterator[_R]]:
+    """The sync saver's ``a*`` face of an iterating ``method`` (``list``): each step of
+    its iterator runs in a worker thread, never blocking the event loop."""
+    name = method.__name__
+
+    async def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[_R]:
+        iterator: Iterator[_R] = getattr(self, name)(*args, **kwargs)
+        done = object()
+        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
+            yield cast(_R, item)
+
+    returns = _ITERATOR.sub(r"AsyncIterator[\1]", _returns(method))
+    _named(bridge, method, "a" + name, returns=returns)
+    return bridge
+
+
+def iterated_on_loop(
+    method: Callable[Concatenate[Any, _P], AsyncIterator[_R]],
+) -> Callable[Concatenate[Any, _P], Iterator[_R]]:
+    """The async saver's sync face of an async iterating ``method`` (``alist``): each
+    step runs on the saver's event loop, from another thread (``_on_loop``)."""
+    name = method.__name__
+
+    def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[_R]:
+        iterator = getattr(self, name)(*args, **kwargs).__aiter__()
+        while True:
+            try:
+                # An async generator's __anext__ is a coroutine at run time; typed Awaitable.
+                step = cast("Coroutine[Any, Any, _R]", iterator.__anext__())
+                yield self._on_loop(step)
+            except StopAsyncIteration:
+                return
+
+    returns = _ASYNC_ITERATOR.sub(r"Iterator[\1]", _returns(method))
+    _named(bridge, method, name.removeprefix("a"), returns=returns)
     return bridge
 
 

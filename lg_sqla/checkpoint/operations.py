@@ -16,7 +16,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -51,7 +51,9 @@ from lg_sqla.checkpoint.statements import (
     LOAD_COLUMNS,
     PageKey,
     PageQuery,
+    claim_keyless,
     load_statement,
+    page_key,
     page_params,
     select_blobs_for,
     select_page,
@@ -64,8 +66,6 @@ from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash, utc_now
-
-V = TypeVar("V")
 
 # --- writing -----------------------------------------------------------------
 
@@ -393,10 +393,6 @@ def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
 # --- reading -----------------------------------------------------------------
 
 
-def _page_key(row: Record) -> PageKey:
-    return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
-
-
 def _assemble(
     ctx: Context,
     checkpoint_rows: Sequence[Record],
@@ -404,14 +400,14 @@ def _assemble(
     writes: Mapping[PageKey, list[StoredWrite]],
     sends: Mapping[PageKey, list[StoredWrite]],
 ) -> list[CheckpointTuple]:
-    ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
+    ordered = sorted(checkpoint_rows, key=page_key, reverse=True)
     return [
         codec.build_tuple(
             ctx.serde,
             row,
-            blobs.get(_page_key(row), ()),
-            writes.get(_page_key(row), ()),
-            sends.get(_page_key(row), ()),
+            blobs.get(page_key(row), ()),
+            writes.get(page_key(row), ()),
+            sends.get(page_key(row), ()),
             next_version=ctx.next_version,
         )
         for row in ordered
@@ -453,19 +449,8 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
             key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
             owned[kind][key].append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
     if len(checkpoint_rows) == 1:  # the keyless rows of a page of one are its own
-        own = _page_key(checkpoint_rows[0])
-        _give_keyless(blobs, own)
-        _give_keyless(writes, own)
-        _give_keyless(sends, own)
+        claim_keyless(page_key(checkpoint_rows[0]), blobs, writes, sends)
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
-
-
-_KEYLESS = cast(PageKey, (None, None, None))
-
-
-def _give_keyless(found: dict[PageKey, list[V]], owner: PageKey) -> None:
-    if _KEYLESS in found:
-        found[owner] = found.pop(_KEYLESS)
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
@@ -484,7 +469,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
         write_keys.append((t, h, row["checkpoint_id"]))
         if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
             parent = (t, h, row["parent_checkpoint_id"])
-            parents[parent].append(_page_key(row))
+            parents[parent].append(page_key(row))
             write_keys.append(parent)
     blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
     if wanted:
@@ -499,7 +484,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
                     b = found[(t, h, ch, v)]
-                    blobs[_page_key(row)].append((b["channel"], b["type"], b["blob"]))
+                    blobs[page_key(row)].append((b["channel"], b["type"], b["blob"]))
     writes: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     for r in (yield Step(select_writes_for(write_keys), fetch=True)).rows:

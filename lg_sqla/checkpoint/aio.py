@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
 )
@@ -23,13 +19,18 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, retention, rotation
+from lg_sqla.checkpoint import calls, maintenance, operations, retention, rotation
 from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import async_bridged, iterated_on_loop, on_loop
+from lg_sqla.checkpoint.twins import (
+    aiterates_on_engine,
+    aruns_on_engine,
+    async_bridged,
+    iterated_on_loop,
+    on_loop,
+)
 from lg_sqla.engines import (
     configure_engine,
     engine_options,
@@ -37,7 +38,7 @@ from lg_sqla.engines import (
     threaded_sqlite_url,
 )
 from lg_sqla.models import CheckpointRow
-from lg_sqla.plans import Plan, PlanSource, T
+from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
 from lg_sqla.sweeper import TaskSweeper
@@ -68,14 +69,11 @@ class AsyncSQLAlchemySaver(
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
         reconnect_window: Seconds a call waits for a database that went away (a
-            failover, a restart): it reconnects with growing pauses instead of
-            raising, where that is safe (nothing ran, or the call is idempotent:
-            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
-            "Failover"). 0: one immediate retry only. Default 30.
+            failover, a restart), reconnecting where that is safe; see
+            ``SQLAlchemySaver``. Default 30.
         call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
-            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
-            synchronous standby that is gone). Default None: no limit. psycopg and
-            psycopg2 only.
+            it (``CallTimeoutError``); see ``SQLAlchemySaver``. Default None: no limit.
+            psycopg only (of the async drivers).
         state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
         keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
             calls switch to the event loop per statement anyway): it applies to the
@@ -184,61 +182,11 @@ class AsyncSQLAlchemySaver(
             )
         return await self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
-        pages = self._pages(config, filter, before, limit)
-        # A TTL policy: each listed thread's expiry, asked once (list(None) refreshes none).
-        refresh = self._refresh and config is not None
-        seen: dict[str, bool] = {}
-        while (query := pages.next_query()) is not None:
-            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
-            for item in pages.advance(page):
-                if self._expiry is not None:
-                    thread_id = item.config["configurable"]["thread_id"]
-                    if thread_id not in seen:
-                        seen[thread_id] = await self._is_visible(thread_id, refresh)
-                    if not seen[thread_id]:
-                        continue
-                yield item
+    alist = aiterates_on_engine(calls.list_, "AsyncIterator[CheckpointTuple]")
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint and the blobs of ``new_versions`` in one transaction; the
-        checkpoint is stored only with every blob it names (see ``SQLAlchemySaver.put``)."""
-        self._writing("aput")
+    aput = aruns_on_engine(calls.put)
 
-        def put() -> Plan[RunnableConfig]:
-            return operations.put(self.context, config, checkpoint, metadata, new_versions)
-
-        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return await self.arun(lambda: retention.pruned_put(self.context, put(), keep_last))
-        return await self._checkpointer_call(put)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config`` (pending
-        until that checkpoint exists; see ``SQLAlchemySaver.put_writes``)."""
-        self._writing("aput_writes")
-        await self._checkpointer_call(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
-        )
+    aput_writes = aruns_on_engine(calls.put_writes)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction; a call
@@ -281,22 +229,7 @@ class AsyncSQLAlchemySaver(
             lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last)
         )
 
-    async def asweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
-        self._writing("asweep")
-        return await self.arun(
-            lambda: maintenance.sweep(
-                self.context, older_than, strategy, keep_last, batch_size, progress
-            )
-        )
+    asweep = aruns_on_engine(calls.sweep)
 
     async def areencrypt(
         self,
@@ -314,6 +247,23 @@ class AsyncSQLAlchemySaver(
         )
 
     # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
+
+    async def _alisted(
+        self, pages: operations.Pages, refresh: bool
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``alist``'s walk of its pages (``calls.list_``), one transaction each; with a
+        TTL policy, each listed thread's expiry asked once."""
+        seen: dict[str, bool] = {}
+        while (query := pages.next_query()) is not None:
+            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
+            for item in pages.advance(page):
+                if self._expiry is not None:
+                    thread_id = item.config["configurable"]["thread_id"]
+                    if thread_id not in seen:
+                        seen[thread_id] = await self._is_visible(thread_id, refresh)
+                    if not seen[thread_id]:
+                        continue
+                yield item
 
     async def _is_visible(self, thread_id: str, refresh: bool) -> bool:
         policy = self._expiry
@@ -346,33 +296,9 @@ class AsyncSQLAlchemySaver(
         """Unpin a thread: its TTL applies again, from its last write."""
         return await self.apin_thread(thread_id, False)
 
-    async def asweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        """Delete the threads whose stored TTL ran out (``dry_run``: count them only);
-        see ``SQLAlchemySaver.sweep_ttl``."""
-        if not dry_run:
-            self._writing("asweep_ttl")
-        return await self.arun(self._ttl_sweep(batch_size, progress, dry_run, now))
+    asweep_ttl = aruns_on_engine(calls.sweep_ttl)
 
-    async def aset_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        """Give existing threads a TTL of their own; see ``SQLAlchemySaver.set_threads_ttl``."""
-        return await self.arun(
-            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
-        )
+    aset_threads_ttl = aruns_on_engine(calls.set_threads_ttl)
 
     async def _sweep_once(self) -> str:
         """One pass of the background sweeper; what it removed, for the debug log."""

@@ -123,7 +123,8 @@ class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
-        self.state_migrations = _checked_migrations(state_migrations, ops_for(engine.dialect))
+        dialect_ops = ops_for(engine.dialect)
+        self.state_migrations = _checked_migrations(state_migrations, dialect_ops)
         self.ttl_config = ttl
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.
@@ -134,9 +135,9 @@ class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
         self._refresh = bool(self.retention and self.retention.refresh_on_read and not read_only)
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
-        self.dialect_ops = ops_for(engine.dialect)
+        self.dialect_ops = dialect_ops
         self._runtime = Runtime(
-            self.dialect_ops,
+            dialect_ops,
             check_schema=check_schema,
             direct_path=direct_path,
             keep_connection=keep_connection,

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
 )
@@ -23,15 +19,20 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, retention, rotation
+from lg_sqla.checkpoint import calls, maintenance, operations, retention, rotation
 from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import in_worker_thread, iterated_in_worker_thread, sync_bridged
+from lg_sqla.checkpoint.twins import (
+    in_worker_thread,
+    iterated_in_worker_thread,
+    iterates_on_engine,
+    runs_on_engine,
+    sync_bridged,
+)
 from lg_sqla.models import CheckpointRow
-from lg_sqla.plans import Plan, PlanSource, T
+from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
 from lg_sqla.sweeper import ThreadSweeper
@@ -215,105 +216,11 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
             return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
         return self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """List checkpoints newest first, filtered in SQL before the limit.
+    list = iterates_on_engine(calls.list_, "Iterator[CheckpointTuple]")
 
-        Args:
-            config: ``thread_id`` (and optionally ``checkpoint_ns``,
-                ``checkpoint_id``) to list; ``None`` lists every thread.
-            filter: Top-level metadata equality, e.g. ``{"source": "input", "step": 1}``.
-                Keys and values are bound parameters.
-            before: Only checkpoints whose id is smaller than this config's ``checkpoint_id``.
-            limit: At most this many checkpoints.
-        """
-        pages = self._pages(config, filter, before, limit)
-        visible = self._visibility(config)
-        while (query := pages.next_query()) is not None:
-            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
-            if visible is None:
-                yield from pages.advance(page)
-            else:
-                yield from (t for t in pages.advance(page) if visible(t))
+    put = runs_on_engine(calls.put)
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, atomically.
-
-        Channel values are written once per version (insert-or-ignore: blobs are
-        immutable); the checkpoint row is an upsert, written only with every blob
-        its ``channel_versions`` names: one that a prune, ``keep_last`` or
-        ``delete_thread`` removed meanwhile (beside a second writer) is written
-        again from ``checkpoint["channel_values"]``, so no reader ever sees a
-        checkpoint with a value missing (docs/operations.md, "Deletes, prunes and
-        writers in flight"). The parent is
-        ``config["configurable"]["checkpoint_id"]``. Metadata is merged with the
-        config's as LangGraph does (NUL characters stripped, ``writes`` dropped).
-
-        Args:
-            config: The config of the parent (thread_id, checkpoint_ns, checkpoint_id).
-            checkpoint: The checkpoint to store.
-            metadata: Its metadata; must be JSON (it is stored as such, for filters).
-            new_versions: The channels whose version is new in this checkpoint.
-
-        Returns:
-            The config of the stored checkpoint (thread_id, checkpoint_ns, checkpoint_id).
-
-        Raises:
-            InvalidInputError: a key is too long or holds a NUL, or metadata is not
-                JSON; nothing is written. A serializer error also writes nothing.
-        """
-        self._writing("put")
-
-        def put() -> Plan[RunnableConfig]:
-            return operations.put(self.context, config, checkpoint, metadata, new_versions)
-
-        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return self.run(lambda: retention.pruned_put(self.context, put(), keep_last))
-        return self._checkpointer_call(put)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config``.
-
-        Writes to special channels (errors, interrupts, ...) replace earlier ones
-        of the same task; others are first-wins, so retries are idempotent.
-
-        The checkpoint need not exist yet (LangGraph may store a step's writes
-        before its checkpoint): writes of a checkpoint that does not exist are
-        kept, pending, and read only once it does; the thread's next delete or
-        prune past them removes them.
-
-        Args:
-            config: The config ``put`` returned (it names the checkpoint).
-            writes: ``(channel, value)`` pairs, in the task's order.
-            task_id: The task that produced them.
-            task_path: The task's path, stored so reads can sort writes as
-                LangGraph applies them (``writes_sort_key``).
-
-        Raises:
-            InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
-        """
-        self._writing("put_writes")
-        self._checkpointer_call(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
-        )
+    put_writes = runs_on_engine(calls.put_writes)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -398,32 +305,7 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
         self._writing("prune")
         self.run(lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last))
 
-    def sweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        """Retention: remove what has not been written for ``older_than``.
-
-        ``"delete"`` deletes whole threads whose newest checkpoint is older than
-        the cut-off; ``"keep_latest"`` prunes, in every thread, checkpoints older
-        than the cut-off except the newest ``keep_last`` per namespace (DeltaChannel
-        safe, as ``prune``). Threads are visited ``batch_size`` at a time, each in
-        its own short transaction, so it can run beside live traffic.
-
-        Returns:
-            What was removed: threads, checkpoints, writes, blobs, batches.
-        """
-        self._writing("sweep")
-        return self.run(
-            lambda: maintenance.sweep(
-                self.context, older_than, strategy, keep_last, batch_size, progress
-            )
-        )
+    sweep = runs_on_engine(calls.sweep)
 
     def reencrypt(
         self,
@@ -454,14 +336,21 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
 
     # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
 
-    def _visibility(
-        self, config: RunnableConfig | None
-    ) -> Callable[[CheckpointTuple], bool] | None:
+    def _listed(self, pages: operations.Pages, refresh: bool) -> Iterator[CheckpointTuple]:
+        """``list``'s walk of its pages (``calls.list_``), one transaction each."""
+        visible = self._visibility(refresh)
+        while (query := pages.next_query()) is not None:
+            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
+            if visible is None:
+                yield from pages.advance(page)
+            else:
+                yield from (t for t in pages.advance(page) if visible(t))
+
+    def _visibility(self, refresh: bool) -> Callable[[CheckpointTuple], bool] | None:
         """None without a TTL policy; else a check of each listed tuple's thread, asked
-        once per thread (listing every thread, ``config=None``, refreshes none)."""
+        once per thread (``refresh``: refreshed on read, as a policy may ask)."""
         if self._expiry is None:
             return None
-        refresh = self._refresh and config is not None
         seen: dict[str, bool] = {}
 
         def visible(found: CheckpointTuple) -> bool:
@@ -506,47 +395,9 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
         """Unpin a thread: its TTL applies again, from its last write."""
         return self.pin_thread(thread_id, False)
 
-    def sweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        """Delete the threads whose stored TTL ran out; whole threads, one transaction
-        per page of them. This saver's own policy decides nothing (a thread expires by
-        the TTL stamped on it or given to it); pinned threads and threads with a run in
-        progress are kept, the pinned ones counted in ``pinned_skipped``.
+    sweep_ttl = runs_on_engine(calls.sweep_ttl)
 
-        Args:
-            batch_size: Candidates read per page of the ``expires_at`` index.
-            progress: Called with the report after each page.
-            dry_run: Delete nothing: ``removed`` counts what would be removed and
-                ``thread_ids`` names the threads.
-            now: The instant expiry is reckoned at (default: now).
-        """
-        if not dry_run:
-            self._writing("sweep_ttl")
-        return self.run(self._ttl_sweep(batch_size, progress, dry_run, now))
-
-    def set_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        """Give existing threads a TTL of their own (``lg-sqla ttl apply``): by default
-        the threads that never expire (written under no TTL, given none); with
-        ``replace_existing`` every thread; with ``idle_for`` only those last written
-        longer ago. Pinned threads are skipped and counted. ``dry_run``: count only.
-        """
-        return self.run(
-            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
-        )
+    set_threads_ttl = runs_on_engine(calls.set_threads_ttl)
 
     def _sweep_once(self) -> str:
         """One pass of the background sweeper; what it removed, for the debug log."""

@@ -7,9 +7,13 @@ saver's sync method runs the ``a*`` one on the saver's event loop from another
 thread. ``FACES`` names them; the class decorators below check that both classes
 have every one and give each bridge its docstring, pointing at the documented face.
 
-A function of a saver (``state_upgrade.upgrade_state``) is written once as what it
-runs: ``run_by`` and ``arun_by`` make its two faces, through the saver's
-``run``/``arun``.
+A call whose body is one plan (``put``, ``sweep``, ...) is declared once, in
+``checkpoint/calls.py``: ``runs_on_engine`` makes the sync saver's native method of
+it, ``aruns_on_engine`` the async saver's (``iterates_on_engine`` and
+``aiterates_on_engine`` for ``list``), each with the declaration's parameters and
+documentation. A function of a saver (``state_upgrade.upgrade_state``) is written
+once as what it runs: ``run_by`` and ``arun_by`` make its two faces, through the
+saver's ``run``/``arun``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import functools
 import inspect
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
 
 from lg_sqla.plans import PlanSource
 
@@ -146,6 +150,87 @@ def iterated_on_loop(
     return bridge
 
 
+# A call declared once (checkpoint/calls.py): the plan source it runs, whether it is one
+# of LangGraph's checkpointer calls (idempotent: ``_checkpointer_call``, else ``run``),
+# whether it writes (refused on a read-only saver, naming the face called).
+Call: TypeAlias = tuple[PlanSource[_R], bool, bool]
+_CALL = re.compile(r"^Call\[(.*)\]$")
+
+
+def _declared(face: Callable[..., Any], call: Callable[..., Any], name: str, returns: str) -> None:
+    """``face`` presents itself as the method ``name`` declared by ``call``: its
+    documentation, its parameters (the saver as ``self``) and ``returns``."""
+    face.__name__ = face.__qualname__ = name  # (the class decorators add the class)
+    face.__doc__ = call.__doc__
+    signature = inspect.signature(call)
+    saver, *rest = signature.parameters.values()
+    face.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[saver.replace(name="self", annotation=inspect.Parameter.empty), *rest],
+        return_annotation=returns,
+    )
+
+
+def runs_on_engine(
+    call: Callable[Concatenate[Any, _P], Call[_R]],
+) -> Callable[Concatenate[Any, _P], _R]:
+    """The sync saver's method of ``call``: its plan run on the saver's engine."""
+    name = call.__name__.rstrip("_")
+
+    def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        source, checkpointer, writes = call(self, *args, **kwargs)
+        if writes:
+            self._writing(name)
+        if checkpointer:
+            return cast(_R, self._checkpointer_call(source))
+        return cast(_R, self.run(source))
+
+    _declared(face, call, name, _CALL.sub(r"\1", _returns(call)))
+    return face
+
+
+def aruns_on_engine(
+    call: Callable[Concatenate[Any, _P], Call[_R]],
+) -> Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]]:
+    """The async saver's ``a*`` method of ``call``: its plan run on the saver's engine."""
+    name = "a" + call.__name__.rstrip("_")
+
+    async def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        source, checkpointer, writes = call(self, *args, **kwargs)
+        if writes:
+            self._writing(name)
+        runs = self._checkpointer_call if checkpointer else self.arun
+        return cast(_R, await runs(source))
+
+    _declared(face, call, name, _CALL.sub(r"\1", _returns(call)))
+    return face
+
+
+def iterates_on_engine(
+    call: Callable[Concatenate[Any, _P], tuple[Any, bool]], returns: str
+) -> Callable[Concatenate[Any, _P], Iterator[Any]]:
+    """The sync saver's ``list`` of ``call`` (its pages, and whether expiries asked
+    refresh): the saver's ``_listed`` walks them, lazily as a generator does."""
+
+    def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[Any]:
+        yield from self._listed(*call(self, *args, **kwargs))
+
+    _declared(face, call, call.__name__.rstrip("_"), returns)
+    return face
+
+
+def aiterates_on_engine(
+    call: Callable[Concatenate[Any, _P], tuple[Any, bool]], returns: str
+) -> Callable[Concatenate[Any, _P], AsyncIterator[Any]]:
+    """The async saver's ``alist`` of ``call``: the saver's ``_alisted`` walks them."""
+
+    async def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[Any]:
+        async for item in self._alisted(*call(self, *args, **kwargs)):
+            yield item
+
+    _declared(face, call, "a" + call.__name__.rstrip("_"), returns)
+    return face
+
+
 def _face_of(call: Callable[..., Any], plans: Callable[..., Any], name: str, doc: str) -> None:
     """``call`` presents itself as ``name`` of ``plans``' module, with ``plans``'
     parameters (what it returns is not a plan source but what the plan returns)."""
@@ -188,6 +273,8 @@ def _document(cls: type, bridge: str, documented: str, how: str) -> None:
     for face in (bridge, documented):
         if face not in vars(cls):  # the table and the class drifted apart
             raise TypeError(f"{cls.__name__} has no {face!r} of its own (checkpoint/twins.py)")
+        # (A face made outside the class body, of a call declared once, learns its class.)
+        vars(cls)[face].__qualname__ = f"{cls.__qualname__}.{face}"
     method = vars(cls)[bridge]
     if method.__doc__ is None:
         method.__doc__ = f"``{documented}`` {how}; see ``{cls.__name__}.{documented}``."

@@ -180,9 +180,9 @@ def runs_on_engine(
         source, checkpointer, writes = call(self, *args, **kwargs)
         if writes:
             self._writing(name)
-        if checkpointer:
-            return cast(_R, self._checkpointer_call(source))
-        return cast(_R, self.run(source))
+        # (No typing.cast here: it is a call, and this is the hot calls' path.)
+        result: _R = self._checkpointer_call(source) if checkpointer else self.run(source)
+        return result
 
     _declared(face, call, name, _CALL.sub(r"\1", _returns(call)))
     return face
@@ -199,7 +199,8 @@ def aruns_on_engine(
         if writes:
             self._writing(name)
         runs = self._checkpointer_call if checkpointer else self.arun
-        return cast(_R, await runs(source))
+        result: _R = await runs(source)
+        return result
 
     _declared(face, call, name, _CALL.sub(r"\1", _returns(call)))
     return face

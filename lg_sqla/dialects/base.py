@@ -259,18 +259,16 @@ class DialectOps:
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
-        """``metadata[key] == value`` with JSON semantics (None also matches a missing key)."""
-        raise NotImplementedError
+        """``metadata[key] == value`` with JSON semantics (None also matches a missing key):
+        the one-key :meth:`metadata_path_equals`."""
+        return self.metadata_path_equals(column, (key,), value)
 
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:
         """``metadata[keys[0]][keys[1]]... == value`` with ``metadata_equals``'s JSON
-        semantics at the end of the path (None also matches a missing member).
-        Dialects without nested paths answer one-key paths only."""
-        if len(keys) == 1:
-            return self.metadata_equals(column, keys[0], value)
-        raise NotImplementedError(f"nested metadata filters are not supported on {self.name}")
+        semantics at the end of the path (None also matches a missing member)."""
+        raise NotImplementedError
 
     def is_read_only(self, connection: Connection) -> bool:
         """Whether this session can only read (a replica, a read-only user or server).

@@ -299,11 +299,6 @@ class MySQLOps(DialectOps):
         # DELETE with a LEFT JOIN anti-join does it in well under a second.
         return _MySQLAntiJoinDelete(table, list(thread_ids), referenced)
 
-    def metadata_equals(
-        self, column: ColumnElement[Any], key: str, value: Any
-    ) -> ColumnElement[bool]:
-        return self.metadata_path_equals(column, (key,), value)
-
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:

@@ -127,11 +127,6 @@ class SQLiteOps(OnConflictOps):
         pairs = sa.func.json_each(doc, "$.channel_versions").table_valued("key", "value")
         return sa.select(pairs.c.value).where(pairs.c.key == channel).scalar_subquery()
 
-    def metadata_equals(
-        self, column: ColumnElement[Any], key: str, value: Any
-    ) -> ColumnElement[bool]:
-        return self.metadata_path_equals(column, (key,), value)
-
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:

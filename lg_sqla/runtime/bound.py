@@ -35,6 +35,7 @@ caller's own put back after it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import weakref
 from collections.abc import Callable
@@ -251,3 +252,25 @@ class AsyncBinding:
         if target.autoflush:
             await target.flush()
         return await target.connection(bind_arguments=self._bind_arguments)
+
+
+OwnerT = TypeVar("OwnerT")
+
+
+def bound_view(owner: OwnerT, binding: object) -> OwnerT:
+    """A shallow clone of ``owner`` (a saver, a store) whose calls run on ``binding``
+    (a :class:`Binding` or :class:`AsyncBinding`): the same runtime, serializer and
+    settings; only where its statements run differs."""
+    view = copy.copy(owner)
+    view.__dict__["_binding"] = binding
+    return view
+
+
+def refuse_on_view(owner: object, call: str, kind: str) -> None:
+    """Refuse ``call`` on a view :func:`bound_view` made: it would need a connection of
+    its own. ``kind``: what the owner is to its user ("saver", "store")."""
+    if getattr(owner, "_binding", None) is not None:
+        raise InvalidInputError(
+            f"{call}: this is a view bound to your transaction (bound()); call it on "
+            f"the {kind} you bound, which has an engine of its own"
+        )

@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -57,9 +57,8 @@ __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
 EngineT = TypeVar("EngineT", Engine, AsyncEngine)
 StoreT = TypeVar("StoreT", bound="_StoreBase[Any]")
-# The vectors of a batch's documents and of its queries (none: the store has no index).
-Vectors = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
-_NO_VECTORS: Vectors = ((), ())
+# The vectors of a batch's documents and of its queries, from the index's embeddings.
+Vectors: TypeAlias = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
 
 
 def _read_only(op: Op) -> Op:
@@ -244,8 +243,8 @@ class _StoreBase(BaseStore, Generic[EngineT]):
         doc_vectors: Sequence[Sequence[float]],
         query_vectors: Sequence[Sequence[float]],
     ) -> Embedded:
-        if not documents and not queries:
-            return Embedded()
+        """The batch's vectors, of ``documents`` and of ``queries``, their dimensions
+        checked, as the plan takes them."""
         assert self.index_config is not None
         dims = self.index_config["dims"] if self.index_config else 0
         for vector in [*doc_vectors, *query_vectors]:
@@ -464,8 +463,10 @@ class SQLAlchemyStore(_StoreBase[Engine]):
         ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
-        vectors = _NO_VECTORS if self.embeddings is None else self._embed(documents, queries)
-        return self._run(*self._plan_of(ops, self._embedded(documents, queries, *vectors)))
+        embedded = Embedded()
+        if documents or queries:  # (only a store with an index has any: _prepare)
+            embedded = self._embedded(documents, queries, *self._embed(documents, queries))
+        return self._run(*self._plan_of(ops, embedded))
 
     def _embed(self, documents: Sequence[tuple[Any, ...]], queries: Sequence[str]) -> Vectors:
         """The vectors of the documents' texts, and of the queries (the index's embeddings)."""
@@ -610,8 +611,10 @@ class AsyncSQLAlchemyStore(_StoreBase[AsyncEngine]):
         ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
-        vectors = _NO_VECTORS if self.embeddings is None else await self._aembed(documents, queries)
-        return await self._run(*self._plan_of(ops, self._embedded(documents, queries, *vectors)))
+        embedded = Embedded()
+        if documents or queries:
+            embedded = self._embedded(documents, queries, *await self._aembed(documents, queries))
+        return await self._run(*self._plan_of(ops, embedded))
 
     async def _aembed(
         self, documents: Sequence[tuple[Any, ...]], queries: Sequence[str]

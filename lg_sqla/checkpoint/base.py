@@ -18,6 +18,7 @@ from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import bound_view, refuse_on_view
 from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
@@ -167,17 +168,11 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _bound_copy(self, binding: object) -> Any:
         """A shallow clone whose calls run on ``binding`` (``runtime.bound``): the same
         runtime, serializer and policy; only where its statements run differs."""
-        clone = copy.copy(self)
-        clone.__dict__["_binding"] = binding
-        return clone
+        return bound_view(self, binding)
 
     def _not_bound(self, call: str) -> None:
         """Refuse ``call`` on a bound view: it would need a connection of its own."""
-        if getattr(self, "_binding", None) is not None:
-            raise InvalidInputError(
-                f"{call}: this is a view bound to your transaction (bound()); call it on "
-                "the saver you bound, which has an engine of its own"
-            )
+        refuse_on_view(self, call, "saver")
 
     def _keep_last(self) -> int | None:
         return None if self.retention is None else self.retention.keep_last

@@ -121,13 +121,15 @@ _CHECKPOINT_UPDATE = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _PutRows:
-    """What one put stores: its checkpoint row, the blob rows of its new versions, and
-    the keys of every blob its checkpoint names (``complete.named_blobs``)."""
+    """What one put stores: its checkpoint row, the blob rows of its new versions (their
+    keys: ``new``), and the keys of every blob its checkpoint names
+    (``complete.named_blobs``)."""
 
     checkpoint: Record
     blobs: Sequence[Record]
+    new: set[complete.BlobKey]
     named: list[complete.BlobKey]
     values: Mapping[str, Any]
     versions: Mapping[str, str]
@@ -186,24 +188,24 @@ def _put_rows(
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
-    inline, blobs = codec.dump_values(ctx.serde, values, document["channel_versions"], new_versions)
-    if inline:
-        document[codec.INLINE_KEY] = inline
+    versions = document["channel_versions"]
     # Every row of the put at the writing application's state revision (None: zero).
     revision = ctx.state_head
-    blob_rows = [
-        {
-            "thread_id": thread_id,
-            "checkpoint_ns_hash": nsh,
-            "created_at": now,
-            "state_revision": revision,
-            **row,
-        }
-        for row in blobs
-    ]
-    named = complete.named_blobs(values, document["channel_versions"], inline)
+    shared = {
+        "thread_id": thread_id,
+        "checkpoint_ns_hash": nsh,
+        "created_at": now,
+        "state_revision": revision,
+    }
+    inline, blob_rows = codec.dump_values(
+        ctx.serde, values, versions, new_versions, ctx.none_plain, shared
+    )
+    if inline:
+        document[codec.INLINE_KEY] = inline
+    named = complete.named_blobs(values, versions, inline)
     new_keys = [(row["channel"], row["version"]) for row in blob_rows]
-    if not set(new_keys) <= set(named):  # a new version the document does not name
+    new = set(new_keys)
+    if not new.issubset(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *new_keys]))
     return _PutRows(
         checkpoint={
@@ -222,9 +224,10 @@ def _put_rows(
             "state_revision": revision,
         },
         blobs=blob_rows,
+        new=new,
         named=named,
         values=values,
-        versions=document["channel_versions"],
+        versions=versions,
     )
 
 
@@ -287,7 +290,7 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
     or found until the commit."""
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
-    new = {(row["channel"], row["version"]) for row in rows.blobs}
+    new = rows.new
     checked = [key for key in rows.named if key not in new]
     if not checked:
         yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
+import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -448,12 +449,12 @@ def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def inline_value_json(text: str | bytes) -> Any:
     """The value of one ``INLINE_KEY`` member read as JSON text by SQL (its wrapper)."""
-    return json.loads(text)[0]
+    return json_loads(text)[0]
 
 
 def inline_values_json(text: str | bytes) -> dict[str, Any]:
     """``inline_values`` of a document whose ``INLINE_KEY`` member SQL read as JSON text."""
-    return inline_values({INLINE_KEY: json.loads(text)})
+    return inline_values({INLINE_KEY: json_loads(text)})
 
 
 def dump_writes(
@@ -461,23 +462,28 @@ def dump_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    shared: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Write rows (without thread/ns/checkpoint keys); special channels get fixed negative idx."""
+    """Write rows (``shared``'s columns, then the write's own); special channels get
+    fixed negative idx."""
     checked_key("task_id", task_id, limits.TASK_ID_MAX)
     checked_text("task_path", task_path)
     rows = []
+    special = WRITES_IDX_MAP
+    channels = _PASSED_CHANNELS
     for position, (channel, value) in enumerate(writes):
         type_, blob = serde.dumps_typed(value)
-        rows.append(
-            {
-                "task_id": task_id,
-                "task_path": task_path,
-                "idx": WRITES_IDX_MAP.get(channel, position),
-                "channel": channel_name(channel),
-                "type": type_,
-                "blob": blob,
-            }
-        )
+        row = {} if shared is None else dict(shared)
+        row["task_id"] = task_id
+        row["task_path"] = task_path
+        row["idx"] = special.get(channel, position)
+        if type(channel) is str and channel in channels:
+            row["channel"] = channel
+        else:
+            row["channel"] = _passed(channels, channel_name(channel))
+        row["type"] = type_
+        row["blob"] = blob
+        rows.append(row)
     return rows
 
 
@@ -518,10 +524,39 @@ def _serializer_hint(type_: str) -> str:
 
 
 def json_object(value: Any) -> dict[str, Any]:
-    # Drivers hand JSON back parsed, except a few (MariaDB JSON is LONGTEXT) in some paths.
+    # Drivers hand JSON back parsed, except a few (SQLite's text; MariaDB JSON is
+    # LONGTEXT) in some paths.
     if isinstance(value, (str, bytes)):
-        value = json.loads(value)
+        value = json_loads(value)
     return cast(dict[str, Any], value)
+
+
+# orjson reads JSON text about 3x faster than json.loads and to the same values, but
+# for integers beyond 64 bits (from 19 digits: -9223372036854775809), which it reads
+# as lossy floats: text that may hold one (a run of 19 digits after a character that
+# can precede a number) is read by json.loads, as is what orjson refuses (NaN, lone
+# surrogates).
+_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_NUMBER = b"9" * 19
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads(text)``, by orjson where that reads the same values."""
+    try:
+        raw = text.encode() if isinstance(text, str) else text
+        digits = raw.translate(_DIGITS_AS_NINES)
+        if _LONG_NUMBER not in digits or not _has_long_number(digits):
+            return orjson.loads(raw)
+    except (UnicodeEncodeError, orjson.JSONDecodeError):
+        pass
+    return json.loads(text)
+
+
+_LONG_NUMBER_STARTS = tuple(bytes((lead,)) + _LONG_NUMBER for lead in b":,[- \n\r\t")
+
+
+def _has_long_number(digits: bytes) -> bool:
+    return digits.startswith(_LONG_NUMBER) or any(s in digits for s in _LONG_NUMBER_STARTS)
 
 
 def json_equal(a: Any, b: Any) -> bool:

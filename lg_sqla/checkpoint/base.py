@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from sqlalchemy.engine import Dialect
 
+from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
@@ -64,6 +66,12 @@ class Context:
     # shape, writes stamp ``state_head``. None: every row read must be revision zero.
     state: StateMigrations | None = None
     state_head: str | None = None
+
+    @functools.cached_property
+    def none_plain(self) -> bool:
+        """Whether the serializer stores ``None`` as plain data (``codec.dump_values``):
+        asked once per context (a context lives as long as its saver's serializer)."""
+        return codec.stores_none_plain(self.serde)
 
 
 def _checked_migrations(

@@ -24,6 +24,7 @@ import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -34,7 +35,7 @@ from sqlalchemy.sql import Executable
 from lg_sqla import internals
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
-from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
+from lg_sqla.runtime.drivers import DIRECT_CHECKOUT, DirectDriver, Restore, direct_driver
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +206,8 @@ def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
 def checkout(engine: Engine) -> PoolProxiedConnection:
     """A connection from ``engine``'s pool, its errors wrapped as ``engine.connect()``
     wraps them (a refused or dead server is a DBAPIError the retry loop knows)."""
+    # (a session the direct path left in autocommit stays so: ``drivers.guard_sessions``)
+    token = DIRECT_CHECKOUT.set(True)
     try:
         return engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as error:
@@ -215,6 +218,8 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
             retry.mark_not_started(wrapped)
             raise
         raise
+    finally:
+        DIRECT_CHECKOUT.reset(token)
 
 
 def run(
@@ -236,10 +241,27 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
+    if autocommit and driver.begin is not None and not driver.one_statement(first.params):
+        autocommit = False  # (an executemany the driver cuts into several statements)
     cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
+    # (sessions left in autocommit: the transaction after a COMMIT step)
+    begin = (
+        None
+        if autocommit or driver.begin is None
+        else partial(driver.begin, dbapi_connection, cursor)
+    )
     try:
         result, fetched = _steps(
-            dbapi_connection, dialect, core, compiler, cursor, native, plan, first, not autocommit
+            dbapi_connection,
+            dialect,
+            core,
+            compiler,
+            cursor,
+            native,
+            plan,
+            first,
+            not autocommit,
+            begin,
         )
         if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
             # A cursor holding no rows: a write's, or a read's once its rows are
@@ -281,6 +303,8 @@ def _prepare(
             if kept is not None and kept[0] is dbapi_connection:
                 return kept[1], kept[2], restore
         cursor, native = driver.open_cursor(dbapi_connection)
+        if not autocommit and driver.begin is not None:  # (a driver keeping no cursors)
+            driver.begin(dbapi_connection, cursor)
         return cursor, native, restore
     except Exception as error:  # (interrupted: no more I/O, see run)
         _rollback_quietly(dbapi_connection, dialect)
@@ -306,6 +330,7 @@ def _steps(
     plan: Plan[T],
     step: Step,
     commit: bool,
+    begin: Callable[[], None] | None = None,  # (see _commit_step)
 ) -> tuple[T, bool]:
     """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: it takes the
     driver's native form of the SQL), then (``commit``) its COMMIT; the plan's result
@@ -316,8 +341,7 @@ def _steps(
     try:
         while True:
             if step.statement is None:
-                dbapi_connection.commit()
-                committed = True
+                committed = _commit_step(dbapi_connection, begin)
                 step = plan.send(Outcome((), 0))
                 continue
             direct = compiler.get(step.statement, dialect)
@@ -356,6 +380,15 @@ def _steps(
     except Exception:
         _rollback_quietly(dbapi_connection, dialect)
         raise
+
+
+def _commit_step(dbapi_connection: Any, begin: Callable[[], None] | None) -> bool:
+    """A plan's ``COMMIT`` step; ``begin`` (``DirectDriver.begin``, on a session in
+    autocommit) then begins the transaction of the statements after it. True."""
+    dbapi_connection.commit()
+    if begin is not None:
+        begin()
+    return True
 
 
 def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:

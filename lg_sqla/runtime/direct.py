@@ -47,7 +47,8 @@ class DirectStatement:
     sql: str
     positional: tuple[str, ...] | None  # the order of qmark/format parameters
     processors: Mapping[str, Callable[[Any], Any]]
-    # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...).
+    # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...),
+    # through their bind processors already.
     defaults: Mapping[str, Any]
     # The same statement in the driver's native form (``DirectDriver.native_form``),
     # for the cursors that take it.
@@ -71,7 +72,7 @@ class DirectStatement:
     def parameters(self, params: Mapping[str, Any]) -> Any:
         values = {**self.defaults, **params} if self.defaults else dict(params)
         for name, process in self.processors.items():
-            if name in values:
+            if name in params:
                 values[name] = process(values[name])
         if self.positional is None:
             return values
@@ -83,7 +84,7 @@ class DirectStatement:
         if not rows:
             return []
         defaults = self.defaults
-        first = {**defaults, **rows[0]}
+        first = rows[0]
         # (name, processor, first row's value, its processed value) of each processed
         # parameter (the rows of one step all carry the same names).
         processed = [
@@ -135,8 +136,13 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
         return None
     processors = dict(bind_processors)
     positional = tuple(compiled.positiontup) if compiled.positional else None
+    # Only the names the SQL holds (``binds`` also has each anonymous bind under its
+    # key; PyMySQL escapes every value of the dict it is given), processed once.
+    used = set(compiled.bind_names.values())
     defaults = {
-        name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
+        name: processors[name](bind.effective_value) if name in processors else bind.effective_value
+        for name, bind in compiled.binds.items()
+        if not bind.required and name in used
     }
     native = None
     driver = direct_driver(dialect)

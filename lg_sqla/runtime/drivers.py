@@ -21,7 +21,7 @@ import contextvars
 import functools
 import re
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -248,6 +248,11 @@ def guard_sessions(engine: Engine) -> None:
     if not event.contains(engine.pool, "checkout", _out_of_autocommit):
         event.listen(engine.pool, "checkout", _out_of_autocommit)
     _GUARDED_DIALECTS.add(engine.dialect)
+
+
+def session_guards_only(listeners: Iterable[Any]) -> bool:
+    """Whether a pool's checkout ``listeners`` are ``guard_sessions``' alone (or none)."""
+    return all(listener is _out_of_autocommit for listener in listeners)
 
 
 @dataclass(frozen=True)

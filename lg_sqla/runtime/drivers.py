@@ -192,9 +192,17 @@ def _mysql_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
 
 def _mysql_begin(dbapi_connection: Any, cursor: Any) -> None:
     """Before a plan of several statements (and after its COMMIT steps): ``BEGIN`` on a
-    session in autocommit; without autocommit, the first statement begins one."""
-    if dbapi_connection.get_autocommit():
-        cursor.execute("BEGIN")
+    session in autocommit; without autocommit, the first statement begins one. Sent
+    as the drivers' ``commit()`` sends COMMIT (their ``begin()``), not through a
+    cursor: PyMySQL's cursor builds a result object for it, callgrind counted a
+    sync ``put`` 7 % dearer that way."""
+    if not dbapi_connection.get_autocommit():
+        return
+    driver_connection = internals.driver_connection(dbapi_connection)
+    if driver_connection is dbapi_connection:  # PyMySQL
+        dbapi_connection.begin()
+    else:  # asyncmy behind SQLAlchemy's adapter (in its greenlet, as the adapter awaits)
+        await_only(driver_connection.begin())
 
 
 # PyMySQL and asyncmy send an executemany of ``INSERT ... VALUES`` as one multi-row

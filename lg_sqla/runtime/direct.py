@@ -251,11 +251,7 @@ def run(
         autocommit = False  # (an executemany the driver cuts into several statements)
     cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
     # (sessions left in autocommit: the transaction after a COMMIT step)
-    begin = (
-        None
-        if autocommit or driver.begin is None
-        else partial(driver.begin, dbapi_connection, cursor)
-    )
+    begin = None if autocommit or driver.begin is None else partial(driver.begin, dbapi_connection)
     try:
         result, fetched = _steps(
             dbapi_connection,
@@ -304,13 +300,13 @@ def _prepare(
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
+        elif driver.begin is not None:  # (a session left in autocommit: DirectDriver.begin)
+            driver.begin(dbapi_connection)
         if driver.keeps_cursors:  # the cursor the last plan on this connection kept
             kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
             if kept is not None and kept[0] is dbapi_connection:
                 return kept[1], kept[2], restore
         cursor, native = driver.open_cursor(dbapi_connection)
-        if not autocommit and driver.begin is not None:  # (a driver keeping no cursors)
-            driver.begin(dbapi_connection, cursor)
         return cursor, native, restore
     except Exception as error:  # (interrupted: no more I/O, see run)
         _rollback_quietly(dbapi_connection, dialect)

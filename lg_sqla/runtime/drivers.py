@@ -190,7 +190,7 @@ def _mysql_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     return _nothing_to_restore
 
 
-def _mysql_begin(dbapi_connection: Any, cursor: Any) -> None:
+def _mysql_begin(dbapi_connection: Any) -> None:
     """Before a plan of several statements (and after its COMMIT steps): ``BEGIN`` on a
     session in autocommit; without autocommit, the first statement begins one. Sent
     as the drivers' ``commit()`` sends COMMIT (their ``begin()``), not through a
@@ -288,9 +288,9 @@ class DirectDriver:
     # Sessions stay in autocommit between plans (MySQL, see ``_mysql_autocommit``):
     # one-statement plans run without a transaction whatever the dialect's
     # ``autocommit_single_statements``, and this begins the transaction of the others
-    # (``begin(dbapi_connection, cursor)``, before their first statement and after
-    # each COMMIT step). None: the connection's transactions begin implicitly.
-    begin: Callable[[Any, Any], None] | None = None
+    # (``begin(dbapi_connection)``, before their first statement and after each
+    # COMMIT step). None: the connection's transactions begin implicitly.
+    begin: Callable[[Any], None] | None = None
     # Whether a one-statement plan's parameters (a row, or rows for executemany) are
     # sent as one statement by the driver, so autocommit keeps it atomic; False: the
     # plan runs in a transaction (``begin``).

@@ -194,8 +194,8 @@ def _mysql_begin(dbapi_connection: Any) -> None:
     """Before a plan of several statements (and after its COMMIT steps): ``BEGIN`` on a
     session in autocommit; without autocommit, the first statement begins one. Sent
     as the drivers' ``commit()`` sends COMMIT (their ``begin()``), not through a
-    cursor: PyMySQL's cursor builds a result object for it, callgrind counted a
-    sync ``put`` 7 % dearer that way."""
+    cursor, which builds a result object for it (callgrind, MariaDB: a sync ``put``
+    1,015k -> 1,002k instructions, async 1,295k -> 1,283k)."""
     if not dbapi_connection.get_autocommit():
         return
     driver_connection = internals.driver_connection(dbapi_connection)

@@ -374,7 +374,7 @@ def put_writes(
             "put_writes",
             lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
         )
-        yield Step(statement, rows)
+        yield Step(statement, rows, whole_plan=True)  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])

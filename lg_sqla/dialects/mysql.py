@@ -200,11 +200,11 @@ class MySQLOps(DialectOps):
         {table: columns | {"checkpoint_ns_hash"} for table, columns in BLOBS_LAYOUT.items()},
     )
     # Not autocommit_single_statements: MySQL switches autocommit with statements of
-    # their own (SET autocommit, and back), which cost more than the COMMIT they save.
-    # Connections kept in autocommit mode, with BEGIN sent before plans of several
-    # statements, were measured (chat workload replayed, PyMySQL, 10 interleaved
-    # repeats): put_writes 14% and get_tuple 3% faster, put 5% slower, writes as a
-    # whole no faster; and every Core plan would need that BEGIN to stay atomic.
+    # their own (SET autocommit, and back), which cost more than the COMMIT they save
+    # on Core. The direct path's drivers (PyMySQL, asyncmy) instead leave a session in
+    # autocommit once switched, send BEGIN before plans of several statements, and
+    # the pool switches the session back for any other checkout
+    # (``runtime.drivers.guard_sessions``): one-statement calls are one round trip.
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__()

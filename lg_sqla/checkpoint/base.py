@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -14,12 +15,14 @@ from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import bound_view, refuse_on_view
 from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
@@ -68,6 +71,12 @@ class Context:
     # shape, writes stamp ``state_head``. None: every row read must be revision zero.
     state: StateMigrations | None = None
     state_head: str | None = None
+
+    @functools.cached_property
+    def none_plain(self) -> bool:
+        """Whether the serializer stores ``None`` as plain data (``codec.dump_values``):
+        asked once per context (a context lives as long as its saver's serializer)."""
+        return codec.stores_none_plain(self.serde)
 
 
 def _checked_migrations(
@@ -276,17 +285,11 @@ class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
     def _bound_copy(self, binding: object) -> Any:
         """A shallow clone whose calls run on ``binding`` (``runtime.bound``): the same
         runtime, serializer and policy; only where its statements run differs."""
-        clone = copy.copy(self)
-        clone.__dict__["_binding"] = binding
-        return clone
+        return bound_view(self, binding)
 
     def _not_bound(self, call: str) -> None:
         """Refuse ``call`` on a bound view: it would need a connection of its own."""
-        if getattr(self, "_binding", None) is not None:
-            raise InvalidInputError(
-                f"{call}: this is a view bound to your transaction (bound()); call it on "
-                "the saver you bound, which has an engine of its own"
-            )
+        refuse_on_view(self, call, "saver")
 
     def _keep_last(self) -> int | None:
         return None if self.retention is None else self.retention.keep_last

@@ -25,14 +25,10 @@ else:
 
     # The savers are imported on first use, not with the package: they bring in
     # LangGraph and langchain_core (~1.5 s of CPU), which the ``lg-sqla`` command and
-    # ``import lg_sqla.errors`` do not need.
+    # ``import lg_sqla.errors`` do not need. They are the checkpoint package's (lazy)
+    # exports: named in ``__all__`` below, found there.
     __getattr__ = lazy_exports(
-        globals(),
-        {
-            "SQLAlchemySaver": "lg_sqla.checkpoint.saver",
-            "AsyncSQLAlchemySaver": "lg_sqla.checkpoint.aio",
-            "CheckpointTTL": "lg_sqla.checkpoint.policy",
-        },
+        globals(), {"CheckpointTTL": "lg_sqla.checkpoint.policy"}, rest="lg_sqla.checkpoint"
     )
     del lazy_exports  # (not part of the package's namespace)
 

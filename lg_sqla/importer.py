@@ -28,7 +28,7 @@ From a shell: ``lg-sqla --url <lg_sqla database> import <source database URL>``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +179,47 @@ def _copies(
     return todo, skipped
 
 
+# The import, written once for both faces: a generator that yields each saver call it
+# needs, as (name, arguments), and is sent the call's answer. import_threads makes the
+# calls on the sync savers, aimport_threads awaits their async forms.
+_Call = tuple[str, tuple[Any, ...]]
+
+
+def _import(
+    report: ImportReport,
+    threads: list[str],
+    task_paths: Callable[[str], TaskPaths] | None,
+    progress: Callable[[ImportReport], None] | None,
+) -> Generator[_Call, Any, None]:
+    for thread_id in threads:
+        report.current_thread = thread_id
+        existing = yield ("run", (existing_checkpoints(thread_id),))
+        tuples = yield ("list", (thread_id,))
+        paths = task_paths(thread_id) if task_paths is not None else {}
+        todo, skipped = _copies(tuples, paths, existing)
+        report.checkpoints_skipped += skipped
+        for copy in todo:
+            for config, writes, task_id, task_path in copy.writes:
+                yield ("put_writes", (config, writes, task_id, task_path))
+                report.writes_imported += len(writes)
+            yield ("put", copy.put)
+            report.checkpoints_imported += 1
+        yield ("run", (restamp(thread_id, tuples),))
+        report.threads_done += 1
+        report.threads.append(thread_id)
+        if progress is not None:
+            progress(report)
+    report.current_thread = None
+
+
+def _next_call(importing: Generator[_Call, Any, None], answer: Any) -> _Call | None:
+    """The import's next saver call, sent the last one's answer; None once it is done."""
+    try:
+        return importing.send(answer)
+    except StopIteration:
+        return None
+
+
 def import_threads(
     source: BaseCheckpointSaver[Any],
     target: SQLAlchemySaver,
@@ -200,26 +241,16 @@ def import_threads(
         The report: threads, checkpoints imported and skipped, writes imported.
     """
     threads = list(thread_ids) if thread_ids is not None else discover_threads(source)
+    calls: dict[str, Callable[..., Any]] = {
+        "run": target.run,
+        "list": lambda thread_id: list(source.list(_thread_config(thread_id))),
+        "put_writes": target.put_writes,
+        "put": target.put,
+    }
     report = ImportReport(threads_total=len(threads))
-    for thread_id in threads:
-        report.current_thread = thread_id
-        existing = target.run(existing_checkpoints(thread_id))
-        tuples = list(source.list(_thread_config(thread_id)))
-        paths = task_paths(thread_id) if task_paths is not None else {}
-        todo, skipped = _copies(tuples, paths, existing)
-        report.checkpoints_skipped += skipped
-        for copy in todo:
-            for config, writes, task_id, task_path in copy.writes:
-                target.put_writes(config, writes, task_id, task_path)
-                report.writes_imported += len(writes)
-            target.put(*copy.put)
-            report.checkpoints_imported += 1
-        target.run(restamp(thread_id, tuples))
-        report.threads_done += 1
-        report.threads.append(thread_id)
-        if progress is not None:
-            progress(report)
-    report.current_thread = None
+    importing, answer = _import(report, threads, task_paths, progress), None
+    while (call := _next_call(importing, answer)) is not None:
+        answer = calls[call[0]](*call[1])
     return report
 
 
@@ -233,31 +264,21 @@ async def aimport_threads(
 ) -> ImportReport:
     """:func:`import_threads` with async savers (the source's ``alist`` is used)."""
     threads = list(thread_ids) if thread_ids is not None else await adiscover_threads(source)
+    calls: dict[str, Callable[..., Awaitable[Any]]] = {
+        "run": target.arun,
+        "list": lambda thread_id: _alist(source, thread_id),
+        "put_writes": target.aput_writes,
+        "put": target.aput,
+    }
     report = ImportReport(threads_total=len(threads))
-    for thread_id in threads:
-        report.current_thread = thread_id
-        existing = await target.arun(existing_checkpoints(thread_id))
-        tuples = [t async for t in _alist(source, thread_id)]
-        paths = task_paths(thread_id) if task_paths is not None else {}
-        todo, skipped = _copies(tuples, paths, existing)
-        report.checkpoints_skipped += skipped
-        for copy in todo:
-            for config, writes, task_id, task_path in copy.writes:
-                await target.aput_writes(config, writes, task_id, task_path)
-                report.writes_imported += len(writes)
-            await target.aput(*copy.put)
-            report.checkpoints_imported += 1
-        await target.arun(restamp(thread_id, tuples))
-        report.threads_done += 1
-        report.threads.append(thread_id)
-        if progress is not None:
-            progress(report)
-    report.current_thread = None
+    importing, answer = _import(report, threads, task_paths, progress), None
+    while (call := _next_call(importing, answer)) is not None:
+        answer = await calls[call[0]](*call[1])
     return report
 
 
-def _alist(source: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[CheckpointTuple]:
-    return source.alist(_thread_config(thread_id))
+async def _alist(source: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointTuple]:
+    return [t async for t in source.alist(_thread_config(thread_id))]
 
 
 # --- the official savers' databases ------------------------------------------------------

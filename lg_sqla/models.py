@@ -53,7 +53,22 @@ class Base(DeclarativeBase):
     metadata = metadata
 
 
-class CheckpointRow(Base):
+class _CheckpointKey:
+    """The key of a checkpoint: the first columns of its row and of its writes' rows,
+    leading their primary keys (``sort_order``: a mixin's columns would come last)."""
+
+    thread_id: Mapped[str] = mapped_column(
+        key_string(limits.THREAD_ID_MAX), primary_key=True, sort_order=-1
+    )
+    checkpoint_ns_hash: Mapped[str] = mapped_column(
+        key_string(limits.NS_HASH_LEN), primary_key=True, sort_order=-1
+    )
+    checkpoint_id: Mapped[str] = mapped_column(
+        key_string(limits.CHECKPOINT_ID_MAX), primary_key=True, sort_order=-1
+    )
+
+
+class CheckpointRow(_CheckpointKey, Base):
     """One checkpoint: the chain/branch index plus the checkpoint document.
 
     ``checkpoint`` holds the LangGraph checkpoint without ``channel_values``:
@@ -63,13 +78,6 @@ class CheckpointRow(Base):
 
     __tablename__ = "checkpoints"
 
-    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
-    checkpoint_ns_hash: Mapped[str] = mapped_column(
-        key_string(limits.NS_HASH_LEN), primary_key=True
-    )
-    checkpoint_id: Mapped[str] = mapped_column(
-        key_string(limits.CHECKPOINT_ID_MAX), primary_key=True
-    )
     checkpoint_ns: Mapped[str] = mapped_column(long_text(), nullable=False)
     parent_checkpoint_id: Mapped[str | None] = mapped_column(
         key_string(limits.CHECKPOINT_ID_MAX), nullable=True
@@ -101,7 +109,7 @@ class CheckpointRow(Base):
     )
 
 
-class CheckpointWriteRow(Base):
+class CheckpointWriteRow(_CheckpointKey, Base):
     """One pending write of a task against a checkpoint.
 
     No foreign key to ``checkpoints``: LangGraph may store a step's writes
@@ -110,13 +118,6 @@ class CheckpointWriteRow(Base):
 
     __tablename__ = "checkpoint_writes"
 
-    thread_id: Mapped[str] = mapped_column(key_string(limits.THREAD_ID_MAX), primary_key=True)
-    checkpoint_ns_hash: Mapped[str] = mapped_column(
-        key_string(limits.NS_HASH_LEN), primary_key=True
-    )
-    checkpoint_id: Mapped[str] = mapped_column(
-        key_string(limits.CHECKPOINT_ID_MAX), primary_key=True
-    )
     task_id: Mapped[str] = mapped_column(key_string(limits.TASK_ID_MAX), primary_key=True)
     idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     task_path: Mapped[str] = mapped_column(long_text(), nullable=False)

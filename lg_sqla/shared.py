@@ -56,19 +56,20 @@ def json_text(value: Any) -> str:
 
 
 def lazy_exports(
-    namespace: MutableMapping[str, Any], modules: dict[str, str]
+    namespace: MutableMapping[str, Any], modules: dict[str, str], *, rest: str | None = None
 ) -> Callable[[str], Any]:
     """A package's ``__getattr__`` (PEP 562) that imports each name of ``modules``
     (name -> module) on first use and keeps it in ``namespace`` (the package's
-    globals), so a package re-exports its heavy classes without importing them."""
+    globals), so a package re-exports its heavy classes without importing them.
+    ``rest``: the package (itself lazy) every other name of the package's ``__all__``
+    comes from, so names it re-exports are not listed twice."""
 
     def __getattr__(name: str) -> Any:
-        try:
-            module = modules[name]
-        except KeyError:
-            raise AttributeError(
-                f"module {namespace['__name__']!r} has no attribute {name!r}"
-            ) from None
+        module = modules.get(name)
+        if module is None and rest is not None and name in namespace.get("__all__", ()):
+            module = rest
+        if module is None:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
         value = namespace[name] = getattr(importlib.import_module(module), name)
         return value
 

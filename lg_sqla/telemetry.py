@@ -364,17 +364,11 @@ def _traced(function: Any, class_name: str, name: str) -> Any:
 
         @functools.wraps(function)
         async def traced_coroutine(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _settings is None or counting.current.get() is not None:
+            if _untraced():
                 return await function(self, *args, **kwargs)
             call = _start(self, component, name, function, args, kwargs)
-            token = counting.current.set(call.stats)
-            try:
+            with _Counting(call):
                 result = await function(self, *args, **kwargs)
-            except BaseException as error:
-                call.finish(error)
-                raise
-            finally:
-                counting.current.reset(token)
             call.finish(None, result)
             return result
 
@@ -382,21 +376,97 @@ def _traced(function: Any, class_name: str, name: str) -> Any:
 
     @functools.wraps(function)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _settings is None or counting.current.get() is not None:
+        if _untraced():
             return function(self, *args, **kwargs)
         call = _start(self, component, name, function, args, kwargs)
-        token = counting.current.set(call.stats)
-        try:
+        with _Counting(call):
             result = function(self, *args, **kwargs)
-        except BaseException as error:
-            call.finish(error)
-            raise
-        finally:
-            counting.current.reset(token)
         call.finish(None, result)
         return result
 
     return traced
+
+
+def _untraced() -> bool:
+    """Whether a call runs as it is: telemetry is off, or the call is made inside
+    another instrumented call (counted in that one's span)."""
+    return _settings is None or counting.current.get() is not None
+
+
+class _Counting:
+    """Inside: the statements run are counted in ``call``'s stats (``runtime.
+    telemetry``); an error raised inside ends the call, its span recording it."""
+
+    __slots__ = ("call", "token")
+
+    def __init__(self, call: _Call) -> None:
+        self.call = call
+
+    def __enter__(self) -> None:
+        self.token = counting.current.set(self.call.stats)
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        try:
+            if error is not None:
+                self.call.finish(error)
+        finally:
+            counting.current.reset(self.token)
+
+
+# What a listing's pull returns when its generator is exhausted.
+_END: Any = object()
+
+
+class _Listing:
+    """A traced listing (a generator method): its span covers every page the caller
+    pulls, each pull counted in it, until the listing ends, fails or the caller stops
+    (closing it early ends the span without an error)."""
+
+    __slots__ = ("call", "inner")
+
+    def __init__(self, call: _Call, inner: Any) -> None:
+        self.call = call
+        self.inner = inner
+
+    def pull(self) -> Any:
+        """The next item of a generator, or ``_END``."""
+        token = counting.current.set(self.call.stats)
+        try:
+            return next(self.inner)
+        except StopIteration:
+            return _END
+        finally:
+            counting.current.reset(token)
+
+    async def apull(self) -> Any:
+        """The next item of an async generator, or ``_END``."""
+        token = counting.current.set(self.call.stats)
+        try:
+            return await self.inner.__anext__()
+        except StopAsyncIteration:
+            return _END
+        finally:
+            counting.current.reset(token)
+
+    def __enter__(self) -> _Listing:
+        return self
+
+    def __exit__(self, kind: object, raised: BaseException | None, traceback: object) -> None:
+        self.inner.close()
+        self.call.finish(self._error(raised))
+
+    async def __aenter__(self) -> _Listing:
+        return self
+
+    async def __aexit__(
+        self, kind: object, raised: BaseException | None, traceback: object
+    ) -> None:
+        await self.inner.aclose()
+        self.call.finish(self._error(raised))
+
+    @staticmethod
+    def _error(raised: BaseException | None) -> BaseException | None:
+        return None if isinstance(raised, GeneratorExit) else raised
 
 
 def _traced_generator(function: Any, component: str, name: str) -> Any:
@@ -404,28 +474,13 @@ def _traced_generator(function: Any, component: str, name: str) -> Any:
 
     @functools.wraps(function)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        if _settings is None or counting.current.get() is not None:
+        if _untraced():
             yield from function(self, *args, **kwargs)
             return
         call = _start(self, component, name, function, args, kwargs)
-        inner = function(self, *args, **kwargs)
-        error: BaseException | None = None
-        try:
-            while True:
-                token = counting.current.set(call.stats)
-                try:
-                    item = next(inner)
-                except StopIteration:
-                    return
-                finally:
-                    counting.current.reset(token)
+        with _Listing(call, function(self, *args, **kwargs)) as listing:
+            while (item := listing.pull()) is not _END:
                 yield item
-        except BaseException as raised:
-            error = None if isinstance(raised, GeneratorExit) else raised
-            raise
-        finally:
-            inner.close()
-            call.finish(error)
 
     return traced
 
@@ -433,28 +488,13 @@ def _traced_generator(function: Any, component: str, name: str) -> Any:
 def _traced_async_generator(function: Any, component: str, name: str) -> Any:
     @functools.wraps(function)
     async def traced(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        if _settings is None or counting.current.get() is not None:
+        if _untraced():
             async for item in function(self, *args, **kwargs):
                 yield item
             return
         call = _start(self, component, name, function, args, kwargs)
-        inner = function(self, *args, **kwargs)
-        error: BaseException | None = None
-        try:
-            while True:
-                token = counting.current.set(call.stats)
-                try:
-                    item = await inner.__anext__()
-                except StopAsyncIteration:
-                    return
-                finally:
-                    counting.current.reset(token)
+        async with _Listing(call, function(self, *args, **kwargs)) as listing:
+            while (item := await listing.apull()) is not _END:
                 yield item
-        except BaseException as raised:
-            error = None if isinstance(raised, GeneratorExit) else raised
-            raise
-        finally:
-            await inner.aclose()
-            call.finish(error)
 
     return traced

@@ -3,8 +3,9 @@
 =============== ==============================================================
 saver.py        ``SQLAlchemySaver``: the sync shell, each method one plan
 aio.py          ``AsyncSQLAlchemySaver``: the same plans on an ``AsyncEngine``
-base.py         what both savers share: construction, versions, serde handling
-twins.py        the table of the calls with both faces; the bridges' docstrings
+base.py         what both savers share: construction, from_conn_string, versions, serde
+calls.py        calls declared once (parameters, docs, plan) for both savers' faces
+twins.py        the table of the calls with both faces; the faces and the bridges
 operations.py   every checkpointer call as a sans-IO plan (get, list, put, ...)
 statements.py   the statements the plans run: the page query, the blob load
 codec.py        rows <-> LangGraph objects, input validation

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
 )
@@ -23,33 +19,35 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, retention, rotation
-from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint import calls, maintenance, operations, retention, rotation
+from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
-from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.state_migrations import StateMigrations
-from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import async_bridged, on_loop
+from lg_sqla.checkpoint.twins import (
+    aiterates_on_engine,
+    aruns_on_engine,
+    async_bridged,
+    iterated_on_loop,
+    on_loop,
+)
 from lg_sqla.engines import (
     configure_engine,
-    driver_hint,
     engine_options,
     in_schema,
-    saver_url,
     threaded_sqlite_url,
 )
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
-from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import TaskSweeper
 
 
 @async_bridged
-class AsyncSQLAlchemySaver(SaverBase):
+class AsyncSQLAlchemySaver(
+    SaverBase[AsyncEngine, AbstractAsyncContextManager["AsyncSQLAlchemySaver"]]
+):
     """A LangGraph checkpointer on any SQLAlchemy database (async engine).
 
     Drivers: ``sqlite+aiosqlite``, ``postgresql+psycopg`` (psycopg 3 async),
@@ -71,14 +69,11 @@ class AsyncSQLAlchemySaver(SaverBase):
         ttl: A retention policy; see ``SQLAlchemySaver``. The sweeper is a task of
             the saver's loop (``start_ttl_sweeper``).
         reconnect_window: Seconds a call waits for a database that went away (a
-            failover, a restart): it reconnects with growing pauses instead of
-            raising, where that is safe (nothing ran, or the call is idempotent:
-            reads, ``put``, ``put_writes``, ``delete_thread``; docs/scaling.md,
-            "Failover"). 0: one immediate retry only. Default 30.
+            failover, a restart), reconnecting where that is safe; see
+            ``SQLAlchemySaver``. Default 30.
         call_timeout: Seconds a call may wait on its connection before lg_sqla cuts
-            it and raises ``CallTimeoutError`` (e.g. a COMMIT waiting for a
-            synchronous standby that is gone). Default None: no limit. psycopg and
-            psycopg2 only.
+            it (``CallTimeoutError``); see ``SQLAlchemySaver``. Default None: no limit.
+            psycopg only (of the async drivers).
         state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
         keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
             calls switch to the event loop per statement anyway): it applies to the
@@ -92,43 +87,11 @@ class AsyncSQLAlchemySaver(SaverBase):
         ...     graph = builder.compile(checkpointer=saver)
     """
 
-    engine: AsyncEngine
     # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
     _binding: AsyncBinding | None = None
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(
-            engine.dialect,
-            serde,
-            list_page_size,
-            check_schema,
-            direct_path,
-            read_only,
-            ttl,
-            reconnect_window,
-            call_timeout,
-            state_migrations,
-            keep_connection=keep_connection,
-        )
-        self._on_sweep: Callable[[SweepReport], None] | None = None
+    def _set_up_face(self) -> None:
         self._sweeper = TaskSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
-        self.schema = schema
-        self.engine = in_schema(engine, schema)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
         try:
@@ -136,66 +99,30 @@ class AsyncSQLAlchemySaver(SaverBase):
         except RuntimeError:
             self.loop = None
 
-    @classmethod
+    _is_async = True
+    _new_engine = staticmethod(create_async_engine)
+
+    @staticmethod
     @asynccontextmanager
-    async def from_conn_string(
-        cls,
+    async def _opened(
+        engine: AsyncEngine,
         url: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        **engine_kwargs: Any,
+        engine_kwargs: dict[str, Any],
+        saver: Callable[[AsyncEngine, bool], AsyncSQLAlchemySaver],
     ) -> AsyncIterator[AsyncSQLAlchemySaver]:
-        """Open a saver on an async database URL; the engine is disposed on exit.
-
-        Args:
-            url: e.g. ``sqlite+aiosqlite:///checkpoints.sqlite``,
-                ``postgresql+psycopg://user:pw@host/db``, ``mysql+asyncmy://user:pw@host/db``.
-            **engine_kwargs: Passed to ``create_async_engine`` (and, for a SQLite
-                file, to the ``create_engine`` of the pysqlite engine the saver
-                runs its checkpointer calls on, one worker thread per call).
-
-        A URL without a driver gets lg_sqla's async one (``postgres://`` and
-        ``postgresql://``: psycopg 3; ``mysql://``: asyncmy; ``sqlite://``: aiosqlite).
-        A driver that is not installed raises ``MissingDriverError`` naming the extra.
-        """
-        url = saver_url(url, is_async=True)
-        with driver_hint(url):
-            engine = configure_engine(
-                create_async_engine(url, **engine_options(url, engine_kwargs))
-            )
         sync_url = threaded_sqlite_url(url)
 
-        def attach(saver: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
-            saver._threaded = in_schema(sync_engine, schema)
+        def attach(opened: AsyncSQLAlchemySaver, sync_engine: Engine) -> None:
+            opened._threaded = in_schema(sync_engine, opened.schema)
 
         async with aowned(
             engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                serde=serde,
-                list_page_size=list_page_size,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                ttl=ttl,
-                reconnect_window=reconnect_window,
-                call_timeout=call_timeout,
-                state_migrations=state_migrations,
-                # Its pysqlite engine (SQLite files) is the saver's alone.
-                keep_connection=sync_url is not None,
-            ),
+            # keep_connection: its pysqlite engine (SQLite files) is the saver's alone.
+            lambda owned_engine: saver(owned_engine, sync_url is not None),
             _threaded_engine(sync_url, engine_kwargs),
             attach,
-        ) as saver:
-            yield saver
+        ) as opened:
+            yield opened
 
     # --- plumbing ------------------------------------------------------------
 
@@ -255,70 +182,11 @@ class AsyncSQLAlchemySaver(SaverBase):
             )
         return await self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """List checkpoints newest first; see ``SQLAlchemySaver.list``."""
-        pages = operations.list_pages(
-            config,
-            filter=filter,
-            before=before,
-            limit=limit,
-            page_size=self.list_page_size,
-            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
-        )
-        # A TTL policy: each listed thread's expiry, asked once (list(None) refreshes none).
-        refresh = self._refresh and config is not None
-        seen: dict[str, bool] = {}
-        while (query := pages.next_query()) is not None:
-            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
-            for item in pages.advance(page):
-                if self._expiry is not None:
-                    thread_id = item.config["configurable"]["thread_id"]
-                    if thread_id not in seen:
-                        seen[thread_id] = await self._is_visible(thread_id, refresh)
-                    if not seen[thread_id]:
-                        continue
-                yield item
+    alist = aiterates_on_engine(calls.list_, "AsyncIterator[CheckpointTuple]")
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint and the blobs of ``new_versions`` in one transaction; the
-        checkpoint is stored only with every blob it names (see ``SQLAlchemySaver.put``)."""
-        self._writing("aput")
-        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return await self.arun(
-                lambda: retention.put(
-                    self.context, config, checkpoint, metadata, new_versions, keep_last
-                )
-            )
-        return await self._checkpointer_call(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
-        )
+    aput = aruns_on_engine(calls.put)
 
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config`` (pending
-        until that checkpoint exists; see ``SQLAlchemySaver.put_writes``)."""
-        self._writing("aput_writes")
-        await self._checkpointer_call(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
-        )
+    aput_writes = aruns_on_engine(calls.put_writes)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction; a call
@@ -361,22 +229,7 @@ class AsyncSQLAlchemySaver(SaverBase):
             lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last)
         )
 
-    async def asweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        """Retention in bounded batches; see ``SQLAlchemySaver.sweep``."""
-        self._writing("asweep")
-        return await self.arun(
-            lambda: maintenance.sweep(
-                self.context, older_than, strategy, keep_last, batch_size, progress
-            )
-        )
+    asweep = aruns_on_engine(calls.sweep)
 
     async def areencrypt(
         self,
@@ -394,6 +247,23 @@ class AsyncSQLAlchemySaver(SaverBase):
         )
 
     # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
+
+    async def _alisted(
+        self, pages: operations.Pages, refresh: bool
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``alist``'s walk of its pages (``calls.list_``), one transaction each; with a
+        TTL policy, each listed thread's expiry asked once."""
+        seen: dict[str, bool] = {}
+        while (query := pages.next_query()) is not None:
+            page = await self._checkpointer_call(lambda: operations.load_page(self.context, query))
+            for item in pages.advance(page):
+                if self._expiry is not None:
+                    thread_id = item.config["configurable"]["thread_id"]
+                    if thread_id not in seen:
+                        seen[thread_id] = await self._is_visible(thread_id, refresh)
+                    if not seen[thread_id]:
+                        continue
+                yield item
 
     async def _is_visible(self, thread_id: str, refresh: bool) -> bool:
         policy = self._expiry
@@ -426,33 +296,9 @@ class AsyncSQLAlchemySaver(SaverBase):
         """Unpin a thread: its TTL applies again, from its last write."""
         return await self.apin_thread(thread_id, False)
 
-    async def asweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        """Delete the threads whose stored TTL ran out (``dry_run``: count them only);
-        see ``SQLAlchemySaver.sweep_ttl``."""
-        if not dry_run:
-            self._writing("asweep_ttl")
-        return await self.arun(self._ttl_sweep(batch_size, progress, dry_run, now))
+    asweep_ttl = aruns_on_engine(calls.sweep_ttl)
 
-    async def aset_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        """Give existing threads a TTL of their own; see ``SQLAlchemySaver.set_threads_ttl``."""
-        return await self.arun(
-            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
-        )
+    aset_threads_ttl = aruns_on_engine(calls.set_threads_ttl)
 
     async def _sweep_once(self) -> str:
         """One pass of the background sweeper; what it removed, for the debug log."""
@@ -506,23 +352,7 @@ class AsyncSQLAlchemySaver(SaverBase):
     def run(self, source: PlanSource[T]) -> T:
         return self._on_loop(self.arun(source))
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        iterator = self.alist(config, filter=filter, before=before, limit=limit).__aiter__()
-        while True:
-            try:
-                # An async generator's __anext__ is a coroutine at run time; typed Awaitable.
-                step = cast("Coroutine[Any, Any, CheckpointTuple]", iterator.__anext__())
-                yield self._on_loop(step)
-            except StopAsyncIteration:
-                return
-
+    list = iterated_on_loop(alist)
     get_tuple = on_loop(aget_tuple)
     put = on_loop(aput)
     put_writes = on_loop(aput_writes)

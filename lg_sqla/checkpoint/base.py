@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
+from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
 from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.plans import Plan
 from lg_sqla.runtime import Runtime
+from lg_sqla.runtime.bound import bound_view, refuse_on_view
 from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
 from lg_sqla.shared import utc_now
 
 if TYPE_CHECKING:  # (they import Context from here)
+    from langchain_core.runnables import RunnableConfig
+
     from lg_sqla.checkpoint.maintenance import SweepReport
+    from lg_sqla.checkpoint.operations import Pages
     from lg_sqla.checkpoint.state_migrations import StateMigrations
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 
@@ -64,6 +72,12 @@ class Context:
     state: StateMigrations | None = None
     state_head: str | None = None
 
+    @functools.cached_property
+    def none_plain(self) -> bool:
+        """Whether the serializer stores ``None`` as plain data (``codec.dump_values``):
+        asked once per context (a context lives as long as its saver's serializer)."""
+        return codec.stores_none_plain(self.serde)
+
 
 def _checked_migrations(
     state_migrations: StateMigrations | None, dialect_ops: DialectOps
@@ -85,30 +99,41 @@ def _checked_migrations(
     return state_migrations
 
 
-class SaverBase(BaseCheckpointSaver[str]):
-    """State and helpers common to SQLAlchemySaver and AsyncSQLAlchemySaver."""
+# The engine a saver runs on, and what its ``from_conn_string`` returns: a context
+# manager (sync saver) or an async one (async saver) of the saver.
+EngineT = TypeVar("EngineT", Engine, AsyncEngine)
+OpenedT = TypeVar("OpenedT")
 
+
+class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
+    """State and helpers common to SQLAlchemySaver and AsyncSQLAlchemySaver: their
+    constructor and ``from_conn_string`` are this class's (the arguments are
+    documented on each saver's class)."""
+
+    engine: EngineT
     dialect_ops: DialectOps
     list_page_size: int
 
-    def _init_common(
+    def __init__(
         self,
-        dialect: Dialect,
-        serde: SerializerProtocol | None,
-        list_page_size: int,
-        check_schema: bool,
-        direct_path: bool,
+        engine: EngineT,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        check_schema: bool = True,
+        schema: str | None = None,
+        direct_path: bool = True,
         read_only: bool = False,
         ttl: CheckpointTTL | None = None,
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
         call_timeout: float | None = None,
         state_migrations: StateMigrations | None = None,
-        *,
         keep_connection: bool = False,
     ) -> None:
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
-        self.state_migrations = _checked_migrations(state_migrations, ops_for(dialect))
+        dialect_ops = ops_for(engine.dialect)
+        self.state_migrations = _checked_migrations(state_migrations, dialect_ops)
         self.ttl_config = ttl
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.
@@ -119,18 +144,92 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._refresh = bool(self.retention and self.retention.refresh_on_read and not read_only)
         BaseCheckpointSaver.__init__(self, serde=serde)
         check_page_size(list_page_size)
-        self.dialect_ops = ops_for(dialect)
+        self.dialect_ops = dialect_ops
         self._runtime = Runtime(
-            self.dialect_ops,
+            dialect_ops,
             check_schema=check_schema,
             direct_path=direct_path,
             keep_connection=keep_connection,
             reconnect_window=reconnect_window,
             call_timeout=call_timeout,
         )
-        check_driver(dialect, self._runtime.call_timeout)
+        check_driver(engine.dialect, self._runtime.call_timeout)
         self.list_page_size = list_page_size
         self.read_only = read_only
+        self._on_sweep: Callable[[SweepReport], None] | None = None
+        self.schema = schema
+        self.engine = in_schema(engine, schema)
+        self._set_up_face()
+
+    def _set_up_face(self) -> None:
+        """What the sync or the async saver adds to a new saver (its TTL sweeper)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        schema: str | None = None,
+        direct_path: bool = True,
+        read_only: bool = False,
+        ttl: CheckpointTTL | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
+        state_migrations: StateMigrations | None = None,
+        **engine_kwargs: Any,
+    ) -> OpenedT:
+        """Open a saver on a database URL: ``with SQLAlchemySaver.from_conn_string(url)
+        as saver`` (``async with`` for ``AsyncSQLAlchemySaver``). On exit the TTL sweeper
+        is stopped and the engine disposed.
+
+        Args:
+            url: A SQLAlchemy URL, e.g. ``sqlite:///checkpoints.sqlite``,
+                ``postgresql+psycopg://user:pw@host/db``, ``mysql+pymysql://user:pw@host/db``
+                (async: ``sqlite+aiosqlite:///checkpoints.sqlite``,
+                ``mysql+asyncmy://user:pw@host/db``).
+            serde, list_page_size, schema, direct_path, read_only, ttl,
+                reconnect_window, call_timeout, state_migrations: See the saver's class
+                docstring.
+            **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
+                ``pool_pre_ping``, ``connect_args``, ...); async: to
+                ``create_async_engine`` (and, for a SQLite file, to the
+                ``create_engine`` of the pysqlite engine the saver runs its
+                checkpointer calls on, one worker thread per call).
+
+        A URL without a driver gets lg_sqla's (``postgres://`` and ``postgresql://``:
+        psycopg 3; ``mysql://``: PyMySQL, async: asyncmy; ``sqlite://`` async:
+        aiosqlite). A driver that is not installed raises ``MissingDriverError``
+        naming the extra to install.
+        """
+
+        def saver(engine: EngineT, keep_connection: bool) -> Any:
+            return cls(
+                engine,
+                serde=serde,
+                list_page_size=list_page_size,
+                schema=schema,
+                direct_path=direct_path,
+                read_only=read_only,
+                ttl=ttl,
+                reconnect_window=reconnect_window,
+                call_timeout=call_timeout,
+                state_migrations=state_migrations,
+                keep_connection=keep_connection,
+            )
+
+        url = saver_url(url, is_async=cls._is_async)
+        with driver_hint(url):
+            engine = configure_engine(cls._new_engine(url, **engine_options(url, engine_kwargs)))
+        return cls._opened(engine, url, engine_kwargs, saver)
+
+    _is_async: bool
+    _new_engine: Callable[..., EngineT]  # create_engine or create_async_engine
+    # The saver's: from_conn_string's context manager, ``saver(engine, keep_connection)``
+    # on ``engine`` (made from ``url`` and ``engine_kwargs``), both closed on exit.
+    _opened: Callable[..., OpenedT]
 
     @property
     def context(self) -> Context:
@@ -151,6 +250,25 @@ class SaverBase(BaseCheckpointSaver[str]):
             )
         return context
 
+    def _pages(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Pages:
+        """``list``'s pages of this saver's size, filtered in SQL where the dialect can."""
+        from lg_sqla.checkpoint.operations import list_pages
+
+        return list_pages(
+            config,
+            filter=filter,
+            before=before,
+            limit=limit,
+            page_size=self.list_page_size,
+            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
+        )
+
     def release_connections(self) -> None:
         """Give the connection kept between calls (``keep_connection``) back to its
         pool; call it before you dispose the engine (a later call keeps one again)."""
@@ -167,17 +285,11 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _bound_copy(self, binding: object) -> Any:
         """A shallow clone whose calls run on ``binding`` (``runtime.bound``): the same
         runtime, serializer and policy; only where its statements run differs."""
-        clone = copy.copy(self)
-        clone.__dict__["_binding"] = binding
-        return clone
+        return bound_view(self, binding)
 
     def _not_bound(self, call: str) -> None:
         """Refuse ``call`` on a bound view: it would need a connection of its own."""
-        if getattr(self, "_binding", None) is not None:
-            raise InvalidInputError(
-                f"{call}: this is a view bound to your transaction (bound()); call it on "
-                "the saver you bound, which has an engine of its own"
-            )
+        refuse_on_view(self, call, "saver")
 
     def _keep_last(self) -> int | None:
         return None if self.retention is None else self.retention.keep_last
@@ -239,7 +351,7 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _first_version(self) -> str:
         return self.get_next_version(None, None)
 
-    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SaverBase:
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Any:
         """A shallow clone whose serializer also allows these msgpack types.
 
         Unlike the base class, this reaches through lg_sqla's encrypting and

@@ -179,8 +179,8 @@ def missing_blob_rows(
     shared: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
     """Blob rows for every named blob, from the values in hand (the rare path)."""
-    _, rows = codec.dump_values(ctx.serde, values, versions, dict(keys))
-    return [{**shared, **row} for row in rows]
+    _, rows = codec.dump_values(ctx.serde, values, versions, dict(keys), ctx.none_plain, shared)
+    return rows
 
 
 def check_stored(rowcount: int, attempt: int) -> bool:

@@ -96,6 +96,13 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]
         yield items[start : start + size]
 
 
+def _rows_in(
+    key: sa.ColumnElement[Any], values: Sequence[Any], *columns: sa.ColumnElement[Any]
+) -> Plan[Sequence[Any]]:
+    """The rows (of ``columns``) whose ``key`` is one of ``values``: one statement."""
+    return (yield Step(sa.select(*columns).where(key.in_(values)), fetch=True)).rows
+
+
 # --- blob garbage collection -------------------------------------------------------
 
 
@@ -139,27 +146,17 @@ def collect_garbage_blobs(
             ).rowcount
             continue
         # Portable path: compute the referenced set in Python.
-        documents = (
-            yield Step(
-                sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint).where(
-                    C.c.thread_id.in_(chunk)
-                ),
-                fetch=True,
-            )
-        ).rows
+        documents = yield from _rows_in(
+            C.c.thread_id, chunk, C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint
+        )
         keep = {
             (r.thread_id, r.checkpoint_ns_hash, ch, v)
             for r in documents
             for ch, v in codec.json_object(r.checkpoint)["channel_versions"].items()
         }
-        blobs = (
-            yield Step(
-                sa.select(B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version).where(
-                    B.c.thread_id.in_(chunk)
-                ),
-                fetch=True,
-            )
-        ).rows
+        blobs = yield from _rows_in(
+            B.c.thread_id, chunk, B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version
+        )
         garbage = [tuple(b) for b in blobs if tuple(b) not in keep]
         for part in _chunks(garbage):
             removed += (yield Step(sa.delete(B).where(blob_keys(part)))).rowcount
@@ -234,14 +231,9 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
     run_ids = [codec.check_length("run_id", str(r), limits.RUN_ID_MAX) for r in run_ids]
     affected: set[str] = set()
     for chunk in _chunks(run_ids):
-        doomed = (
-            yield Step(
-                sa.select(C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint_id).where(
-                    C.c.run_id.in_(chunk)
-                ),
-                fetch=True,
-            )
-        ).rows
+        doomed = yield from _rows_in(
+            C.c.run_id, chunk, C.c.thread_id, C.c.checkpoint_ns_hash, C.c.checkpoint_id
+        )
         if not doomed:
             continue
         affected.update(r.thread_id for r in doomed)

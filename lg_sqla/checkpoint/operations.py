@@ -16,7 +16,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -51,7 +51,9 @@ from lg_sqla.checkpoint.statements import (
     LOAD_COLUMNS,
     PageKey,
     PageQuery,
+    claim_keyless,
     load_statement,
+    page_key,
     page_params,
     select_blobs_for,
     select_page,
@@ -64,8 +66,6 @@ from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash, utc_now
-
-V = TypeVar("V")
 
 # --- writing -----------------------------------------------------------------
 
@@ -121,13 +121,15 @@ _CHECKPOINT_UPDATE = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _PutRows:
-    """What one put stores: its checkpoint row, the blob rows of its new versions, and
-    the keys of every blob its checkpoint names (``complete.named_blobs``)."""
+    """What one put stores: its checkpoint row, the blob rows of its new versions (their
+    keys: ``new``), and the keys of every blob its checkpoint names
+    (``complete.named_blobs``)."""
 
     checkpoint: Record
     blobs: Sequence[Record]
+    new: set[complete.BlobKey]
     named: list[complete.BlobKey]
     values: Mapping[str, Any]
     versions: Mapping[str, str]
@@ -186,24 +188,24 @@ def _put_rows(
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
-    inline, blobs = codec.dump_values(ctx.serde, values, document["channel_versions"], new_versions)
-    if inline:
-        document[codec.INLINE_KEY] = inline
+    versions = document["channel_versions"]
     # Every row of the put at the writing application's state revision (None: zero).
     revision = ctx.state_head
-    blob_rows = [
-        {
-            "thread_id": thread_id,
-            "checkpoint_ns_hash": nsh,
-            "created_at": now,
-            "state_revision": revision,
-            **row,
-        }
-        for row in blobs
-    ]
-    named = complete.named_blobs(values, document["channel_versions"], inline)
+    shared = {
+        "thread_id": thread_id,
+        "checkpoint_ns_hash": nsh,
+        "created_at": now,
+        "state_revision": revision,
+    }
+    inline, blob_rows = codec.dump_values(
+        ctx.serde, values, versions, new_versions, ctx.none_plain, shared
+    )
+    if inline:
+        document[codec.INLINE_KEY] = inline
+    named = complete.named_blobs(values, versions, inline)
     new_keys = [(row["channel"], row["version"]) for row in blob_rows]
-    if not set(new_keys) <= set(named):  # a new version the document does not name
+    new = set(new_keys)
+    if not new.issubset(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *new_keys]))
     return _PutRows(
         checkpoint={
@@ -222,9 +224,10 @@ def _put_rows(
             "state_revision": revision,
         },
         blobs=blob_rows,
+        new=new,
         named=named,
         values=values,
-        versions=document["channel_versions"],
+        versions=versions,
     )
 
 
@@ -287,7 +290,7 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
     or found until the commit."""
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
-    new = {(row["channel"], row["version"]) for row in rows.blobs}
+    new = rows.new
     checked = [key for key in rows.named if key not in new]
     if not checked:
         yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
@@ -338,31 +341,23 @@ def put_writes(
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
-    nsh = key_hash(checkpoint_ns)
-    now = utc_now()
-    rows = [
-        {
-            "thread_id": thread_id,
-            "checkpoint_ns_hash": nsh,
-            "checkpoint_id": checkpoint_id,
-            "created_at": now,
-            "state_revision": ctx.state_head,
-            **row,
-        }
-        for row in codec.dump_writes(ctx.serde, writes, task_id, task_path)
-    ]
+    shared = {
+        "thread_id": thread_id,
+        "checkpoint_ns_hash": key_hash(checkpoint_ns),
+        "checkpoint_id": checkpoint_id,
+        "created_at": utc_now(),
+        "state_revision": ctx.state_head,
+    }
+    rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)
     # Decided per write, as LangGraph's InMemorySaver does: a write to a special
     # channel (error, interrupt, scheduled, resume: negative idx) replaces the
     # stored one; a regular write never does, so a retried task is idempotent.
     # (Deciding per call, as the official SQL savers do, keeps a stale resume
     # value when a call mixes both, e.g. Command(resume=..., update=...).)
-    # Within one call, a repeated special key keeps the last write.
-    by_key: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["task_id"], row["idx"])
-        if row["idx"] < 0 or key not in by_key:
-            by_key[key] = row
-    rows = list(by_key.values())
+    # Within one call, a repeated special key keeps the last write (one task: the
+    # key is the idx; only special channels can repeat one).
+    if any(row["idx"] < 0 for row in rows):
+        rows = list({row["idx"]: row for row in rows}.values())
     if not rows:
         return
     if ctx.dialect_ops.writes_in_one_statement:
@@ -379,7 +374,7 @@ def put_writes(
             "put_writes",
             lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
         )
-        yield Step(statement, rows)
+        yield Step(statement, rows, whole_plan=True)  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
@@ -393,10 +388,6 @@ def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
 # --- reading -----------------------------------------------------------------
 
 
-def _page_key(row: Record) -> PageKey:
-    return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
-
-
 def _assemble(
     ctx: Context,
     checkpoint_rows: Sequence[Record],
@@ -404,14 +395,14 @@ def _assemble(
     writes: Mapping[PageKey, list[StoredWrite]],
     sends: Mapping[PageKey, list[StoredWrite]],
 ) -> list[CheckpointTuple]:
-    ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
+    ordered = sorted(checkpoint_rows, key=page_key, reverse=True)
     return [
         codec.build_tuple(
             ctx.serde,
             row,
-            blobs.get(_page_key(row), ()),
-            writes.get(_page_key(row), ()),
-            sends.get(_page_key(row), ()),
+            blobs.get(page_key(row), ()),
+            writes.get(page_key(row), ()),
+            sends.get(page_key(row), ()),
             next_version=ctx.next_version,
         )
         for row in ordered
@@ -435,6 +426,8 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
         # Rows at a state revision: read in the newest shape (or refused: unknown).
         return state_reads.assemble_page(ctx, rows)
+    if q.limit == 1:
+        return _load_one(ctx, rows)
     # Rows by position (statements.LOAD_COLUMNS). A page of one checkpoint
     # (get_tuple) sends its blobs and writes without keys: all of them are its own.
     checkpoint_rows: list[Record] = []
@@ -453,19 +446,32 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
             key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
             owned[kind][key].append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
     if len(checkpoint_rows) == 1:  # the keyless rows of a page of one are its own
-        own = _page_key(checkpoint_rows[0])
-        _give_keyless(blobs, own)
-        _give_keyless(writes, own)
-        _give_keyless(sends, own)
+        claim_keyless(page_key(checkpoint_rows[0]), blobs, writes, sends)
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
 
 
-_KEYLESS = cast(PageKey, (None, None, None))
-
-
-def _give_keyless(found: dict[PageKey, list[V]], owner: PageKey) -> None:
-    if _KEYLESS in found:
-        found[owner] = found.pop(_KEYLESS)
+def _load_one(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
+    """``load_page``'s rows of a page of one (get_tuple): every blob and write is the
+    checkpoint's own, so they are gathered without keys."""
+    checkpoint_row: Record | None = None
+    blobs: list[StoredBlob] = []
+    writes: list[StoredWrite] = []
+    sends: list[StoredWrite] = []
+    for row in rows:
+        kind = row[AT_KIND]
+        if kind == KIND_BLOB:
+            blobs.append((row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB]))
+        elif kind == KIND_CHECKPOINT:
+            checkpoint_row = dict(zip(LOAD_COLUMNS, row, strict=True))
+        else:
+            (writes if kind == KIND_WRITE else sends).append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
+    if checkpoint_row is None:
+        return []
+    return [
+        codec.build_tuple(
+            ctx.serde, checkpoint_row, blobs, writes, sends, next_version=ctx.next_version
+        )
+    ]
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
@@ -484,7 +490,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
         write_keys.append((t, h, row["checkpoint_id"]))
         if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
             parent = (t, h, row["parent_checkpoint_id"])
-            parents[parent].append(_page_key(row))
+            parents[parent].append(page_key(row))
             write_keys.append(parent)
     blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
     if wanted:
@@ -499,7 +505,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
                     b = found[(t, h, ch, v)]
-                    blobs[_page_key(row)].append((b["channel"], b["type"], b["blob"]))
+                    blobs[page_key(row)].append((b["channel"], b["type"], b["blob"]))
     writes: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     for r in (yield Step(select_writes_for(write_keys), fetch=True)).rows:

@@ -32,9 +32,6 @@ from typing import Any
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
 )
 
@@ -296,19 +293,10 @@ def _in_transaction(plan: Plan[Any]) -> Plan[Any]:
         return done.value
 
 
-def put(
-    ctx: Context,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-    keep_last: int,
-) -> Plan[RunnableConfig]:
-    """``operations.put``, then the namespace pruned to its newest ``keep_last``
-    checkpoints (with their DeltaChannel ancestry), in the same transaction."""
-    stored: RunnableConfig = yield from _in_transaction(
-        operations.put(ctx, config, checkpoint, metadata, new_versions)
-    )
+def pruned_put(ctx: Context, put: Plan[RunnableConfig], keep_last: int) -> Plan[RunnableConfig]:
+    """``put`` (an ``operations.put`` plan), then the namespace pruned to its newest
+    ``keep_last`` checkpoints (with their DeltaChannel ancestry), in the same transaction."""
+    stored: RunnableConfig = yield from _in_transaction(put)
     configurable = stored["configurable"]
     yield from maintenance.prune_thread(
         ctx,

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
 )
@@ -23,26 +19,27 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from lg_sqla import migrate
-from lg_sqla.checkpoint import maintenance, operations, retention, rotation
-from lg_sqla.checkpoint.base import DEFAULT_LIST_PAGE_SIZE, SaverBase
+from lg_sqla.checkpoint import calls, maintenance, operations, retention, rotation
+from lg_sqla.checkpoint.base import SaverBase
 from lg_sqla.checkpoint.maintenance import SweepReport
-from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.checkpoint.retention import ThreadTTL
 from lg_sqla.checkpoint.rotation import RotationReport
-from lg_sqla.checkpoint.state_migrations import StateMigrations
-from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-from lg_sqla.checkpoint.twins import in_worker_thread, sync_bridged
-from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
+from lg_sqla.checkpoint.twins import (
+    in_worker_thread,
+    iterated_in_worker_thread,
+    iterates_on_engine,
+    runs_on_engine,
+    sync_bridged,
+)
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
-from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.sweeper import ThreadSweeper
 
 
 @sync_bridged
-class SQLAlchemySaver(SaverBase):
+class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"]]):
     """A LangGraph checkpointer on any SQLAlchemy database (sync engine).
 
     Every call runs in one transaction of the engine's pool: no global lock, so
@@ -108,97 +105,26 @@ class SQLAlchemySaver(SaverBase):
         ...     graph = builder.compile(checkpointer=saver)
     """
 
-    engine: Engine
     # Set on the views bound() returns (runtime.bound); None: calls run on the engine.
     _binding: Binding | None = None
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(
-            engine.dialect,
-            serde,
-            list_page_size,
-            check_schema,
-            direct_path,
-            read_only,
-            ttl,
-            reconnect_window,
-            call_timeout,
-            state_migrations,
-            keep_connection=keep_connection,
-        )
-        self.schema = schema
-        self.engine = in_schema(engine, schema)
-        self._on_sweep: Callable[[SweepReport], None] | None = None
+    def _set_up_face(self) -> None:
         self._sweeper = ThreadSweeper("lg_sqla-checkpoint-ttl-sweeper", self._sweep_once)
 
-    @classmethod
+    _is_async = False
+    _new_engine = staticmethod(create_engine)
+
+    @staticmethod
     @contextmanager
-    def from_conn_string(
-        cls,
+    def _opened(
+        engine: Engine,
         url: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        list_page_size: int = DEFAULT_LIST_PAGE_SIZE,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        ttl: CheckpointTTL | None = None,
-        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
-        call_timeout: float | None = None,
-        state_migrations: StateMigrations | None = None,
-        **engine_kwargs: Any,
+        engine_kwargs: dict[str, Any],
+        saver: Callable[[Engine, bool], SQLAlchemySaver],
     ) -> Iterator[SQLAlchemySaver]:
-        """Open a saver on a database URL; the engine is disposed (and a TTL sweeper
-        stopped) on exit.
-
-        Args:
-            url: A SQLAlchemy URL, e.g. ``sqlite:///checkpoints.sqlite``,
-                ``postgresql+psycopg://user:pw@host/db``, ``mysql+pymysql://user:pw@host/db``.
-            serde: See the class docstring.
-            list_page_size: See the class docstring.
-            ttl: See the class docstring.
-            **engine_kwargs: Passed to ``sqlalchemy.create_engine`` (``pool_size``,
-                ``pool_pre_ping``, ``connect_args``, ...).
-
-        A URL without a driver gets lg_sqla's (``postgres://`` and ``postgresql://``:
-        psycopg 3; ``mysql://``: PyMySQL). A driver that is not installed raises
-        ``MissingDriverError`` naming the extra to install.
-        """
-        url = saver_url(url, is_async=False)
-        with driver_hint(url):
-            engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
-        with owned(
-            engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                serde=serde,
-                list_page_size=list_page_size,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                ttl=ttl,
-                reconnect_window=reconnect_window,
-                call_timeout=call_timeout,
-                state_migrations=state_migrations,
-                keep_connection=True,  # the engine is the saver's alone
-            ),
-        ) as saver:
-            yield saver
+        # keep_connection: the engine is the saver's alone.
+        with owned(engine, lambda owned_engine: saver(owned_engine, True)) as opened:
+            yield opened
 
     # --- plumbing ------------------------------------------------------------
 
@@ -290,114 +216,11 @@ class SQLAlchemySaver(SaverBase):
             return self.run(lambda: retention.get_tuple(self.context, config, policy, refresh))
         return self._checkpointer_call(lambda: operations.get_tuple(self.context, config))
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """List checkpoints newest first, filtered in SQL before the limit.
+    list = iterates_on_engine(calls.list_, "Iterator[CheckpointTuple]")
 
-        Args:
-            config: ``thread_id`` (and optionally ``checkpoint_ns``,
-                ``checkpoint_id``) to list; ``None`` lists every thread.
-            filter: Top-level metadata equality, e.g. ``{"source": "input", "step": 1}``.
-                Keys and values are bound parameters.
-            before: Only checkpoints whose id is smaller than this config's ``checkpoint_id``.
-            limit: At most this many checkpoints.
-        """
-        pages = operations.list_pages(
-            config,
-            filter=filter,
-            before=before,
-            limit=limit,
-            page_size=self.list_page_size,
-            filter_in_sql=self.dialect_ops.filters_metadata_in_sql,
-        )
-        visible = self._visibility(config)
-        while (query := pages.next_query()) is not None:
-            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
-            if visible is None:
-                yield from pages.advance(page)
-            else:
-                yield from (t for t in pages.advance(page) if visible(t))
+    put = runs_on_engine(calls.put)
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint: blobs of ``new_versions`` and the checkpoint row, atomically.
-
-        Channel values are written once per version (insert-or-ignore: blobs are
-        immutable); the checkpoint row is an upsert, written only with every blob
-        its ``channel_versions`` names: one that a prune, ``keep_last`` or
-        ``delete_thread`` removed meanwhile (beside a second writer) is written
-        again from ``checkpoint["channel_values"]``, so no reader ever sees a
-        checkpoint with a value missing (docs/operations.md, "Deletes, prunes and
-        writers in flight"). The parent is
-        ``config["configurable"]["checkpoint_id"]``. Metadata is merged with the
-        config's as LangGraph does (NUL characters stripped, ``writes`` dropped).
-
-        Args:
-            config: The config of the parent (thread_id, checkpoint_ns, checkpoint_id).
-            checkpoint: The checkpoint to store.
-            metadata: Its metadata; must be JSON (it is stored as such, for filters).
-            new_versions: The channels whose version is new in this checkpoint.
-
-        Returns:
-            The config of the stored checkpoint (thread_id, checkpoint_ns, checkpoint_id).
-
-        Raises:
-            InvalidInputError: a key is too long or holds a NUL, or metadata is not
-                JSON; nothing is written. A serializer error also writes nothing.
-        """
-        self._writing("put")
-        if (keep_last := self._keep_last()) is not None:  # shallow-like: prune in the put
-            return self.run(
-                lambda: retention.put(
-                    self.context, config, checkpoint, metadata, new_versions, keep_last
-                )
-            )
-        return self._checkpointer_call(
-            lambda: operations.put(self.context, config, checkpoint, metadata, new_versions)
-        )
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store a task's pending writes against the checkpoint in ``config``.
-
-        Writes to special channels (errors, interrupts, ...) replace earlier ones
-        of the same task; others are first-wins, so retries are idempotent.
-
-        The checkpoint need not exist yet (LangGraph may store a step's writes
-        before its checkpoint): writes of a checkpoint that does not exist are
-        kept, pending, and read only once it does; the thread's next delete or
-        prune past them removes them.
-
-        Args:
-            config: The config ``put`` returned (it names the checkpoint).
-            writes: ``(channel, value)`` pairs, in the task's order.
-            task_id: The task that produced them.
-            task_path: The task's path, stored so reads can sort writes as
-                LangGraph applies them (``writes_sort_key``).
-
-        Raises:
-            InvalidInputError: ``config`` has no ``checkpoint_id``, or a key is too long.
-        """
-        self._writing("put_writes")
-        self._checkpointer_call(
-            lambda: operations.put_writes(self.context, config, writes, task_id, task_path)
-        )
+    put_writes = runs_on_engine(calls.put_writes)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread (all namespaces), atomically.
@@ -482,32 +305,7 @@ class SQLAlchemySaver(SaverBase):
         self._writing("prune")
         self.run(lambda: maintenance.prune(self.context, list(thread_ids), strategy, keep_last))
 
-    def sweep(
-        self,
-        older_than: dt.timedelta,
-        *,
-        strategy: str = "delete",
-        keep_last: int = 1,
-        batch_size: int = 100,
-        progress: Callable[[SweepReport], None] | None = None,
-    ) -> SweepReport:
-        """Retention: remove what has not been written for ``older_than``.
-
-        ``"delete"`` deletes whole threads whose newest checkpoint is older than
-        the cut-off; ``"keep_latest"`` prunes, in every thread, checkpoints older
-        than the cut-off except the newest ``keep_last`` per namespace (DeltaChannel
-        safe, as ``prune``). Threads are visited ``batch_size`` at a time, each in
-        its own short transaction, so it can run beside live traffic.
-
-        Returns:
-            What was removed: threads, checkpoints, writes, blobs, batches.
-        """
-        self._writing("sweep")
-        return self.run(
-            lambda: maintenance.sweep(
-                self.context, older_than, strategy, keep_last, batch_size, progress
-            )
-        )
+    sweep = runs_on_engine(calls.sweep)
 
     def reencrypt(
         self,
@@ -538,14 +336,21 @@ class SQLAlchemySaver(SaverBase):
 
     # --- retention by policy: TTLs, pins, the TTL sweeper ---------------------------
 
-    def _visibility(
-        self, config: RunnableConfig | None
-    ) -> Callable[[CheckpointTuple], bool] | None:
+    def _listed(self, pages: operations.Pages, refresh: bool) -> Iterator[CheckpointTuple]:
+        """``list``'s walk of its pages (``calls.list_``), one transaction each."""
+        visible = self._visibility(refresh)
+        while (query := pages.next_query()) is not None:
+            page = self._checkpointer_call(lambda: operations.load_page(self.context, query))
+            if visible is None:
+                yield from pages.advance(page)
+            else:
+                yield from (t for t in pages.advance(page) if visible(t))
+
+    def _visibility(self, refresh: bool) -> Callable[[CheckpointTuple], bool] | None:
         """None without a TTL policy; else a check of each listed tuple's thread, asked
-        once per thread (listing every thread, ``config=None``, refreshes none)."""
+        once per thread (``refresh``: refreshed on read, as a policy may ask)."""
         if self._expiry is None:
             return None
-        refresh = self._refresh and config is not None
         seen: dict[str, bool] = {}
 
         def visible(found: CheckpointTuple) -> bool:
@@ -590,47 +395,9 @@ class SQLAlchemySaver(SaverBase):
         """Unpin a thread: its TTL applies again, from its last write."""
         return self.pin_thread(thread_id, False)
 
-    def sweep_ttl(
-        self,
-        *,
-        batch_size: int = 500,
-        progress: Callable[[SweepReport], None] | None = None,
-        dry_run: bool = False,
-        now: dt.datetime | None = None,
-    ) -> SweepReport:
-        """Delete the threads whose stored TTL ran out; whole threads, one transaction
-        per page of them. This saver's own policy decides nothing (a thread expires by
-        the TTL stamped on it or given to it); pinned threads and threads with a run in
-        progress are kept, the pinned ones counted in ``pinned_skipped``.
+    sweep_ttl = runs_on_engine(calls.sweep_ttl)
 
-        Args:
-            batch_size: Candidates read per page of the ``expires_at`` index.
-            progress: Called with the report after each page.
-            dry_run: Delete nothing: ``removed`` counts what would be removed and
-                ``thread_ids`` names the threads.
-            now: The instant expiry is reckoned at (default: now).
-        """
-        if not dry_run:
-            self._writing("sweep_ttl")
-        return self.run(self._ttl_sweep(batch_size, progress, dry_run, now))
-
-    def set_threads_ttl(
-        self,
-        ttl_minutes: float,
-        *,
-        replace_existing: bool = False,
-        idle_for: dt.timedelta | None = None,
-        batch_size: int = 500,
-        dry_run: bool = False,
-    ) -> ApplyReport:
-        """Give existing threads a TTL of their own (``lg-sqla ttl apply``): by default
-        the threads that never expire (written under no TTL, given none); with
-        ``replace_existing`` every thread; with ``idle_for`` only those last written
-        longer ago. Pinned threads are skipped and counted. ``dry_run``: count only.
-        """
-        return self.run(
-            self._apply_ttl(ttl_minutes, replace_existing, idle_for, batch_size, dry_run)
-        )
+    set_threads_ttl = runs_on_engine(calls.set_threads_ttl)
 
     def _sweep_once(self) -> str:
         """One pass of the background sweeper; what it removed, for the debug log."""
@@ -667,19 +434,7 @@ class SQLAlchemySaver(SaverBase):
     async def arun(self, source: PlanSource[T]) -> T:
         return await asyncio.to_thread(self.run, source)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        iterator = self.list(config, filter=filter, before=before, limit=limit)
-        done = object()
-        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
-            yield item  # type: ignore[misc]
-
+    alist = iterated_in_worker_thread(list)
     aget_tuple = in_worker_thread(get_tuple)
     aput = in_worker_thread(put)
     aput_writes = in_worker_thread(put_writes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
 
@@ -32,26 +32,24 @@ from lg_sqla.checkpoint.state_migrations import (
     unknown_revision,
 )
 from lg_sqla.checkpoint.statements import (
-    AT_BLOB,
-    AT_CHANNEL,
-    AT_CHECKPOINT_ID,
     AT_KIND,
-    AT_NS_HASH,
     AT_STATE_REVISION,
-    AT_THREAD_ID,
-    AT_TYPE,
     KIND_BLOB,
     KIND_CHECKPOINT,
     KIND_WRITE,
     LOAD_COLUMNS,
     PageKey,
+    blob_at,
+    claim_keyless,
+    key_at,
+    page_key,
+    write_at,
 )
 from lg_sqla.plans import Record
 
 # A stored blob with its revision: (channel, type, blob, state_revision).
 RevisedBlob = tuple[str, str, bytes | None, str | None]
 RevisedWrite = tuple[StoredWrite, str | None]
-V = TypeVar("V")
 
 
 def refuse_revisions(rows: Iterable[Record]) -> None:
@@ -69,10 +67,6 @@ def _row_name(row: Record) -> str:
     return f"checkpoint {checkpoint!r} of thread {thread!r}"
 
 
-def _page_key(row: Record) -> PageKey:
-    return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
-
-
 def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
     """``operations.load_page``'s tuples, newest first, from the load UNION's rows (by
     position, ``statements.LOAD_COLUMNS``), each in the newest state shape."""
@@ -85,37 +79,25 @@ def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
         if kind == KIND_CHECKPOINT:
             checkpoint_rows.append(dict(zip(LOAD_COLUMNS, row, strict=True)))
             continue
-        key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
         revision = row[AT_STATE_REVISION]
         if kind == KIND_BLOB:
-            blobs[key].append((row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB], revision))
+            blobs[key_at(row)].append((*blob_at(row), revision))
         else:
-            write: StoredWrite = tuple(row[AT_CHANNEL : AT_BLOB + 1])
-            (writes if kind == KIND_WRITE else sends)[key].append((write, revision))
-    if len(checkpoint_rows) == 1:  # a page of one sends its rows without keys
-        own = _page_key(checkpoint_rows[0])
-        _give_keyless(blobs, own)
-        _give_keyless(writes, own)
-        _give_keyless(sends, own)
-    ordered = sorted(checkpoint_rows, key=_page_key, reverse=True)
+            found = writes if kind == KIND_WRITE else sends
+            found[key_at(row)].append((write_at(row), revision))
+    if len(checkpoint_rows) == 1:
+        claim_keyless(page_key(checkpoint_rows[0]), blobs, writes, sends)
+    ordered = sorted(checkpoint_rows, key=page_key, reverse=True)
     return [
         migrated_tuple(
             ctx,
             row,
-            blobs.get(_page_key(row), ()),
-            writes.get(_page_key(row), ()),
-            sends.get(_page_key(row), ()),
+            blobs.get(page_key(row), ()),
+            writes.get(page_key(row), ()),
+            sends.get(page_key(row), ()),
         )
         for row in ordered
     ]
-
-
-_KEYLESS = cast(PageKey, (None, None, None))
-
-
-def _give_keyless(found: dict[PageKey, list[V]], owner: PageKey) -> None:
-    if _KEYLESS in found:
-        found[owner] = found.pop(_KEYLESS)
 
 
 def _write_order(write: RevisedWrite) -> tuple[str, str, int]:

@@ -40,6 +40,7 @@ from lg_sqla.checkpoint.state_migrations import (
     migrate_value,
     unknown_revision,
 )
+from lg_sqla.checkpoint.twins import arun_by, run_by
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
@@ -89,13 +90,16 @@ class StateUpgradeReport:
 # --- the Python calls ----------------------------------------------------------------
 
 
-def _source(
+def _upgrade(
     saver: SaverBase,
-    to: str,
-    batch_size: int,
-    dry_run: bool,
-    progress: Callable[[StateUpgradeReport], None] | None,
+    *,
+    to: str = "head",
+    batch_size: int = 100,
+    dry_run: bool = False,
+    progress: Callable[[StateUpgradeReport], None] | None = None,
 ) -> Callable[[], Plan[StateUpgradeReport]]:
+    """``upgrade_state``'s plan source, after its checks (they raise before anything
+    runs)."""
     state = saver.state_migrations
     if state is None:
         raise InvalidInputError(
@@ -117,14 +121,9 @@ def _source(
     )
 
 
-def upgrade_state(
-    saver: SaverBase,
-    *,
-    to: str = "head",
-    batch_size: int = 100,
-    dry_run: bool = False,
-    progress: Callable[[StateUpgradeReport], None] | None = None,
-) -> StateUpgradeReport:
+upgrade_state = run_by(
+    _upgrade,
+    "upgrade_state",
     """Rewrite the stored checkpoints, blobs and writes of ``saver``'s tables at the
     state revision ``to`` ("head": the newest of ``saver.state_migrations``; "base":
     revision zero; or a revision's id), ``batch_size`` threads per transaction.
@@ -138,30 +137,26 @@ def upgrade_state(
         StateRevisionError: a stored row is at a revision the migrations do not know.
         MissingDowngradeError: ``to`` is older than stored rows and an operation on the
             way has no down function (nothing changed).
-    """
-    return saver.run(_source(saver, to, batch_size, dry_run, progress))
+    """,
+)
+aupgrade_state = arun_by(
+    _upgrade, "aupgrade_state", ":func:`upgrade_state` from a coroutine (the saver's ``arun``)."
+)
 
 
-async def aupgrade_state(
-    saver: SaverBase,
-    *,
-    to: str = "head",
-    batch_size: int = 100,
-    dry_run: bool = False,
-    progress: Callable[[StateUpgradeReport], None] | None = None,
-) -> StateUpgradeReport:
-    """:func:`upgrade_state` from a coroutine (the saver's ``arun``)."""
-    return await saver.arun(_source(saver, to, batch_size, dry_run, progress))
+def _count_plans(saver: SaverBase) -> Callable[[], Plan[dict[str, dict[str | None, int]]]]:
+    return _counts
 
 
-def state_counts(saver: SaverBase) -> dict[str, dict[str | None, int]]:
+state_counts = run_by(
+    _count_plans,
+    "state_counts",
     """Rows per state revision (None: revision zero) of each table: ``checkpoints``,
-    ``blobs``, ``writes``."""
-    return saver.run(_counts)
-
-
-async def astate_counts(saver: SaverBase) -> dict[str, dict[str | None, int]]:
-    return await saver.arun(_counts)
+    ``blobs``, ``writes``.""",
+)
+astate_counts = arun_by(
+    _count_plans, "astate_counts", ":func:`state_counts` from a coroutine (the saver's ``arun``)."
+)
 
 
 def _counts() -> Plan[dict[str, dict[str | None, int]]]:
@@ -584,38 +579,34 @@ def _key(table: sa.Table, **columns: str) -> list[sa.ColumnElement[bool]]:
     return [table.c[column] == sa.bindparam(param) for column, param in columns.items()]
 
 
-def _update_documents() -> sa.Update:
-    return (
-        sa.update(C)
-        .where(
-            *_key(
-                C,
-                thread_id="k_thread_id",
-                checkpoint_ns_hash="k_ns_hash",
-                checkpoint_id="k_checkpoint_id",
-            )
-        )
-        .values(
-            checkpoint=sa.bindparam("v_checkpoint", type_=C.c.checkpoint.type),
-            metadata=sa.bindparam("v_metadata", type_=C.c.metadata.type),
-            state_revision=sa.bindparam("v_revision", type_=C.c.state_revision.type),
-        )
-    )
+def _rewrite(
+    table: sa.Table, key: dict[str, str], plain: tuple[str, ...], typed: tuple[str, ...]
+) -> sa.Update:
+    """The UPDATE of one row of ``table`` at ``key`` (column -> parameter): its ``plain``
+    and ``typed`` columns (parameter ``v_<column>``; ``typed``: bound with the column's
+    type) and its ``state_revision`` (``v_revision``)."""
+    values: dict[str, sa.BindParameter[Any]] = {c: sa.bindparam(f"v_{c}") for c in plain}
+    values |= {column: sa.bindparam(f"v_{column}", type_=table.c[column].type) for column in typed}
+    values["state_revision"] = sa.bindparam("v_revision", type_=table.c.state_revision.type)
+    return sa.update(table).where(*_key(table, **key)).values(values)
 
 
+_DOCUMENT_KEY = {
+    "thread_id": "k_thread_id",
+    "checkpoint_ns_hash": "k_ns_hash",
+    "checkpoint_id": "k_checkpoint_id",
+}
 _BLOB_KEY = {
     "thread_id": "k_thread_id",
     "checkpoint_ns_hash": "k_ns_hash",
     "channel": "k_channel",
     "version": "k_version",
 }
-_WRITE_KEY = {
-    "thread_id": "k_thread_id",
-    "checkpoint_ns_hash": "k_ns_hash",
-    "checkpoint_id": "k_checkpoint_id",
-    "task_id": "k_task_id",
-    "idx": "k_idx",
-}
+_WRITE_KEY = {**_DOCUMENT_KEY, "task_id": "k_task_id", "idx": "k_idx"}
+
+
+def _update_documents() -> sa.Update:
+    return _rewrite(C, _DOCUMENT_KEY, (), ("checkpoint", "metadata"))
 
 
 def _delete_blobs() -> sa.Delete:
@@ -623,28 +614,11 @@ def _delete_blobs() -> sa.Delete:
 
 
 def _update_blobs() -> sa.Update:
-    return (
-        sa.update(B)
-        .where(*_key(B, **_BLOB_KEY))
-        .values(
-            type=sa.bindparam("v_type"),
-            blob=sa.bindparam("v_blob", type_=B.c.blob.type),
-            state_revision=sa.bindparam("v_revision", type_=B.c.state_revision.type),
-        )
-    )
+    return _rewrite(B, _BLOB_KEY, ("type",), ("blob",))
 
 
 def _update_writes() -> sa.Update:
-    return (
-        sa.update(W)
-        .where(*_key(W, **_WRITE_KEY))
-        .values(
-            channel=sa.bindparam("v_channel"),
-            type=sa.bindparam("v_type"),
-            blob=sa.bindparam("v_blob", type_=W.c.blob.type),
-            state_revision=sa.bindparam("v_revision", type_=W.c.state_revision.type),
-        )
-    )
+    return _rewrite(W, _WRITE_KEY, ("channel", "type"), ("blob",))
 
 
 def _delete_writes() -> sa.Delete:

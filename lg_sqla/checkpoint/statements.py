@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
@@ -25,6 +25,10 @@ from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
+from lg_sqla.plans import Record
+
+if TYPE_CHECKING:
+    from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite
 
 # Row kinds in the load UNION.
 KIND_CHECKPOINT, KIND_BLOB, KIND_WRITE, KIND_PARENT_SEND = 0, 1, 2, 3
@@ -59,6 +63,37 @@ AT_CHANNEL, AT_TASK_ID, AT_TASK_PATH, AT_IDX, AT_TYPE, AT_BLOB = (
 
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
+
+
+def page_key(row: Record) -> PageKey:
+    """A checkpoint row's (by name) place in ``list``'s order."""
+    return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
+
+
+def key_at(row: Sequence[Any]) -> PageKey:
+    """The checkpoint a load row (by position) belongs to."""
+    return (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
+
+
+def blob_at(row: Sequence[Any]) -> StoredBlob:
+    """A blob load row's (channel, type, blob)."""
+    return (row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB])
+
+
+def write_at(row: Sequence[Any]) -> StoredWrite:
+    """A write load row's value columns (``WRITE_VALUE_COLUMNS``)."""
+    return cast("StoredWrite", tuple(row[AT_CHANNEL : AT_BLOB + 1]))
+
+
+# A page of one checkpoint (get_tuple) sends its blobs and writes without keys.
+_KEYLESS: Any = (None, None, None)
+
+
+def claim_keyless(owner: PageKey, *grouped: dict[PageKey, Any]) -> None:
+    """Give the keyless rows of a page of one to its checkpoint, ``owner``: all are its own."""
+    for found in grouped:
+        if _KEYLESS in found:
+            found[owner] = found.pop(_KEYLESS)
 
 
 @dataclass(frozen=True)

@@ -181,13 +181,14 @@ def set_threads_ttl(
     ctx: Context,
     ttl_minutes: float,
     *,
-    replace_existing: bool = False,
-    idle_since: dt.datetime | None = None,
-    batch_size: int = 500,
-    dry_run: bool = False,
+    replace_existing: bool,
+    idle_since: dt.datetime | None,
+    batch_size: int,
+    dry_run: bool,
 ) -> Plan[ApplyReport]:
     """Give existing threads a TTL of their own, ``ttl_minutes``, a page at a time (one
-    transaction each), walking the threads of ``checkpoints`` in key order.
+    transaction each), walking the threads of ``checkpoints`` in key order. (The
+    defaults are the saver call's: ``calls.set_threads_ttl``.)
 
     Selected: threads that never expire (no TTL of their own, none stamped), or with
     ``replace_existing`` every thread; with ``idle_since``, only those last written

@@ -48,10 +48,10 @@ def print_storage(args: argparse.Namespace, result: tuple[StorageReport, DiskUsa
     print("writes/values volume: " + ("-" if ratio is None else f"{ratio:.2f}"))
     if disk is not None and disk.file_bytes is not None:
         free = disk.free_bytes or 0
-        print(
-            f"database file: {human_bytes(disk.file_bytes)}, of which {human_bytes(free)} "
-            "free pages" + (" (`lg-sqla vacuum` gives them back)" if free else "")
-        )
+        size = human_bytes(disk.file_bytes)
+        print(f"database file: {size}, of which {human_bytes(free)} free pages")
+        if free:  # a line of its own: beside the sizes it ran past 80 columns
+            print("(`lg-sqla vacuum` gives the free pages back to the file system)")
 
 
 def file_size(saver: SQLAlchemySaver) -> tuple[int, int] | None:

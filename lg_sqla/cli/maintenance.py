@@ -25,31 +25,26 @@ if TYPE_CHECKING:
 
 
 def register(commands: Commands) -> None:
-    prune_ = commands.add(
-        "prune",
-        "prune threads: keep their newest checkpoints (or delete them)",
-        prune,
-        commands.destructive,
+    prune_ = _on_threads(
+        commands, "prune", "prune threads: keep their newest checkpoints (or delete them)"
     )
-    prune_.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
-    prune_.add_argument(
-        "--strategy",
-        choices=["keep_latest", "delete"],
-        default="keep_latest",
-        help="keep_latest (default) or delete the threads",
+    _strategy_options(
+        prune_,
+        ["keep_latest", "delete"],
+        "keep_latest (default) or delete the threads",
+        "checkpoints kept per namespace (default 1)",
     )
-    prune_.add_argument(
-        "--keep-last", type=positive, default=1, help="checkpoints kept per namespace (default 1)"
-    )
-    delete = commands.add(
-        "delete-thread",
-        "delete threads: every checkpoint, write and value",
-        prune,
-        commands.destructive,
-    )
-    delete.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
+    _on_threads(commands, "delete-thread", "delete threads: every checkpoint, write and value")
     _sweep_command(commands)
     _reencrypt_command(commands)
+
+
+def _on_threads(commands: Commands, name: str, help: str) -> argparse.ArgumentParser:
+    """A destructive command on the THREAD_IDs given, run by :func:`prune` (which reads
+    ``delete-thread`` as ``--strategy delete``)."""
+    parser = commands.add(name, help, prune, commands.destructive)
+    parser.add_argument("thread_ids", nargs="+", metavar="THREAD_ID")
+    return parser
 
 
 def register_vacuum(commands: Commands) -> None:
@@ -75,18 +70,24 @@ def _sweep_command(commands: Commands) -> None:
         required=True,
         help="the retention period, in days (> 0; fractions too: 0.5 = 12 hours)",
     )
-    sweep_.add_argument(
-        "--strategy",
-        choices=["delete", "keep_latest"],
-        default="delete",
-        help="delete stale threads (default) or prune their old checkpoints",
-    )
-    sweep_.add_argument(
-        "--keep-last", type=positive, default=1, help="keep_latest: checkpoints kept per namespace"
+    _strategy_options(
+        sweep_,
+        ["delete", "keep_latest"],
+        "delete stale threads (default) or prune their old checkpoints",
+        "keep_latest: checkpoints kept per namespace",
     )
     sweep_.add_argument(
         "--batch-size", type=positive, default=100, help="threads per batch (default 100)"
     )
+
+
+def _strategy_options(
+    parser: argparse.ArgumentParser, strategies: list[str], strategy_help: str, keep_help: str
+) -> None:
+    """What ``prune`` and ``sweep`` do to a thread: ``--strategy`` (the first of
+    ``strategies`` by default), and ``--keep-last`` for ``keep_latest``."""
+    parser.add_argument("--strategy", choices=strategies, default=strategies[0], help=strategy_help)
+    parser.add_argument("--keep-last", type=positive, default=1, help=keep_help)
 
 
 def _reencrypt_command(commands: Commands) -> None:

@@ -12,7 +12,7 @@ import argparse
 import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 100
 # Adds a store subcommand: name, help, handler, parent parsers; returns its parser.
 AddCommand = Callable[..., argparse.ArgumentParser]
+_Listed = TypeVar("_Listed")
 
 
 def register(commands: Commands) -> None:
@@ -165,25 +166,44 @@ def _store(args: argparse.Namespace, *, read_only: bool) -> Iterator[SQLAlchemyS
 # --- namespaces, search, get ------------------------------------------------------------------
 
 
-def namespaces(args: argparse.Namespace) -> int:
+def _listing(
+    args: argparse.Namespace,
+    name: str,
+    read: Callable[[SQLAlchemyStore], list[_Listed]],
+    as_json: Callable[[_Listed], Any],
+    print_table: Callable[[list[_Listed]], None],
+) -> int:
+    """One page of a listing (``--limit``, ``--offset``), read on a read-only store:
+    as JSON under ``name`` with the next page's offset, or as a table followed by the
+    option that reads the next page."""
     if args.offset < 0:
         raise CommandError(f"--offset must be >= 0, got {args.offset}", 2)
     with _store(args, read_only=True) as store:
-        found = store.list_namespaces(
+        found = read(store)
+    next_offset = args.offset + len(found) if len(found) == args.limit else None
+    if args.json:
+        emit_json({name: [as_json(x) for x in found], "next_offset": next_offset})
+        return 0
+    print_table(found)
+    if next_offset is not None:
+        print(f"more: --offset {next_offset}")
+    return 0
+
+
+def namespaces(args: argparse.Namespace) -> int:
+    return _listing(
+        args,
+        "namespaces",
+        lambda store: store.list_namespaces(
             prefix=args.prefix,
             suffix=args.suffix,
             max_depth=args.max_depth,
             limit=args.limit,
             offset=args.offset,
-        )
-    next_offset = args.offset + len(found) if len(found) == args.limit else None
-    if args.json:
-        emit_json({"namespaces": [list(ns) for ns in found], "next_offset": next_offset})
-        return 0
-    table("store namespaces", ["NAMESPACE"], [[dotted(ns)] for ns in found])
-    if next_offset is not None:
-        print(f"more: --offset {next_offset}")
-    return 0
+        ),
+        list,
+        lambda found: table("store namespaces", ["NAMESPACE"], [[dotted(ns)] for ns in found]),
+    )
 
 
 def _item_json(item: Item) -> dict[str, Any]:
@@ -201,31 +221,23 @@ def _preview(value: dict[str, Any], width: int) -> str:
 
 
 def search(args: argparse.Namespace) -> int:
-    if args.offset < 0:
-        raise CommandError(f"--offset must be >= 0, got {args.offset}", 2)
-    with _store(args, read_only=True) as store:
-        items = store.search(
-            args.namespace,
-            filter=dict(args.filter) or None,
-            limit=args.limit,
-            offset=args.offset,
-        )
-    next_offset = args.offset + len(items) if len(items) == args.limit else None
-    if args.json:
-        emit_json({"items": [_item_json(i) for i in items], "next_offset": next_offset})
-        return 0
-    table(
-        f"store items under {dotted(args.namespace) or '(root)'}",
-        ["NAMESPACE", "KEY", "UPDATED (UTC)", "VALUE"],
-        [
-            [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
-            for i in items
-        ],
-        text=["VALUE"],
+    return _listing(
+        args,
+        "items",
+        lambda store: store.search(
+            args.namespace, filter=dict(args.filter) or None, limit=args.limit, offset=args.offset
+        ),
+        _item_json,
+        lambda items: table(
+            f"store items under {dotted(args.namespace) or '(root)'}",
+            ["NAMESPACE", "KEY", "UPDATED (UTC)", "VALUE"],
+            [
+                [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
+                for i in items
+            ],
+            text=["VALUE"],
+        ),
     )
-    if next_offset is not None:
-        print(f"more: --offset {next_offset}")
-    return 0
 
 
 def get(args: argparse.Namespace) -> int:

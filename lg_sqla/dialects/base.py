@@ -15,7 +15,7 @@ import struct
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, NamedTuple, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
@@ -259,18 +259,16 @@ class DialectOps:
     def metadata_equals(
         self, column: ColumnElement[Any], key: str, value: Any
     ) -> ColumnElement[bool]:
-        """``metadata[key] == value`` with JSON semantics (None also matches a missing key)."""
-        raise NotImplementedError
+        """``metadata[key] == value`` with JSON semantics (None also matches a missing key):
+        the one-key :meth:`metadata_path_equals`."""
+        return self.metadata_path_equals(column, (key,), value)
 
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:
         """``metadata[keys[0]][keys[1]]... == value`` with ``metadata_equals``'s JSON
-        semantics at the end of the path (None also matches a missing member).
-        Dialects without nested paths answer one-key paths only."""
-        if len(keys) == 1:
-            return self.metadata_equals(column, keys[0], value)
-        raise NotImplementedError(f"nested metadata filters are not supported on {self.name}")
+        semantics at the end of the path (None also matches a missing member)."""
+        raise NotImplementedError
 
     def is_read_only(self, connection: Connection) -> bool:
         """Whether this session can only read (a replica, a read-only user or server).
@@ -469,13 +467,28 @@ NUMERIC_STRING = r"^[ \t\n\r]*-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]{1,4})
 NAMESPACE_SORT_SEPARATOR = "\x01"
 
 
+class JsonAt(NamedTuple):
+    """What stands at a JSON path: the value (NULL where nothing is), the name of its
+    JSON type (see ``StoreSQL._TYPES``) and its text (a string's unquoted)."""
+
+    node: ColumnElement[Any]
+    kind: ColumnElement[str]
+    text: ColumnElement[str]
+
+
 class StoreSQL:
-    """Dialects without JSON functions we know: the store filters in Python."""
+    """Dialects without JSON functions we know: the store filters in Python.
+
+    Dialects that filter in SQL (``in_sql``) give what stands at a path (``_at``) and
+    how a text reads as a number (``_as_number``): the predicates below are built from
+    them, or overridden where the database wants another form (SQLite)."""
 
     in_sql = False
     # Bound parameters one statement may hold; the store splits longer key lists.
     # 999: SQLite before 3.32, the lowest limit among the databases we know.
     max_bound_parameters = 999
+    # The type names ``_kind`` gives for each of JSON_KINDS.
+    _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {kind: (kind,) for kind in JSON_KINDS}
 
     @property
     def keys_per_statement(self) -> int:
@@ -489,15 +502,27 @@ class StoreSQL:
     def keys_params(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
         return {"keys": list(pairs)}
 
+    def _at(self, doc: ColumnElement[Any], path: JsonPath) -> JsonAt:
+        raise NotImplementedError
+
+    def _as_number(self, text: ColumnElement[str]) -> ColumnElement[Any]:
+        raise NotImplementedError
+
+    def _is_kind(self, kind: ColumnElement[str], json_kind: str) -> ColumnElement[bool]:
+        # One type name: an equality; several: IN the literal names (see one_of).
+        names = self._TYPES[json_kind]
+        return kind == names[0] if len(names) == 1 else one_of(kind, names)
+
     def kind_in(
         self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
     ) -> ColumnElement[bool]:
         """The value at ``path`` exists and is of one of ``kinds`` (see JSON_KINDS)."""
-        raise NotImplementedError
+        names = sorted(name for kind in kinds for name in self._TYPES[kind])
+        return sa.func.coalesce(one_of(self._at(doc, path).kind, names), sa.false())
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
         """Nothing at ``path`` (a JSON null is something)."""
-        raise NotImplementedError
+        return self._at(doc, path).node.is_(None)
 
     def number_compare(
         self,
@@ -510,7 +535,18 @@ class StoreSQL:
         """``operator(value, number)`` where the value is a number or a boolean (as 1/0,
         Python's ``True == 1``), or with ``strings`` a NUMERIC_STRING; ``number`` is a
         :meth:`number_param`."""
-        raise NotImplementedError
+        _, kind, text = self._at(doc, path)
+        # CASE guarantees the conversion only sees what is a number.
+        as_number = self._as_number(text)
+        whens = [
+            (self._is_kind(kind, "number"), as_number),
+            (self._is_kind(kind, "boolean"), sa.case((text == "true", 1), else_=0)),
+        ]
+        if strings:
+            numeric = text.regexp_match(NUMERIC_STRING)
+            whens.append((sa.and_(self._is_kind(kind, "string"), numeric), as_number))
+        value = sa.case(*whens, else_=sa.null())
+        return sa.func.coalesce(operator(value, number), sa.false())
 
     def number_param(self, name: str) -> sa.BindParameter[Any]:
         """A bound parameter for the numbers of :meth:`number_compare`."""
@@ -524,7 +560,9 @@ class StoreSQL:
         self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
     ) -> ColumnElement[bool]:
         """The value is a string equal to ``text``, code point for code point."""
-        raise NotImplementedError
+        _, kind, value = self._at(doc, path)
+        is_string = self._is_kind(kind, "string")
+        return sa.func.coalesce(sa.and_(is_string, self.text_equals(value, text)), sa.false())
 
     def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
         """The value is an array of ``n`` elements or an object of ``n`` members."""

@@ -52,9 +52,11 @@ class GenericOps(DialectOps):
     ) -> sa.Insert:
         raise NotImplementedError("GenericOps upserts by delete + insert in operations")
 
-    def metadata_equals(
-        self, column: ColumnElement[Any], key: str, value: Any
+    def metadata_path_equals(
+        self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:
+        if len(keys) > 1:
+            raise NotImplementedError(f"nested metadata filters are not supported on {self.name}")
         raise NotImplementedError(
             "metadata filters need JSON support of the dialect; "
             "use SQLite, PostgreSQL or MySQL/MariaDB, or list without `filter`"

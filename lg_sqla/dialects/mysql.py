@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
@@ -26,9 +26,9 @@ from lg_sqla.dialects.base import (
     MIGRATION_LOCK_NAME,
     MIGRATION_LOCK_TIMEOUT_S,
     NAMESPACE_SORT_SEPARATOR,
-    NUMERIC_STRING,
     ChannelVersionsSource,
     DialectOps,
+    JsonAt,
     JsonPath,
     OfficialSchema,
     OrderedJoin,
@@ -200,11 +200,11 @@ class MySQLOps(DialectOps):
         {table: columns | {"checkpoint_ns_hash"} for table, columns in BLOBS_LAYOUT.items()},
     )
     # Not autocommit_single_statements: MySQL switches autocommit with statements of
-    # their own (SET autocommit, and back), which cost more than the COMMIT they save.
-    # Connections kept in autocommit mode, with BEGIN sent before plans of several
-    # statements, were measured (chat workload replayed, PyMySQL, 10 interleaved
-    # repeats): put_writes 14% and get_tuple 3% faster, put 5% slower, writes as a
-    # whole no faster; and every Core plan would need that BEGIN to stay atomic.
+    # their own (SET autocommit, and back), which cost more than the COMMIT they save
+    # on Core. The direct path's drivers (PyMySQL, asyncmy) instead leave a session in
+    # autocommit once switched, send BEGIN before plans of several statements, and
+    # the pool switches the session back for any other checkout
+    # (``runtime.drivers.guard_sessions``): one-statement calls are one round trip.
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__()
@@ -298,11 +298,6 @@ class MySQLOps(DialectOps):
         # to collect 20k blobs of a pruned 10k-checkpoint thread. A multi-table
         # DELETE with a LEFT JOIN anti-join does it in well under a second.
         return _MySQLAntiJoinDelete(table, list(thread_ids), referenced)
-
-    def metadata_equals(
-        self, column: ColumnElement[Any], key: str, value: Any
-    ) -> ColumnElement[bool]:
-        return self.metadata_path_equals(column, (key,), value)
 
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
@@ -444,49 +439,16 @@ class MySQLStoreSQL(StoreSQL):
     def _text(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
         return sa.func.json_unquote(self._node(doc, path), type_=sa.String)
 
-    def kind_in(
-        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
-    ) -> ColumnElement[bool]:
-        types = sorted(t for kind in kinds for t in self._TYPES[kind])
-        return sa.func.coalesce(one_of(self._kind(doc, path), types), sa.false())
+    def _at(self, doc: ColumnElement[Any], path: JsonPath) -> JsonAt:
+        return JsonAt(self._node(doc, path), self._kind(doc, path), self._text(doc, path))
 
-    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
-        return self._node(doc, path).is_(None)
-
-    def number_compare(
-        self,
-        doc: ColumnElement[Any],
-        path: JsonPath,
-        operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: ColumnElement[Any],
-        strings: bool,
-    ) -> ColumnElement[bool]:
-        kind, text = self._kind(doc, path), self._text(doc, path)
+    def _as_number(self, text: ColumnElement[str]) -> ColumnElement[Any]:
         # Arithmetic converts text to a double: SQLAlchemy renders no CAST(... AS DOUBLE)
         # for MySQL, and a DECIMAL would overflow on 1e300.
-        as_double = sa.type_coerce(text, sa.Double) + sa.literal_column("0e0", sa.Double)
-        whens = [
-            (one_of(kind, self._TYPES["number"]), as_double),
-            (kind == "BOOLEAN", sa.case((text == "true", 1), else_=0)),
-        ]
-        if strings:
-            whens.append((sa.and_(kind == "STRING", text.regexp_match(NUMERIC_STRING)), as_double))
-        value = sa.case(*whens, else_=sa.null())
-        return sa.func.coalesce(operator(value, number), sa.false())
+        return sa.type_coerce(text, sa.Double) + sa.literal_column("0e0", sa.Double)
 
     def number_param(self, name: str) -> sa.BindParameter[Any]:
         return sa.bindparam(name, type_=sa.Double)
-
-    def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
-    ) -> ColumnElement[bool]:
-        return sa.func.coalesce(
-            sa.and_(
-                self._kind(doc, path) == "STRING",
-                self.text_equals(self._text(doc, path), text),
-            ),
-            sa.false(),
-        )
 
     def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
         length = sa.func.json_length(doc, sa.literal(mysql_json_path(path), sa.String))

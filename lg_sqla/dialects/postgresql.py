@@ -7,7 +7,7 @@ import functools
 import logging
 import warnings
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,15 +23,14 @@ from lg_sqla.dialects.base import (
     BLOBS_LAYOUT,
     MIGRATION_LOCK_NAME,
     NAMESPACE_SORT_SEPARATOR,
-    NUMERIC_STRING,
     AnnIndex,
     ChannelVersionsSource,
+    JsonAt,
     JsonPath,
     OfficialSchema,
     OnConflictOps,
     StoreSQL,
     decimal_param,
-    one_of,
 )
 from lg_sqla.dialects.citus import (
     coordinator_address,
@@ -391,52 +390,18 @@ class PostgresStoreSQL(StoreSQL):
     def _kind(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[str]:
         return sa.func.jsonb_typeof(self._node(doc, path), type_=sa.Text)
 
-    def kind_in(
-        self, doc: ColumnElement[Any], path: JsonPath, kinds: frozenset[str]
-    ) -> ColumnElement[bool]:
-        return sa.func.coalesce(one_of(self._kind(doc, path), sorted(kinds)), sa.false())
+    def _at(self, doc: ColumnElement[Any], path: JsonPath) -> JsonAt:
+        return JsonAt(self._node(doc, path), self._kind(doc, path), self._text(doc, path))
 
-    def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
-        return self._node(doc, path).is_(None)
-
-    def number_compare(
-        self,
-        doc: ColumnElement[Any],
-        path: JsonPath,
-        operator: Callable[[Any, Any], ColumnElement[bool]],
-        number: ColumnElement[Any],
-        strings: bool,
-    ) -> ColumnElement[bool]:
-        kind, text = self._kind(doc, path), self._text(doc, path)
+    def _as_number(self, text: ColumnElement[str]) -> ColumnElement[Any]:
         # numeric, not float8: jsonb numbers are numeric and may exceed a double.
-        # CASE guarantees the cast only sees what is a number.
-        whens = [
-            (kind == "number", sa.cast(text, sa.Numeric)),
-            (kind == "boolean", sa.case((text == "true", 1), else_=0)),
-        ]
-        if strings:
-            whens.append(
-                (
-                    sa.and_(kind == "string", text.regexp_match(NUMERIC_STRING)),
-                    sa.cast(text, sa.Numeric),
-                )
-            )
-        value = sa.case(*whens, else_=sa.null())
-        return sa.func.coalesce(operator(value, number), sa.false())
+        return sa.cast(text, sa.Numeric)
 
     def number_param(self, name: str) -> sa.BindParameter[Any]:
         return sa.bindparam(name, type_=sa.Numeric(asdecimal=True))
 
     def number_value(self, number: float | int) -> Any:
         return decimal_param(number)
-
-    def string_equals(
-        self, doc: ColumnElement[Any], path: JsonPath, text: ColumnElement[str]
-    ) -> ColumnElement[bool]:
-        return sa.func.coalesce(
-            sa.and_(self._kind(doc, path) == "string", self._text(doc, path) == text),
-            sa.false(),
-        )
 
     def length_equals(self, doc: ColumnElement[Any], path: JsonPath, n: int) -> ColumnElement[bool]:
         node = self._node(doc, path)

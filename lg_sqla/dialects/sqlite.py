@@ -127,11 +127,6 @@ class SQLiteOps(OnConflictOps):
         pairs = sa.func.json_each(doc, "$.channel_versions").table_valued("key", "value")
         return sa.select(pairs.c.value).where(pairs.c.key == channel).scalar_subquery()
 
-    def metadata_equals(
-        self, column: ColumnElement[Any], key: str, value: Any
-    ) -> ColumnElement[bool]:
-        return self.metadata_path_equals(column, (key,), value)
-
     def metadata_path_equals(
         self, column: ColumnElement[Any], keys: tuple[str, ...], value: Any
     ) -> ColumnElement[bool]:
@@ -240,7 +235,7 @@ class SQLiteStoreSQL(StoreSQL):
     }
 
     @staticmethod
-    def _node(doc: ColumnElement[Any], path: JsonPath) -> _SQLiteNode:
+    def _member(doc: ColumnElement[Any], path: JsonPath) -> _SQLiteNode:
         if all(_sqlite_plain_key(step) for step in path):
             label = "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
             bound = sa.literal(label, sa.String)
@@ -272,7 +267,7 @@ class SQLiteStoreSQL(StoreSQL):
     def _exists(
         self, doc: ColumnElement[Any], path: JsonPath, test: Callable[[Any], ColumnElement[bool]]
     ) -> ColumnElement[bool]:
-        node = self._node(doc, path)
+        node = self._member(doc, path)
         return node.test(test(node))  # type: ignore[no-any-return]
 
     def kind_in(
@@ -282,7 +277,7 @@ class SQLiteStoreSQL(StoreSQL):
         return self._exists(doc, path, lambda m: one_of(m.type, types))
 
     def missing(self, doc: ColumnElement[Any], path: JsonPath) -> ColumnElement[bool]:
-        return ~self._node(doc, path).present  # type: ignore[no-any-return]
+        return ~self._member(doc, path).present  # type: ignore[no-any-return]
 
     def number_compare(
         self,
@@ -297,7 +292,7 @@ class SQLiteStoreSQL(StoreSQL):
             # and false as 1 and 0 (Python: True == 1), and strings, objects and arrays
             # as TEXT, which never equals a number (no affinity: storage classes
             # differ). One JSON parse per row instead of two (json_type, json_extract).
-            node = self._node(doc, path)
+            node = self._member(doc, path)
             return node.test(node.atom == number)  # type: ignore[no-any-return]
 
         def test(m: Any) -> ColumnElement[bool]:

@@ -35,10 +35,11 @@ caller's own put back after it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from lg_sqla.runtime.executor import Runtime
 
 T = TypeVar("T")
+TargetT = TypeVar("TargetT")
+LockT = TypeVar("LockT")
 
 SyncTarget = Connection | Session
 AsyncTarget = AsyncConnection | AsyncSession
@@ -69,20 +72,14 @@ _ASYNC_LOCKS: weakref.WeakKeyDictionary[object, asyncio.Lock] = weakref.WeakKeyD
 _LOCKS_GUARD = threading.Lock()
 
 
-def _sync_lock(target: object) -> threading.RLock:
+def _lock_of(
+    locks: weakref.WeakKeyDictionary[object, LockT], target: object, new: Callable[[], LockT]
+) -> LockT:
+    """``target``'s lock in ``locks``, made by ``new()`` on its first call."""
     with _LOCKS_GUARD:
-        lock = _SYNC_LOCKS.get(target)
+        lock = locks.get(target)
         if lock is None:
-            # Reentrant: a progress callback of a sweep may call the same view again.
-            lock = _SYNC_LOCKS[target] = threading.RLock()
-        return lock
-
-
-def _async_lock(target: object) -> asyncio.Lock:
-    with _LOCKS_GUARD:
-        lock = _ASYNC_LOCKS.get(target)
-        if lock is None:
-            lock = _ASYNC_LOCKS[target] = asyncio.Lock()
+            lock = locks[target] = new()
         return lock
 
 
@@ -163,8 +160,48 @@ def _note(error: BaseException, note: str) -> None:
         add_note(note)
 
 
-class Binding:
+class _Bound(Generic[TargetT]):
+    """What both bindings keep: the caller's target, checked to be of this face (the
+    other face's target is named in the error), and the owner's call."""
+
+    # The targets this face takes, those of the other face, and what to say of each.
+    takes: tuple[type, ...]
+    takes_text: str
+    other_face: tuple[type, ...]
+    other_face_error: str  # (``{name}``: the type given)
+
+    def __init__(
+        self,
+        target: TargetT,
+        runtime: Runtime,
+        engine: Engine | AsyncEngine,
+        mapper: type | None = None,
+    ):
+        name = type(target).__name__
+        if isinstance(target, self.other_face):
+            raise InvalidInputError(self.other_face_error.format(name=name))
+        if not isinstance(target, self.takes):
+            raise InvalidInputError(
+                f"bound() takes a SQLAlchemy {self.takes_text} (in a transaction the "
+                f"caller commits or rolls back), got {name}"
+            )
+        self.target = target
+        # A Session's connection for lg_sqla's tables: Session.get_bind() by one of their
+        # mapped classes (``Session(binds={lg_sqla.models.Base: engine})``), else its bind.
+        self._bind_arguments = {"mapper": mapper} if mapper is not None else None
+        self._call = _Call(runtime, engine)
+
+
+class Binding(_Bound[SyncTarget]):
     """An owner bound to a sync ``Connection`` or ``Session`` (module docstring)."""
+
+    takes = (Connection, Session)
+    takes_text = "Connection or ORM Session"
+    other_face = (AsyncConnection, AsyncSession)
+    other_face_error = (
+        "a sync lg_sqla object cannot be bound to an {name}: bind the async saver/store "
+        "(AsyncSQLAlchemySaver, AsyncSQLAlchemyStore) or give a sync Connection or Session"
+    )
 
     def __init__(
         self,
@@ -173,23 +210,9 @@ class Binding:
         engine: Engine | AsyncEngine,
         mapper: type | None = None,
     ):
-        if isinstance(target, (AsyncConnection, AsyncSession)):
-            raise InvalidInputError(
-                f"a sync lg_sqla object cannot be bound to an {type(target).__name__}: "
-                "bind the async saver/store (AsyncSQLAlchemySaver, AsyncSQLAlchemyStore) "
-                "or give a sync Connection or Session"
-            )
-        if not isinstance(target, (Connection, Session)):
-            raise InvalidInputError(
-                "bound() takes a SQLAlchemy Connection or ORM Session (in a transaction "
-                f"the caller commits or rolls back), got {type(target).__name__}"
-            )
-        self.target = target
-        # A Session's connection for lg_sqla's tables: Session.get_bind() by one of their
-        # mapped classes (``Session(binds={lg_sqla.models.Base: engine})``), else its bind.
-        self._bind_arguments = {"mapper": mapper} if mapper is not None else None
-        self._call = _Call(runtime, engine)
-        self._lock = _sync_lock(target)
+        super().__init__(target, runtime, engine, mapper)
+        # Reentrant: a progress callback of a sweep may call the same view again.
+        self._lock = _lock_of(_SYNC_LOCKS, target, threading.RLock)
 
     def run(self, source: PlanSource[T]) -> T:
         plan = source() if callable(source) else source
@@ -207,37 +230,21 @@ class Binding:
         return target.connection(bind_arguments=self._bind_arguments)
 
 
-class AsyncBinding:
+class AsyncBinding(_Bound[AsyncTarget]):
     """An owner bound to an ``AsyncConnection`` or ``AsyncSession``: the same call as
     :class:`Binding`'s, run on the sync connection in one greenlet (``run_sync``)."""
 
-    def __init__(
-        self,
-        target: AsyncTarget,
-        runtime: Runtime,
-        engine: Engine | AsyncEngine,
-        mapper: type | None = None,
-    ):
-        if isinstance(target, (Connection, Session)):
-            raise InvalidInputError(
-                f"an async lg_sqla object cannot be bound to a {type(target).__name__}: "
-                "bind the sync saver/store (SQLAlchemySaver, SQLAlchemyStore) or give an "
-                "AsyncConnection or AsyncSession"
-            )
-        if not isinstance(target, (AsyncConnection, AsyncSession)):
-            raise InvalidInputError(
-                "bound() takes a SQLAlchemy AsyncConnection or AsyncSession (in a "
-                f"transaction the caller commits or rolls back), got {type(target).__name__}"
-            )
-        self.target = target
-        # A Session's connection for lg_sqla's tables: Session.get_bind() by one of their
-        # mapped classes (``Session(binds={lg_sqla.models.Base: engine})``), else its bind.
-        self._bind_arguments = {"mapper": mapper} if mapper is not None else None
-        self._call = _Call(runtime, engine)
+    takes = (AsyncConnection, AsyncSession)
+    takes_text = "AsyncConnection or AsyncSession"
+    other_face = (Connection, Session)
+    other_face_error = (
+        "an async lg_sqla object cannot be bound to a {name}: bind the sync saver/store "
+        "(SQLAlchemySaver, SQLAlchemyStore) or give an AsyncConnection or AsyncSession"
+    )
 
     async def run(self, source: PlanSource[T]) -> T:
         plan = source() if callable(source) else source
-        async with _async_lock(self.target):
+        async with _lock_of(_ASYNC_LOCKS, self.target, asyncio.Lock):
             connection = await self._connection()
             run_on: Callable[[Connection, Plan[T]], T] = self._call.run_on
             return await connection.run_sync(run_on, plan)
@@ -251,3 +258,25 @@ class AsyncBinding:
         if target.autoflush:
             await target.flush()
         return await target.connection(bind_arguments=self._bind_arguments)
+
+
+OwnerT = TypeVar("OwnerT")
+
+
+def bound_view(owner: OwnerT, binding: object) -> OwnerT:
+    """A shallow clone of ``owner`` (a saver, a store) whose calls run on ``binding``
+    (a :class:`Binding` or :class:`AsyncBinding`): the same runtime, serializer and
+    settings; only where its statements run differs."""
+    view = copy.copy(owner)
+    view.__dict__["_binding"] = binding
+    return view
+
+
+def refuse_on_view(owner: object, call: str, kind: str) -> None:
+    """Refuse ``call`` on a view :func:`bound_view` made: it would need a connection of
+    its own. ``kind``: what the owner is to its user ("saver", "store")."""
+    if getattr(owner, "_binding", None) is not None:
+        raise InvalidInputError(
+            f"{call}: this is a view bound to your transaction (bound()); call it on "
+            f"the {kind} you bound, which has an engine of its own"
+        )

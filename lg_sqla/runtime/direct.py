@@ -24,6 +24,7 @@ import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -34,7 +35,7 @@ from sqlalchemy.sql import Executable
 from lg_sqla import internals
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
-from lg_sqla.runtime.drivers import DirectDriver, Restore, direct_driver
+from lg_sqla.runtime.drivers import DIRECT_CHECKOUT, DirectDriver, Restore, direct_driver
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ class DirectStatement:
     sql: str
     positional: tuple[str, ...] | None  # the order of qmark/format parameters
     processors: Mapping[str, Callable[[Any], Any]]
-    # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...).
+    # Values of parameters the statement carries itself (``literal()``, ``LIMIT 1``, ...),
+    # through their bind processors already.
     defaults: Mapping[str, Any]
     # The same statement in the driver's native form (``DirectDriver.native_form``),
     # for the cursors that take it.
@@ -70,7 +72,7 @@ class DirectStatement:
     def parameters(self, params: Mapping[str, Any]) -> Any:
         values = {**self.defaults, **params} if self.defaults else dict(params)
         for name, process in self.processors.items():
-            if name in values:
+            if name in params:
                 values[name] = process(values[name])
         if self.positional is None:
             return values
@@ -82,7 +84,7 @@ class DirectStatement:
         if not rows:
             return []
         defaults = self.defaults
-        first = {**defaults, **rows[0]}
+        first = rows[0]
         # (name, processor, first row's value, its processed value) of each processed
         # parameter (the rows of one step all carry the same names).
         processed = [
@@ -134,8 +136,13 @@ def compile_direct(statement: Executable, dialect: Dialect) -> DirectStatement |
         return None
     processors = dict(bind_processors)
     positional = tuple(compiled.positiontup) if compiled.positional else None
+    # Only the names the SQL holds (``binds`` also has each anonymous bind under its
+    # key; PyMySQL escapes every value of the dict it is given), processed once.
+    used = set(compiled.bind_names.values())
     defaults = {
-        name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
+        name: processors[name](bind.effective_value) if name in processors else bind.effective_value
+        for name, bind in compiled.binds.items()
+        if not bind.required and name in used
     }
     native = None
     driver = direct_driver(dialect)
@@ -214,6 +221,8 @@ def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
 def checkout(engine: Engine) -> PoolProxiedConnection:
     """A connection from ``engine``'s pool, its errors wrapped as ``engine.connect()``
     wraps them (a refused or dead server is a DBAPIError the retry loop knows)."""
+    # (a session the direct path left in autocommit stays so: ``drivers.guard_sessions``)
+    token = DIRECT_CHECKOUT.set(True)
     try:
         return engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as error:
@@ -224,6 +233,8 @@ def checkout(engine: Engine) -> PoolProxiedConnection:
             retry.mark_not_started(wrapped)
             raise
         raise
+    finally:
+        DIRECT_CHECKOUT.reset(token)
 
 
 def run(
@@ -245,19 +256,32 @@ def run(
     """
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
+    if autocommit and driver.begin is not None and not driver.one_statement(first.params):
+        autocommit = False  # (an executemany the driver cuts into several statements)
     restore: Restore | None = None
-    if autocommit or driver.keeps_cursors or not driver.plain_cursors:
+    if autocommit or driver.keeps_cursors or not driver.plain_cursors or driver.begin:
         cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
-    else:  # (a new cursor of the DBAPI's own, nothing to undo: _prepare inlined)
+    else:  # (a new cursor of the DBAPI's own, nothing to undo or begin: _prepare inlined)
         native = False
         try:
             cursor = dbapi_connection.cursor()
         except Exception as error:  # (interrupted: no more I/O, see below)
             _unprepared(dbapi_connection, dialect, core, None, error)
             raise
+    # (sessions left in autocommit: the transaction after a COMMIT step)
+    begin = None if autocommit or driver.begin is None else partial(driver.begin, dbapi_connection)
     try:
         result, fetched = _steps(
-            dbapi_connection, dialect, core, compiler, cursor, native, plan, first, not autocommit
+            dbapi_connection,
+            dialect,
+            core,
+            compiler,
+            cursor,
+            native,
+            plan,
+            first,
+            not autocommit,
+            begin,
         )
         if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
             # A cursor holding no rows: a write's, or a read's once its rows are
@@ -295,10 +319,13 @@ def _steps(
     plan: Plan[T],
     step: Step,
     commit: bool,
+    begin: Callable[[], None] | None = None,
 ) -> tuple[T, bool]:
     """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: the SQL in the
     driver's form), then (``commit``) COMMIT; the result, and whether a step fetched rows.
-    On an error, roll back first (``sql``, ``parameters``: the last statement's)."""
+    On an error, roll back first (``sql``, ``parameters``: the last statement's).
+    ``begin`` (``DirectDriver.begin``, a session kept in autocommit) begins the
+    transaction of the statements after a ``COMMIT`` step."""
     compiled, committed, fetched, sql, parameters = compiler.compiled, False, False, None, None
     try:
         while True:
@@ -306,6 +333,8 @@ def _steps(
             if statement is None:
                 dbapi_connection.commit()
                 committed = True
+                if begin is not None:
+                    begin()
                 step = plan.send(_COMMITTED)
                 continue
             direct = compiled.get(statement) or compiler.required(statement, dialect)
@@ -388,6 +417,8 @@ def _prepare(
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
+        elif driver.begin is not None:  # (a session left in autocommit: DirectDriver.begin)
+            driver.begin(dbapi_connection)
         if driver.keeps_cursors:  # the cursor the last plan on this connection kept
             kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
             if kept is not None and kept[0] is dbapi_connection:

@@ -47,6 +47,7 @@ from lg_sqla.runtime.drivers import (
     DirectDriver,
     direct_driver,
     guard_invalidation,
+    guard_sessions,
     left_unusable,
 )
 from lg_sqla.runtime.kept import KeptConnection
@@ -295,6 +296,7 @@ class Runtime:
         there, once."""
         self._connected = not poolers.needs_check(engine)
         self.schema_checked = True
+        guard_sessions(engine)
 
     def learn(self, engine: Engine) -> None:
         """In the owner's ``setup()``: what the dialect asks of its server before the
@@ -392,6 +394,7 @@ class Runtime:
         # Before _connected is set: the owner's other first calls come here too, and
         # wait for a pooler's check (``dialects.poolers``) rather than run without it.
         poolers.check_first_connection(connection.engine, connection.connection.dbapi_connection)
+        guard_sessions(connection.engine)
         self._connected = True
         self.prepare_session(connection.engine, connection.connection, connection)
         self.dialect_ops.learn_server(connection)
@@ -504,7 +507,8 @@ class Runtime:
                 driver,
                 plan,
                 first,
-                autocommit=first.whole_plan and self.dialect_ops.autocommit_single_statements,
+                autocommit=first.whole_plan
+                and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
             )
         except BaseException as error:
             cut = clock if timeouts.ended(clock) else None

@@ -12,12 +12,14 @@ a call) checks out of the pool as before, so threads never wait on each other he
 What it must not change, and how it does not:
 
 * Only where the pool would hand out the same kind of connection anyway: a
-  SQLite file on the pysqlite driver or PostgreSQL on sync psycopg, with a queue
-  pool of two connections or more (``pool_size``: one at least stays pooled for
-  calls on SQLAlchemy Core and for other threads; a pool of one keeps nothing), no
-  pool event listeners (a ``checkout`` listener such as the store's sqlite-vec
-  loader must see every call), no ``pre_ping`` and no ``pool_recycle``. Anything
-  else checks out per call, as before.
+  SQLite file on the pysqlite driver, PostgreSQL on sync psycopg or MySQL/MariaDB
+  on PyMySQL, with a queue pool of two connections or more (``pool_size``: one at
+  least stays pooled for calls on SQLAlchemy Core and for other threads; a pool of
+  one keeps nothing), no pool event listeners (a ``checkout`` listener such as the
+  store's sqlite-vec loader must see every call; lg_sqla's own, which switches a
+  MySQL session the direct path left in autocommit back for the pool's other users,
+  ``drivers.guard_sessions``, has nothing to do for the direct path), no
+  ``pre_ping`` and no ``pool_recycle``. Anything else checks out per call, as before.
 * Transactions: a kept connection is kept only after a call committed (the pool's
   check-in after a commit skips its reset too, ``internals.check_in_after_commit``), so
   it holds no transaction and no read snapshot between calls. A call that fails
@@ -53,12 +55,20 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 
 from lg_sqla import internals
-from lg_sqla.runtime import direct, forks
+from lg_sqla.runtime import direct, drivers, forks
 
 # The drivers whose connections are kept, by SQLAlchemy's (dialect.name, dialect.driver):
-# a SQLite file's pysqlite and PostgreSQL's sync psycopg (the async savers' psycopg
-# calls hop to the event loop per statement anyway; not measured to gain).
-_KEEPING_DRIVERS = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+# a SQLite file's pysqlite, PostgreSQL's sync psycopg and MySQL's PyMySQL (the async
+# savers' psycopg calls hop to the event loop per statement anyway; not measured to
+# gain).
+_KEEPING_DRIVERS = frozenset(
+    {
+        ("sqlite", "pysqlite"),
+        ("postgresql", "psycopg"),
+        ("mysql", "pymysql"),
+        ("mariadb", "pymysql"),
+    }
+)
 
 
 def keeps_connections(engine: Engine) -> bool:
@@ -73,7 +83,11 @@ def keeps_connections(engine: Engine) -> bool:
     if internals.pool_checks_connections(pool):  # (unknown: keeps nothing)
         return False
     dispatch = pool.dispatch
-    return not (dispatch.checkout or dispatch.checkin or dispatch.reset)
+    # (lg_sqla's own checkout listener, ``drivers.guard_sessions``, concerns the other
+    # checkouts only: a kept connection is the direct path's)
+    if dispatch.checkin or dispatch.reset:
+        return False
+    return drivers.session_guards_only(dispatch.checkout)
 
 
 class KeptConnection:

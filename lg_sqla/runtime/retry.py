@@ -194,20 +194,35 @@ def _reconnect_pause(error: BaseException, attempt: int, window_left: float) -> 
     return pause
 
 
-class _Window:
-    """The reconnect window of one call: it starts at the call's first failure."""
+class _Failures:
+    """The failed attempts of one call, and its reconnect window, which starts at the
+    call's first failure (``window()``: its seconds, asked at each failure)."""
 
-    __slots__ = ("first_failure", "seconds")
+    __slots__ = ("attempts", "dialect_ops", "first_failure", "idempotent", "window")
 
-    def __init__(self, seconds: Callable[[], float]) -> None:
-        self.seconds = seconds
+    def __init__(
+        self, dialect_ops: DialectOps, idempotent: bool, window: Callable[[], float]
+    ) -> None:
+        self.dialect_ops = dialect_ops
+        self.idempotent = idempotent
+        self.window = window
         self.first_failure: float | None = None
+        self.attempts = 0
 
-    def left(self) -> float:
+    def delay(self, error: DBAPIError | ConnectionError) -> float | None:
+        """Seconds to wait before the next attempt after ``error``; None: raise it."""
+        self.attempts += 1
         now = time.monotonic()
         if self.first_failure is None:
             self.first_failure = now
-        return self.seconds() - (now - self.first_failure)
+        window_left = self.window() - (now - self.first_failure)
+        return retry_delay(
+            error,
+            self.attempts,
+            self.dialect_ops,
+            idempotent=self.idempotent,
+            window_left=window_left,
+        )
 
 
 def with_retries(
@@ -219,23 +234,19 @@ def with_retries(
 ) -> T:
     """Call ``attempt`` (one whole transaction) again while :func:`retry_delay` allows.
 
-    ``window``: the reconnect window's seconds, asked at the first failure only.
+    ``window``: the reconnect window's seconds, asked at each failure (none before).
     ``failed``: the error of a first attempt the caller made itself (the executors
     do, so that a call that succeeds pays none of this loop): it is judged first,
     as if ``attempt`` had raised it."""
-    attempts = 0
-    reconnect: _Window | None = None
+    failures: _Failures | None = None
     while True:
         if failed is None:
             try:
                 return attempt()
             except (DBAPIError, ConnectionError) as error:
                 failed = error
-        attempts += 1
-        reconnect = reconnect or _Window(window)
-        delay = retry_delay(
-            failed, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
-        )
+        failures = failures or _Failures(dialect_ops, idempotent, window)
+        delay = failures.delay(failed)
         if delay is None:
             try:
                 raise failed
@@ -253,19 +264,15 @@ async def awith_retries(
     failed: DBAPIError | ConnectionError | None = None,
 ) -> T:
     """Async twin of :func:`with_retries`."""
-    attempts = 0
-    reconnect: _Window | None = None
+    failures: _Failures | None = None
     while True:
         if failed is None:
             try:
                 return await attempt()
             except (DBAPIError, ConnectionError) as error:
                 failed = error
-        attempts += 1
-        reconnect = reconnect or _Window(window)
-        delay = retry_delay(
-            failed, attempts, dialect_ops, idempotent=idempotent, window_left=reconnect.left()
-        )
+        failures = failures or _Failures(dialect_ops, idempotent, window)
+        delay = failures.delay(failed)
         if delay is None:
             try:
                 raise failed

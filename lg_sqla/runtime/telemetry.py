@@ -189,16 +189,10 @@ def install() -> None:
         return path
 
     def counted_retry_delay(
-        error: DBAPIError | ConnectionError,
-        attempt: int,
-        dialect_ops: DialectOps,
-        *,
-        idempotent: bool = False,
-        window_left: float = 0.0,
+        error: DBAPIError | ConnectionError, attempt: int, dialect_ops: DialectOps, **options: Any
     ) -> float | None:
-        delay: float | None = retry_delay(
-            error, attempt, dialect_ops, idempotent=idempotent, window_left=window_left
-        )
+        # (``options``: retry_delay's own keywords, passed on as they came)
+        delay: float | None = retry_delay(error, attempt, dialect_ops, **options)
         stats = current.get()
         if stats is not None:
             orig = error.orig if isinstance(error, DBAPIError) else None

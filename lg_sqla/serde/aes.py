@@ -17,7 +17,7 @@ import hmac
 import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final, NoReturn
+from typing import Final, NoReturn, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -120,7 +120,26 @@ def _eax_key(key: bytes | str, source: str) -> bytes:
     return raw
 
 
-class AesEaxCipher:
+_Holder = TypeVar("_Holder", bound="_KeyMaterial")
+
+
+class _KeyMaterial:
+    """Holds secret keys, read from ``_source``. Immutable: copies may share it.
+    Pickling would write the keys out, so it refuses."""
+
+    _source: str
+
+    def __copy__(self: _Holder) -> _Holder:
+        return self
+
+    def __deepcopy__(self: _Holder, memo: dict[int, object]) -> _Holder:
+        return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(_NO_PICKLE.format(what=type(self).__name__, source=self._source))
+
+
+class AesEaxCipher(_KeyMaterial):
     """AES-EAX, compatible with LangGraph's `EncryptedSerializer.from_pycryptodome_aes()`.
 
     Rows it writes are tagged `<inner>+aes` and hold `nonce(16) || tag(16) ||
@@ -199,16 +218,6 @@ class AesEaxCipher:
     def __repr__(self) -> str:
         return f"AesEaxCipher(key=<{len(self._key)} bytes from {self._source}>)"
 
-    # Immutable: copies may share it. Pickling would write the key out, so refuse.
-    def __copy__(self) -> AesEaxCipher:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, object]) -> AesEaxCipher:
-        return self
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(_NO_PICKLE.format(what="AesEaxCipher", source=self._source))
-
 
 # --- AES-256-GCM keyring ------------------------------------------------------
 
@@ -230,7 +239,7 @@ def generate_key_spec(key_id: str) -> str:
     return f"{key_id}:{base64.b64encode(secrets.token_bytes(GCM_KEY_BYTES)).decode('ascii')}"
 
 
-class AesKeyring:
+class AesKeyring(_KeyMaterial):
     """AES-256 keys by id: all of them decrypt, the primary one encrypts.
 
     Rotation: put a new key first (it becomes the primary), keep the old ones so
@@ -366,16 +375,6 @@ class AesKeyring:
 
     def __repr__(self) -> str:
         return f"AesKeyring(ids={list(self.key_ids)!r}, primary={self._primary!r})"
-
-    # Immutable: copies may share it. Pickling would write the keys out, so refuse.
-    def __copy__(self) -> AesKeyring:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, object]) -> AesKeyring:
-        return self
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(_NO_PICKLE.format(what="AesKeyring", source=self._source))
 
 
 class AesGcmCipher:

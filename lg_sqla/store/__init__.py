@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import copy
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -41,7 +40,7 @@ from lg_sqla.errors import InvalidInputError, ReadOnlyError
 from lg_sqla.models import StoreItemRow
 from lg_sqla.plans import Plan, T, declared_prebuilt
 from lg_sqla.runtime import Runtime
-from lg_sqla.runtime.bound import AsyncBinding, Binding
+from lg_sqla.runtime.bound import AsyncBinding, Binding, bound_view, refuse_on_view
 from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
@@ -56,6 +55,11 @@ from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
+EngineT = TypeVar("EngineT", Engine, AsyncEngine)
+StoreT = TypeVar("StoreT", bound="_StoreBase[Any]")
+# The vectors of a batch's documents and of its queries, from the index's embeddings.
+Vectors: TypeAlias = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
+
 
 def _read_only(op: Op) -> Op:
     """``op`` as a read-only store runs it: a put is refused, a read refreshes no TTL."""
@@ -69,12 +73,54 @@ def _read_only(op: Op) -> Op:
     return op
 
 
-class _StoreBase(BaseStore):
-    """Configuration shared by the sync and async stores."""
+class _StoreBase(BaseStore, Generic[EngineT]):
+    """Configuration shared by the sync and async stores (``EngineT``: the engine of
+    their face), and their constructor (its arguments: ``SQLAlchemyStore``)."""
 
     supports_ttl = True
 
-    def _init_common(
+    def __init__(
+        self,
+        engine: EngineT,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        check_schema: bool = True,
+        schema: str | None = None,
+        direct_path: bool = True,
+        read_only: bool = False,
+        keep_connection: bool = False,
+    ) -> None:
+        self._configure(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
+        self.engine: EngineT = in_schema(engine, schema)
+        self._set_up_face()
+
+    def _set_up_face(self) -> None:
+        """What the sync or the async face adds: its sweeper and its gathering."""
+        raise NotImplementedError
+
+    @classmethod
+    def _for_owned_engine(
+        cls: type[StoreT],
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        schema: str | None,
+        direct_path: bool,
+        read_only: bool,
+        keep_connection: bool,
+    ) -> Callable[[Any], StoreT]:
+        """How ``from_conn_string`` makes its store on the engine it owns (``owned``)."""
+        return lambda owned_engine: cls(
+            owned_engine,
+            index=index,
+            ttl=ttl,
+            schema=schema,
+            direct_path=direct_path,
+            read_only=read_only,
+            keep_connection=keep_connection,
+        )
+
+    def _configure(
         self,
         engine: Engine | AsyncEngine,
         index: IndexConfig | None,
@@ -193,12 +239,12 @@ class _StoreBase(BaseStore):
     def _embedded(
         self,
         documents: Sequence[tuple[Any, ...]],
-        doc_vectors: Sequence[Sequence[float]],
         queries: Sequence[str],
+        doc_vectors: Sequence[Sequence[float]],
         query_vectors: Sequence[Sequence[float]],
     ) -> Embedded:
-        if not documents and not queries:
-            return Embedded()
+        """The batch's vectors, of ``documents`` and of ``queries``, their dimensions
+        checked, as the plan takes them."""
         assert self.index_config is not None
         dims = self.index_config["dims"] if self.index_config else 0
         for vector in [*doc_vectors, *query_vectors]:
@@ -279,21 +325,20 @@ class _StoreBase(BaseStore):
             self.__dict__["_key_lists_direct_once"] = known
         return known
 
-    def _bound_copy(self, binding: object) -> Any:
-        """A shallow clone whose batches run on ``binding`` (``runtime.bound``)."""
-        clone = copy.copy(self)
-        clone.__dict__["_binding"] = binding
-        return clone
-
     def _not_bound(self, call: str) -> None:
         """Refuse ``call`` on a bound view: it would need a connection of its own."""
-        if getattr(self, "_binding", None) is not None:
-            raise InvalidInputError(
-                f"{call}: this is a view bound to your transaction (bound()); call it on "
-                "the store you bound, which has an engine of its own"
-            )
+        refuse_on_view(self, call, "store")
 
-    def _sweep_minutes(self, minutes: float | None) -> float:
+    def _sweep_plan(self) -> Callable[[], Plan[int]]:
+        """``sweep_ttl``'s plan factory (a read-only store refuses it)."""
+        self._writing("sweep_ttl")
+        now = utc_now()
+        return lambda: sweep_plan(now)
+
+    def _sweeper_minutes(self, minutes: float | None) -> float:
+        """``start_ttl_sweeper``'s interval (refused on a read-only store or a view)."""
+        self._writing("start_ttl_sweeper")
+        self._not_bound("start_ttl_sweeper")
         if minutes is None:
             minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
         if not isinstance(minutes, (int, float)) or minutes <= 0:
@@ -301,7 +346,7 @@ class _StoreBase(BaseStore):
         return float(minutes)
 
 
-class SQLAlchemyStore(_StoreBase):
+class SQLAlchemyStore(_StoreBase[Engine]):
     """LangGraph's ``BaseStore`` on a sync SQLAlchemy ``Engine`` (any thread).
 
     Args:
@@ -323,20 +368,7 @@ class SQLAlchemyStore(_StoreBase):
             ``from_conn_string`` turns it on for the engine it owns.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
-        self.engine = in_schema(engine, schema)
+    def _set_up_face(self) -> None:
         self._sweeper = ThreadSweeper(
             "lg_sqla-ttl-sweeper", lambda: f"{self.sweep_ttl()} expired item(s)"
         )
@@ -351,10 +383,7 @@ class SQLAlchemyStore(_StoreBase):
         """This store's batches on your ``Connection`` or ORM ``Session``, inside your
         transaction: each batch in a SAVEPOINT, never committed, rolled back or retried
         by the store (see ``SQLAlchemySaver.bound``; docs/application.md)."""
-        view = cast(
-            SQLAlchemyStore,
-            self._bound_copy(Binding(target, self._runtime, self.engine, StoreItemRow)),
-        )
+        view = bound_view(self, Binding(target, self._runtime, self.engine, StoreItemRow))
         view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
         return view
 
@@ -379,18 +408,8 @@ class SQLAlchemyStore(_StoreBase):
         # The engine is the store's: it may keep a connection between calls
         # (runtime.kept; none where sqlite-vec's checkout listener must see each
         # call), given back on exit before the engine is disposed.
-        with owned(
-            engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                index=index,
-                ttl=ttl,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                keep_connection=True,
-            ),
-        ) as store:
+        made = cls._for_owned_engine(index, ttl, schema, direct_path, read_only, True)
+        with owned(engine, made) as store:
             yield store
 
     def setup(self) -> None:
@@ -444,14 +463,17 @@ class SQLAlchemyStore(_StoreBase):
         ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
-        doc_vectors: list[list[float]] = []
-        query_vectors: list[list[float]] = []
-        if self.embeddings is not None:
-            if documents:
-                doc_vectors = self.embeddings.embed_documents([d[3] for d in documents])
-            query_vectors = [self.embeddings.embed_query(q) for q in queries]
-        embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
+        embedded = Embedded()
+        if documents or queries:  # (only a store with an index has any: _prepare)
+            embedded = self._embedded(documents, queries, *self._embed(documents, queries))
         return self._run(*self._plan_of(ops, embedded))
+
+    def _embed(self, documents: Sequence[tuple[Any, ...]], queries: Sequence[str]) -> Vectors:
+        """The vectors of the documents' texts, and of the queries (the index's embeddings)."""
+        assert self.embeddings is not None
+        texts = [d[3] for d in documents]
+        doc_vectors = self.embeddings.embed_documents(texts) if texts else []
+        return doc_vectors, [self.embeddings.embed_query(q) for q in queries]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync store from async code: the batch runs in a worker thread; batches
@@ -463,43 +485,26 @@ class SQLAlchemyStore(_StoreBase):
 
     def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
-        self._writing("sweep_ttl")
-        now = utc_now()
-        return self._run(lambda: sweep_plan(now))
+        return self._run(self._sweep_plan())
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None
     ) -> concurrent.futures.Future[None]:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's,
         else 5) in a daemon thread until :meth:`stop_ttl_sweeper`."""
-        self._writing("start_ttl_sweeper")
-        self._not_bound("start_ttl_sweeper")
-        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
+        return self._sweeper.start(self._sweeper_minutes(sweep_interval_minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True when it ended (or none was running)."""
         return self._sweeper.stop(timeout)
 
 
-class AsyncSQLAlchemyStore(_StoreBase):
+class AsyncSQLAlchemyStore(_StoreBase[AsyncEngine]):
     """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`
     (the same arguments; ``keep_connection`` applies to the pysqlite engine
     ``from_conn_string`` runs a SQLite file's batches on: no async driver keeps one)."""
 
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        check_schema: bool = True,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        keep_connection: bool = False,
-    ) -> None:
-        self._init_common(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
-        self.engine = in_schema(engine, schema)
+    def _set_up_face(self) -> None:
         self._sweeper = TaskSweeper("lg_sqla-ttl-sweeper", self._sweep_once)
         # A sync engine on the same SQLite file, owned by from_conn_string (see _run).
         self._threaded: Engine | None = None
@@ -517,8 +522,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemyStore:
         """This store's batches on your ``AsyncConnection`` or ``AsyncSession``, inside
         your transaction; see ``SQLAlchemyStore.bound`` (docs/application.md)."""
-        binding = AsyncBinding(target, self._runtime, self.engine, StoreItemRow)
-        view = cast(AsyncSQLAlchemyStore, self._bound_copy(binding))
+        view = bound_view(self, AsyncBinding(target, self._runtime, self.engine, StoreItemRow))
         view._gatherers = Gatherers(view._abatch_now)
         with contextlib.suppress(RuntimeError):
             view._loop = asyncio.get_running_loop()
@@ -565,21 +569,11 @@ class AsyncSQLAlchemyStore(_StoreBase):
                 # Batches run there: so does the ranking.
                 store._native_vectors = store.sql.native_vectors(sync_engine)
 
-        async with aowned(
-            engine,
-            lambda owned_engine: cls(
-                owned_engine,
-                index=index,
-                ttl=ttl,
-                schema=schema,
-                direct_path=direct_path,
-                read_only=read_only,
-                # Its pysqlite engine (SQLite files) is the store's alone.
-                keep_connection=sync_url is not None,
-            ),
-            threaded,
-            attach,
-        ) as store:
+        # Its pysqlite engine (SQLite files) is the store's alone: it keeps a connection.
+        made = cls._for_owned_engine(
+            index, ttl, schema, direct_path, read_only, sync_url is not None
+        )
+        async with aowned(engine, made, threaded, attach) as store:
             yield store
 
     async def setup(self) -> None:
@@ -617,16 +611,20 @@ class AsyncSQLAlchemyStore(_StoreBase):
         ops, documents, queries = self._prepare(checked)
         if not ops:
             return []
-        doc_vectors: list[list[float]] = []
-        query_vectors: list[list[float]] = []
-        if self.embeddings is not None:
-            if documents:
-                doc_vectors = await self.embeddings.aembed_documents([d[3] for d in documents])
-            query_vectors = list(
-                await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
-            )
-        embedded = self._embedded(documents, doc_vectors, queries, query_vectors)
+        embedded = Embedded()
+        if documents or queries:
+            embedded = self._embedded(documents, queries, *await self._aembed(documents, queries))
         return await self._run(*self._plan_of(ops, embedded))
+
+    async def _aembed(
+        self, documents: Sequence[tuple[Any, ...]], queries: Sequence[str]
+    ) -> Vectors:
+        """The vectors of the documents' texts, and of the queries (at once)."""
+        assert self.embeddings is not None
+        texts = [d[3] for d in documents]
+        doc_vectors = await self.embeddings.aembed_documents(texts) if texts else []
+        gathered = await asyncio.gather(*(self.embeddings.aembed_query(q) for q in queries))
+        return doc_vectors, list(gathered)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The async store from sync code (a sync node of an ``ainvoke``d graph runs in
@@ -652,9 +650,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
 
     async def sweep_ttl(self) -> int:
         """Delete expired items (and their vectors) now; returns how many."""
-        self._writing("sweep_ttl")
-        now = utc_now()
-        return await self._run(lambda: sweep_plan(now))
+        return await self._run(self._sweep_plan())
 
     async def _sweep_once(self) -> str:
         """One sweep of the background sweeper; what it removed, for the debug log."""
@@ -664,9 +660,7 @@ class AsyncSQLAlchemyStore(_StoreBase):
         self, sweep_interval_minutes: float | None = None
     ) -> asyncio.Task[None]:
         """Sweep expired items every interval in a task of the running loop."""
-        self._writing("start_ttl_sweeper")
-        self._not_bound("start_ttl_sweeper")
-        return self._sweeper.start(self._sweep_minutes(sweep_interval_minutes))
+        return self._sweeper.start(self._sweeper_minutes(sweep_interval_minutes))
 
     async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper task; True when it ended (or none was running)."""

@@ -65,7 +65,8 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
         )
     rows: list[_Found] = []
     if searches:
-        rows = yield from _search_rows(settings, searches, batch.now, batch.step)
+        raw = yield from _fetch_search_rows(settings, searches, batch.now, batch.step)
+        rows = _found(raw)
     vectors = yield from _stored_vectors_plan(settings, searches, [r.row for r in rows], batch.now)
     for i, sop in searches:
         page = _search_page(settings, batch.embedded, i, sop, rows, vectors)
@@ -100,16 +101,8 @@ def _native_ranking_plan(
     return [(i, sop) for i, sop in searches if sop.query]
 
 
-def _search_rows(
-    settings: Settings,
-    searches: Sequence[tuple[int, SearchOp]],
-    now: dt.datetime,
-    step: Callable[..., Step],
-) -> Plan[list[_Found]]:
-    """The rows of every search of the batch, each tagged with its op's index: a page
-    per search, filtered, ordered and cut in SQL (all filtered candidates of a
-    search that ranks by similarity, which happens in Python)."""
-    rows = yield from _fetch_search_rows(settings, searches, now, step)
+def _found(rows: Sequence[Any]) -> list[_Found]:
+    """The rows of :func:`_fetch_search_rows`, each tagged with its op's index."""
     # Core's rows or the direct path's (a lone search takes it: runtime.routing), by
     # position: the op's index, then GotRow's columns (``_search_select``).
     return [_Found(row[0], GotRow.at(row, 1)) for row in rows]
@@ -121,7 +114,10 @@ def _fetch_search_rows(
     now: dt.datetime,
     step: Callable[..., Step],
 ) -> Plan[Sequence[Any]]:
-    """The rows of :func:`_search_rows`, as fetched (read by position)."""
+    """The rows of every search of the batch, each tagged with its op's index, as
+    fetched (read by position): a page per search, filtered, ordered and cut in SQL
+    (all filtered candidates of a search that ranks by similarity, which happens in
+    Python)."""
     selects = []
     params: dict[str, Any] = {"now": now}
     for j, (i, sop) in enumerate(searches):

@@ -134,8 +134,9 @@ async def test_version_1_thread_resumes_under_version_2_lazily(
         for thread in (old, migrated)
     ]
     assert counters[0] == counters[1] and "chat" in str(counters[0])
-    history = await either(saver, mode).list(None, filter=None)
-    mine = [t for t in history if t.config["configurable"]["thread_id"] == old]
+    # The thread's checkpoints in every namespace (a config without checkpoint_ns): not
+    # list(None), which would read other tests' threads, written at other revisions.
+    mine = await either(saver, mode).list({"configurable": {"thread_id": old}})
     assert {t.config["configurable"]["checkpoint_ns"] != "" for t in mine} == {True, False}
     for found in mine:
         assert "messages" not in found.checkpoint["channel_versions"]

@@ -1,7 +1,7 @@
 """Forked workers (gunicorn ``--preload``, Celery prefork, multiprocessing's ``fork``).
 
 A parent opens a saver or store, calls it (so it keeps a connection between calls on
-SQLite and PostgreSQL: ``runtime.kept``), then forks. What users rely on:
+SQLite, PostgreSQL and MySQL/MariaDB: ``runtime.kept``), then forks. What users rely on:
 
 * the parent's sessions survive: no child closes, rolls back or uses a connection of
   the parent, whether the child follows SQLAlchemy's recipe
@@ -210,7 +210,7 @@ def test_forked_children_never_touch_the_parents_connections(
         parent_sessions = {_pooled_session(backend, owner.engine)}
         if parent_kept is not None:
             parent_sessions.add(_session_of_dbapi(backend, parent_kept))
-        if kind != "user_engine" and backend.name in ("sqlite", "postgres"):
+        if kind != "user_engine":
             assert parent_kept is not None  # what this test is about
         parent_pool = owner.engine.pool
 

@@ -177,13 +177,17 @@ def _one_span(spans: list[ReadableSpan], name: str) -> dict[str, Any]:
 
 
 async def test_every_public_call_has_a_span(
-    backend: Backend, mode: str, make_engine: Any, otel: Telemetry
+    fresh_database: Backend, mode: str, make_engine: Any, otel: Telemetry
 ) -> None:
-    engine = make_engine.for_mode(mode)
+    # A database of its own: reencrypt, the sweeps and list_namespaces span the whole
+    # database, and other tests leave rows there (encrypted ones, say) no plain saver reads.
+    backend = fresh_database
+    engine = make_engine.for_mode(mode, backend)
     called: set[str] = set()
     for target, calls in _objects(backend, engine):
         thread = new_thread()
         if isinstance(target, (SQLAlchemySaver, AsyncSQLAlchemySaver)):
+            await _invoke(target, "setup", SAVER_CALLS["setup"](thread))
             await _invoke(target, "aput", SAVER_CALLS["put"](thread))
         otel.finished()
         for name in _public_calls(type(target)):
@@ -250,6 +254,55 @@ async def test_span_counts_are_the_statements_the_driver_ran(
     assert (attributes["lg_sqla.retries"], attributes["lg_sqla.conflicts"]) == (1, 1)
     assert sum(point.value for point in otel.points("lg_sqla.retries")) == 1
     assert sum(point.value for point in otel.points("lg_sqla.conflicts")) == 1
+
+
+async def _pull_one_then_close(saver: Any, name: str, arguments: Arguments) -> None:
+    """The caller stops a listing after its first item (closing it, as a ``break`` does)."""
+    args, kwargs = arguments
+    listing = getattr(saver, name)(*args, **kwargs)
+    if inspect.isasyncgen(listing):
+        await listing.__anext__()
+        await listing.aclose()
+        return
+
+    def blocking() -> None:
+        next(listing)
+        listing.close()
+
+    await asyncio.to_thread(blocking)
+
+
+async def test_a_listing_span_covers_the_pages_pulled(
+    backend: Backend, mode: str, make_engine: Any, otel: Telemetry
+) -> None:
+    """``list``/``alist`` is one span over every page the caller pulls; it ends when the
+    listing is exhausted, when the caller stops early (no error: closing is not one), or
+    with the error that stopped it."""
+    engine = make_engine.for_mode(mode)
+    aio = mode == "async"
+    saver: Any = (AsyncSQLAlchemySaver if aio else SQLAlchemySaver)(engine, list_page_size=2)
+    thread = new_thread()
+    for version in (1, 2, 3):  # three checkpoints: two pages
+        stored = checkpoint({"a": f"v{version}"}, {"a": version})
+        await _invoke(saver, "aput" if aio else "put", ((config(thread), stored, {}, {}), {}))
+    otel.finished()
+    name = "alist" if aio else "list"
+    assert len(await _invoke(saver, name, ((config(thread),), {}))) == 3
+    whole = _one_span(otel.finished(), name)
+    assert "error.type" not in whole
+    await _pull_one_then_close(saver, name, ((config(thread),), {}))
+    early = _one_span(otel.finished(), name)
+    assert "error.type" not in early
+    assert 1 <= early["lg_sqla.statements"] < whole["lg_sqla.statements"]
+    with pytest.raises(InvalidInputError, match="limit"):
+        await _invoke(saver, name, ((config(thread),), {"limit": -1}))
+    assert _one_span(otel.finished(), name)["error.type"] == "InvalidInputError"
+    ended = [
+        point.count
+        for point in otel.points("db.client.operation.duration")
+        if point.attributes["db.operation.name"] == name
+    ]
+    assert sum(ended) == 3  # each listing recorded its end once
 
 
 def test_thread_ids_removed_rows_and_dedup_hits(tmp_path: Path) -> None:

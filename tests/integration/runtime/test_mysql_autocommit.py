@@ -1,0 +1,251 @@
+"""MySQL/MariaDB on the direct path: a one-statement call is one round trip (no
+COMMIT, as PyMySQLSaver and PyMySQLStore in autocommit), a call of several statements
+is still one transaction (``BEGIN`` first), and whatever else checks a connection out
+of the pool gets it back out of autocommit (``runtime.drivers.guard_sessions``).
+
+Counted by the server itself (``SHOW SESSION STATUS`` of the session the calls ran
+on: every statement it received, and its BEGINs, COMMITs and ``SET autocommit``),
+proven atomic by ending the session with ``KILL`` from another connection between a
+put's two statements, sync (PyMySQL) and async (asyncmy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from backends import Backend, EngineFactory
+from helpers import checkpoint, config, new_thread, table_counts
+from langgraph.checkpoint.base import ChannelVersions
+from modes import Either, saver_on, store_on, sync_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+
+pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+
+_COUNTERS = ("Questions", "Com_begin", "Com_commit", "Com_set_option")
+
+
+class Session:
+    """The pool's only connection, read between calls on the driver's own connection
+    (no checkout: that would switch it out of autocommit)."""
+
+    def __init__(self, dbapi_connection: Any, mode: str) -> None:
+        self.driver = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+        self.mode = mode
+
+    async def counters(self) -> dict[str, int]:
+        sql = "SHOW SESSION STATUS WHERE Variable_name IN ('" + "', '".join(_COUNTERS) + "')"
+        if self.mode == "async":
+            async with self.driver.cursor() as cursor:
+                await cursor.execute(sql)
+                rows = await cursor.fetchall()
+        else:
+            with self.driver.cursor() as cursor:
+                cursor.execute(sql)
+                rows = cursor.fetchall()
+        values = {str(name): int(value) for name, value in rows}
+        values["Questions"] += 1  # (this SHOW itself, counted as it runs)
+        return values
+
+    async def sent_by(self, call: Any) -> dict[str, int]:
+        """What the server received for ``call``: its statements, BEGINs, COMMITs, SETs."""
+        before = await self.counters()
+        await call()
+        after = await self.counters()
+        return {
+            "statements": after["Questions"] - before["Questions"] - 1,
+            "begin": after["Com_begin"] - before["Com_begin"],
+            "commit": after["Com_commit"] - before["Com_commit"],
+            "set": after["Com_set_option"] - before["Com_set_option"],
+        }
+
+
+async def _only_connection(engine: sa.Engine | AsyncEngine, mode: str) -> Session:
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            return Session(raw.dbapi_connection, mode)
+    with engine.connect() as sync_connection:
+        return Session(sync_connection.connection.dbapi_connection, mode)
+
+
+def _new_checkpoint(
+    saver: Either[SQLAlchemySaver | AsyncSQLAlchemySaver], step: int
+) -> tuple[Any, dict[str, Any], ChannelVersions]:
+    """A checkpoint of two channels at ``step``, its metadata, its new versions."""
+    versions: ChannelVersions = {"a": f"{step:032}.0", "b": f"{step:032}.0"}
+    return checkpoint({"a": step, "b": [step]}, versions), {"step": step}, versions
+
+
+async def test_one_statement_calls_send_no_commit(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    saver = saver_on(engine)
+    store = store_on(engine)
+    thread_id = new_thread()
+    await saver.get_tuple(config(thread_id))  # the schema check (through Core)
+    session = await _only_connection(engine, mode)
+    stored = await saver.put(config(thread_id), *_new_checkpoint(saver, 1))
+    await store.put(("rt",), "warm", {"v": 0})  # (the session switched to autocommit)
+
+    one = {"statements": 1, "begin": 0, "commit": 0, "set": 0}
+    assert await session.sent_by(lambda: saver.put_writes(stored, [("a", 2)], "t1")) == one
+    assert await session.sent_by(lambda: saver.get_tuple(stored)) == one
+    assert await session.sent_by(lambda: store.put(("rt",), "k", {"v": 1})) == one
+    assert await session.sent_by(lambda: store.get(("rt",), "k")) == one
+    # A put is two statements (blobs, checkpoint): one transaction, BEGIN to COMMIT.
+    second = _new_checkpoint(saver, 2)
+    put = await session.sent_by(lambda: saver.put(stored, *second))
+    assert put == {"statements": 4, "begin": 1, "commit": 1, "set": 0}
+    found = await saver.get_tuple(config(thread_id))
+    assert found is not None and found.checkpoint["channel_values"] == {"a": 2, "b": [2]}
+    assert found.pending_writes == []  # (the writes were the first checkpoint's)
+    item = await store.get(("rt",), "k")
+    assert item is not None and item.value == {"v": 1}
+
+
+async def test_a_connection_checked_out_elsewhere_is_out_of_autocommit(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """An application's transaction on the engine's pool is one, after lg_sqla's
+    one-statement calls left its only connection in autocommit; the next call switches
+    it back on once (one SET), the ones after it send their statement alone."""
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    saver = saver_on(engine)
+    thread_id = new_thread()
+    stored = await saver.put(config(thread_id), *_new_checkpoint(saver, 1))
+    await saver.put_writes(stored, [("a", 1)], "t1")  # one statement: autocommit
+    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
+            await connection.rollback()
+    else:
+        with engine.connect() as sync_connection:
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
+            sync_connection.rollback()
+    assert table_counts(_plain_engine(backend), thread_id)["checkpoint_writes"] == 1
+    session = await _only_connection(engine, mode)
+    write = lambda: saver.put_writes(stored, [("b", 2)], "t2")  # noqa: E731
+    assert await session.sent_by(write) == {"statements": 2, "begin": 0, "commit": 0, "set": 1}
+    read = lambda: saver.get_tuple(stored)  # noqa: E731
+    assert await session.sent_by(read) == {"statements": 1, "begin": 0, "commit": 0, "set": 0}
+
+
+def _plain_engine(backend: Backend) -> sa.Engine:
+    return backend.engine(poolclass=sa.pool.NullPool)
+
+
+class Killer:
+    """Wraps the DBAPI connections an engine opens (SQLAlchemy's ``do_connect`` event;
+    no ConnectionEvents listener, so the calls keep the direct path) and, once armed,
+    ends the session (``KILL CONNECTION`` from another connection) before each
+    statement whose SQL holds ``marker`` is sent on it."""
+
+    def __init__(self, engine: sa.Engine, backend: Backend) -> None:
+        self.marker: str | None = None
+        self.seen: list[str] = []
+        self.admin = _plain_engine(backend)
+
+        def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            return _KillingConnection(dialect.connect(*cargs, **cparams), self)
+
+        sa.event.listen(engine, "do_connect", connect)
+
+    @contextmanager
+    def armed(self, marker: str) -> Iterator[list[str]]:
+        self.marker, self.seen = marker, []
+        try:
+            yield self.seen
+        finally:
+            self.marker = None
+
+    def before(self, statement: str, driver_connection: Any) -> None:
+        if self.marker is None:
+            return
+        self.seen.append(statement)
+        if self.marker in statement:
+            with self.admin.connect() as admin:
+                admin.exec_driver_sql(f"KILL CONNECTION {int(driver_connection.thread_id())}")
+
+
+class _KillingConnection:
+    def __init__(self, wrapped: Any, killer: Killer) -> None:
+        self.__dict__.update(_wrapped=wrapped, _killer=killer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._wrapped, name, value)
+
+    # (drivers and SQLAlchemy check the class of what they are given)
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._wrapped)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        driver = getattr(self._wrapped, "driver_connection", self._wrapped)
+        return _KillingCursor(self._wrapped.cursor(*args, **kwargs), self._killer, driver)
+
+
+class _KillingCursor:
+    def __init__(self, wrapped: Any, killer: Killer, driver_connection: Any) -> None:
+        self.__dict__.update(_wrapped=wrapped, _killer=killer, _driver=driver_connection)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def __iter__(self) -> Any:
+        return iter(self._wrapped)
+
+    def execute(self, statement: str, *args: Any, **kwargs: Any) -> Any:
+        self._killer.before(statement, self._driver)
+        return self._wrapped.execute(statement, *args, **kwargs)
+
+    def executemany(self, statement: str, *args: Any, **kwargs: Any) -> Any:
+        self._killer.before(statement, self._driver)
+        return self._wrapped.executemany(statement, *args, **kwargs)
+
+
+async def test_a_session_killed_between_a_puts_statements_leaves_nothing(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """The blobs were sent and the session ended before the checkpoint's INSERT, on
+    each attempt (the first, and its one retry on a new connection): the put fails,
+    and nothing of it is stored (its BEGIN held the blobs in the transaction the server
+    rolled back), while the one-statement calls before it had their rows committed
+    without a COMMIT."""
+    engine = make_engine.for_mode(mode, backend)
+    killer = Killer(sync_engine(engine), backend)
+    saver = saver_on(engine, reconnect_window=0)
+    before, thread_id = new_thread(), new_thread()
+    stored = await saver.put(config(before), *_new_checkpoint(saver, 1))
+    await saver.put_writes(stored, [("a", 1)], "t")  # one statement, in autocommit
+    with killer.armed("INSERT INTO checkpoints ") as seen, pytest.raises(sa.exc.OperationalError):
+        await saver.put(config(thread_id), *_new_checkpoint(saver, 1))
+    # (the new connection's set-up statements aside)
+    kinds = [" ".join(s.split()[:3]) for s in seen if s.startswith("INSERT")]
+    # (each attempt's transaction: BEGIN on the session the put_writes left in
+    # autocommit, counted in test_one_statement_calls_send_no_commit; the retry's new
+    # session is not in autocommit, its first statement begins the transaction)
+    assert kinds == ["INSERT INTO checkpoint_blobs", "INSERT INTO checkpoints"] * 2, seen
+    plain = _plain_engine(backend)
+    empty = {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
+    assert table_counts(plain, thread_id) == empty
+    assert table_counts(plain, before) == {
+        "checkpoints": 1,
+        "checkpoint_writes": 1,
+        "checkpoint_blobs": 2,
+    }
+    # The pool works again, and the put is whole.
+    stored = await saver.put(config(thread_id), *_new_checkpoint(saver, 1))
+    found = await saver.get_tuple(stored)
+    assert found is not None and found.checkpoint["channel_values"] == {"a": 1, "b": [1]}
+    killer.admin.dispose()

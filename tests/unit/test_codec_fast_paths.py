@@ -1,0 +1,135 @@
+"""The codec's fast paths decide as its slow ones do.
+
+``codec.json_loads`` reads stored JSON by orjson where that gives the values
+``json.loads`` gives (integers past 64 bits, NaN, lone surrogates: by ``json.loads``);
+``codec.check_json`` accepts plain JSON in one walk without names and refuses, naming
+the culprit, exactly what the named walk refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lg_sqla.checkpoint import codec
+from lg_sqla.errors import InvalidInputError
+
+keys = st.text() | st.integers() | st.booleans() | st.none()
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63 - 2, max_value=2**70)
+    | st.integers(min_value=-(2**70), max_value=-(2**63) + 2)
+    | st.floats()
+    | st.text()
+    | st.text(alphabet="0123456789", min_size=18, max_size=40)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(keys, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as read JSON: same types (an int is not a float), NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@given(values, st.sampled_from([(", ", ": "), (",", ":")]))
+def test_json_loads_reads_what_json_loads_reads(value: Any, separators: Any) -> None:
+    try:
+        text = json.dumps(value, separators=separators)
+    except (TypeError, ValueError):
+        return  # (keys json.dumps cannot write)
+    assert _same(codec.json_loads(text), json.loads(text))
+    assert _same(codec.json_loads(text.encode("utf-8")), json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n": 123456789012345678901234567890}',
+        '{"n":-18446744073709551616}',
+        "[18446744073709551616, 1]",
+        '{"n": NaN, "m": -Infinity}',
+        '{"s": "\\ud800"}',
+        '{"version": "00000000000000000000000000000002.0.5", "n": 9223372036854775807}',
+    ],
+)
+def test_json_loads_keeps_what_orjson_would_not(text: str) -> None:
+    assert _same(codec.json_loads(text), json.loads(text))
+
+
+def _named_walk_refuses(value: Any, depth: int) -> bool:
+    try:
+        codec._check_json_named("metadata", value, depth)
+    except InvalidInputError:
+        return True
+    return False
+
+
+@given(values, st.integers(min_value=0, max_value=2))
+def test_check_json_refuses_what_the_named_walk_refuses(value: Any, depth: int) -> None:
+    refused = _named_walk_refuses(value, depth)
+    if refused:
+        with pytest.raises(InvalidInputError, match="metadata"):
+            codec.check_json("metadata", value, depth)
+    else:
+        assert codec.check_json("metadata", value, depth) is value
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for n in range(levels):
+        value = {"k": value} if n % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": [1, {"b": 2**63}]}, r"metadata\['a'\]\[1\]\['b'\] is 9223372036854775808"),
+        ({"a": float("nan")}, r"metadata\['a'\] is nan"),
+        ({"a": "x\x00"}, "NUL"),
+        ({"a": {1: "int key"}}, "non-str key 1"),
+        ({"a": "\ud800"}, "lone surrogate"),
+        ({"a": {1, 2}}, "is a set"),
+        ({"deep": _nested(31)}, "nested 32 levels deep"),
+    ],
+)
+def test_check_json_names_the_culprit(value: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        codec.check_json("metadata", value)
+
+
+def test_check_json_accepts_json_up_to_the_depth_limit_and_str_subclasses() -> None:
+    class Label(str):
+        pass
+
+    assert codec.check_json("metadata", {"deep": _nested(30)}) is not None
+    labelled = {Label("k"): [Label("v"), True, None, 1.5]}
+    assert codec.check_json("metadata", labelled) is labelled
+
+
+def test_json_loads_reads_pretty_printed_long_integers_exactly() -> None:
+    text = json.dumps({"n": [-(2**63) - 1, 2**64]}, indent=2)
+    assert codec.json_loads(text) == {"n": [-(2**63) - 1, 2**64]}

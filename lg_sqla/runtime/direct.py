@@ -248,12 +248,9 @@ def run(
     *,
     autocommit: bool,
 ) -> T:
-    """Run ``plan`` on ``pooled``'s DBAPI connection; commit at its end (or per
-    ``COMMIT`` step), roll back on an error.
-
-    ``core`` gives the ``Connection`` through which a DBAPI error is raised as
-    SQLAlchemy raises it (callers without one build it only then).
-    """
+    """Run ``plan`` on ``pooled``'s DBAPI connection; commit at its end (or per ``COMMIT``
+    step), roll back on an error. ``core`` gives the ``Connection`` through which a DBAPI
+    error is raised as SQLAlchemy raises it (callers without one build it only then)."""
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
     if autocommit and driver.begin is not None and not driver.one_statement(first.params):
@@ -284,29 +281,21 @@ def run(
             begin,
         )
         if driver.keeps_cursors and (not fetched or driver.drop_results(cursor)):
-            # A cursor holding no rows: a write's, or a read's once its rows are
-            # dropped (kept, its result would hold blobs and all as long as the
-            # connection lives).
+            # A cursor holding no rows: a write's, or a read's once its rows are dropped
+            # (kept, its result would hold blobs and all as long as the connection lives).
             pooled.info[_KEPT_CURSOR] = (dbapi_connection, cursor, native)
             cursor = None
         return result
     except BaseException as error:
         if not isinstance(error, Exception):
             # Interrupted (a cancelled task, KeyboardInterrupt), maybe midway through a
-            # statement or the COMMIT. No more I/O on the connection here: the caller
-            # invalidates it (``executor._poisoned``), as Core does, which ends the
-            # transaction too.
+            # statement or the COMMIT: no more I/O here. The caller invalidates the
+            # connection (``executor._poisoned``), as Core does: that ends the transaction.
             cursor = restore = None
         raise
     finally:
-        if cursor is not None or restore is not None:  # (_restore_quietly, inlined)
-            try:
-                if cursor is not None:
-                    cursor.close()
-                if restore is not None:
-                    restore()
-            except dialect.loaded_dbapi.Error:
-                pass
+        if cursor is not None or restore is not None:
+            _restore_quietly(dialect, cursor, restore)
 
 
 def _steps(
@@ -323,18 +312,13 @@ def _steps(
 ) -> tuple[T, bool]:
     """Execute ``step`` and the plan's next ones on ``cursor`` (``native``: the SQL in the
     driver's form), then (``commit``) COMMIT; the result, and whether a step fetched rows.
-    On an error, roll back first (``sql``, ``parameters``: the last statement's).
-    ``begin`` (``DirectDriver.begin``, a session kept in autocommit) begins the
-    transaction of the statements after a ``COMMIT`` step."""
+    On an error, roll back first. ``begin``: see :func:`_commit_step`."""
     compiled, committed, fetched, sql, parameters = compiler.compiled, False, False, None, None
     try:
         while True:
             statement = step.statement
             if statement is None:
-                dbapi_connection.commit()
-                committed = True
-                if begin is not None:
-                    begin()
+                committed = _commit_step(dbapi_connection, begin)
                 step = plan.send(_COMMITTED)
                 continue
             direct = compiled.get(statement) or compiler.required(statement, dialect)
@@ -374,6 +358,15 @@ def _steps(
             at = retry.mark_partly_committed if committed else retry.mark_failed_at_commit
             _raise_wrapped(core(), error, sql, parameters, cursor, at)
     return result, fetched
+
+
+def _commit_step(dbapi_connection: Any, begin: Callable[[], None] | None) -> bool:
+    """A plan's ``COMMIT`` step; ``begin`` (``DirectDriver.begin``, on a session kept in
+    autocommit) then begins the transaction of the statements after it. True."""
+    dbapi_connection.commit()
+    if begin is not None:
+        begin()
+    return True
 
 
 def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> list[Any]:

@@ -224,6 +224,21 @@ class _Failures:
             window_left=window_left,
         )
 
+    def judge(self, pending: list[DBAPIError | ConnectionError]) -> float:
+        """Seconds to wait before the next attempt after the error ``pending`` holds
+        (taken out of it); raises that error when it may not be retried. (The error is
+        held in a list the caller's frame keeps empty, and dropped here before it
+        propagates: a frame holding its own exception is a cycle only gc frees.)"""
+        error: DBAPIError | ConnectionError | None = pending.pop()
+        assert error is not None
+        delay = self.delay(error)
+        if delay is None:
+            try:
+                raise error
+            finally:
+                error = None
+        return delay
+
 
 def with_retries(
     attempt: Callable[[], T],
@@ -239,21 +254,16 @@ def with_retries(
     do, so that a call that succeeds pays none of this loop): it is judged first,
     as if ``attempt`` had raised it."""
     failures: _Failures | None = None
+    pending: list[DBAPIError | ConnectionError] = [] if failed is None else [failed]
+    failed = None  # (held by pending only: see _Failures.judge)
     while True:
-        if failed is None:
+        if not pending:
             try:
                 return attempt()
             except (DBAPIError, ConnectionError) as error:
-                failed = error
+                pending.append(error)
         failures = failures or _Failures(dialect_ops, idempotent, window)
-        delay = failures.delay(failed)
-        if delay is None:
-            try:
-                raise failed
-            finally:  # (a frame holding its own exception: a cycle only gc frees)
-                failed = None
-        failed = None
-        time.sleep(delay)
+        time.sleep(failures.judge(pending))
 
 
 async def awith_retries(
@@ -265,18 +275,13 @@ async def awith_retries(
 ) -> T:
     """Async twin of :func:`with_retries`."""
     failures: _Failures | None = None
+    pending: list[DBAPIError | ConnectionError] = [] if failed is None else [failed]
+    failed = None  # (held by pending only: see _Failures.judge)
     while True:
-        if failed is None:
+        if not pending:
             try:
                 return await attempt()
             except (DBAPIError, ConnectionError) as error:
-                failed = error
+                pending.append(error)
         failures = failures or _Failures(dialect_ops, idempotent, window)
-        delay = failures.delay(failed)
-        if delay is None:
-            try:
-                raise failed
-            finally:  # (a frame holding its own exception: a cycle only gc frees)
-                failed = None
-        failed = None
-        await asyncio.sleep(delay)
+        await asyncio.sleep(failures.judge(pending))

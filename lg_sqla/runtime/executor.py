@@ -364,12 +364,7 @@ class Runtime:
     ) -> T:
         """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
         if not (self._connected and self.schema_checked):
-            try:  # (the schema check: no statement of the plan ran)
-                with engine.connect() as connection:
-                    self._first_connection(connection)
-            except DBAPIError as error:
-                _not_started(engine, error)
-                raise
+            self._connect_first(engine)
         try:
             first = next(plan)
         except StopIteration as done:
@@ -386,6 +381,16 @@ class Runtime:
                 with lock:
                     return run(engine, plan, first)
         return run(engine, plan, first)
+
+    def _connect_first(self, engine: Engine) -> None:
+        """The schema check of the owner's first calls, on a connection of its own (async:
+        in the async engine's greenlet). No statement of the plan has run."""
+        try:
+            with engine.connect() as connection:
+                self._first_connection(connection)
+        except DBAPIError as error:
+            _not_started(engine, error)
+            raise
 
     def _first_connection(self, connection: Connection) -> None:
         """The owner's first call: the dialect learns its server (plans may build
@@ -602,13 +607,7 @@ class Runtime:
 
     async def _aattempt(self, engine: AsyncEngine, plan: Plan[T], writes: bool | None) -> T:
         if not (self._connected and self.schema_checked):
-            sync = engine.sync_engine
-            try:  # (the schema check: no statement of the plan ran)
-                async with engine.connect() as connection:
-                    await connection.run_sync(self._first_connection)
-            except DBAPIError as error:
-                _not_started(sync, error)
-                raise
+            await greenlet_spawn(self._connect_first, engine.sync_engine)
         try:
             first = next(plan)
         except StopIteration as done:

@@ -198,16 +198,22 @@ class _Failures:
     """The failed attempts of one call, and its reconnect window, which starts at the
     call's first failure (``window()``: its seconds, asked at each failure)."""
 
-    __slots__ = ("attempts", "dialect_ops", "first_failure", "idempotent", "window")
+    __slots__ = ("attempts", "dialect_ops", "first_failure", "idempotent", "pending", "window")
 
     def __init__(
-        self, dialect_ops: DialectOps, idempotent: bool, window: Callable[[], float]
+        self,
+        dialect_ops: DialectOps,
+        idempotent: bool,
+        window: Callable[[], float],
+        failed: DBAPIError | ConnectionError | None,
     ) -> None:
         self.dialect_ops = dialect_ops
         self.idempotent = idempotent
         self.window = window
         self.first_failure: float | None = None
         self.attempts = 0
+        # The failed attempt's error, not judged yet (see judge).
+        self.pending: list[DBAPIError | ConnectionError] = [] if failed is None else [failed]
 
     def delay(self, error: DBAPIError | ConnectionError) -> float | None:
         """Seconds to wait before the next attempt after ``error``; None: raise it."""
@@ -224,12 +230,12 @@ class _Failures:
             window_left=window_left,
         )
 
-    def judge(self, pending: list[DBAPIError | ConnectionError]) -> float:
-        """Seconds to wait before the next attempt after the error ``pending`` holds
-        (taken out of it); raises that error when it may not be retried. (The error is
-        held in a list the caller's frame keeps empty, and dropped here before it
-        propagates: a frame holding its own exception is a cycle only gc frees.)"""
-        error: DBAPIError | ConnectionError | None = pending.pop()
+    def judge(self) -> float:
+        """Seconds to wait before the next attempt after the pending error (taken out of
+        ``pending``); raises that error when it may not be retried. (The error is held
+        here, not in the retry loop's frame, and dropped before it propagates: a frame
+        holding its own exception is a cycle only gc frees.)"""
+        error: DBAPIError | ConnectionError | None = self.pending.pop()
         assert error is not None
         delay = self.delay(error)
         if delay is None:
@@ -253,17 +259,15 @@ def with_retries(
     ``failed``: the error of a first attempt the caller made itself (the executors
     do, so that a call that succeeds pays none of this loop): it is judged first,
     as if ``attempt`` had raised it."""
-    failures: _Failures | None = None
-    pending: list[DBAPIError | ConnectionError] = [] if failed is None else [failed]
-    failed = None  # (held by pending only: see _Failures.judge)
+    failures = _Failures(dialect_ops, idempotent, window, failed)
+    failed = None  # (held by failures.pending only: see _Failures.judge)
     while True:
-        if not pending:
+        if not failures.pending:
             try:
                 return attempt()
             except (DBAPIError, ConnectionError) as error:
-                pending.append(error)
-        failures = failures or _Failures(dialect_ops, idempotent, window)
-        time.sleep(failures.judge(pending))
+                failures.pending.append(error)
+        time.sleep(failures.judge())
 
 
 async def awith_retries(
@@ -274,14 +278,12 @@ async def awith_retries(
     failed: DBAPIError | ConnectionError | None = None,
 ) -> T:
     """Async twin of :func:`with_retries`."""
-    failures: _Failures | None = None
-    pending: list[DBAPIError | ConnectionError] = [] if failed is None else [failed]
-    failed = None  # (held by pending only: see _Failures.judge)
+    failures = _Failures(dialect_ops, idempotent, window, failed)
+    failed = None  # (held by failures.pending only: see _Failures.judge)
     while True:
-        if not pending:
+        if not failures.pending:
             try:
                 return await attempt()
             except (DBAPIError, ConnectionError) as error:
-                pending.append(error)
-        failures = failures or _Failures(dialect_ops, idempotent, window)
-        await asyncio.sleep(failures.judge(pending))
+                failures.pending.append(error)
+        await asyncio.sleep(failures.judge())

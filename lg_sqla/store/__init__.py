@@ -12,8 +12,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
@@ -56,7 +62,22 @@ from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
 __all__ = ["AsyncSQLAlchemyStore", "SQLAlchemyStore"]
 
 EngineT = TypeVar("EngineT", Engine, AsyncEngine)
-StoreT = TypeVar("StoreT", bound="_StoreBase[Any]")
+StoreT = TypeVar("StoreT", bound="_StoreBase[Any, Any]")
+OpenedT = TypeVar("OpenedT")  # from_conn_string's: a sync or async context manager
+
+
+@dataclasses.dataclass(frozen=True)
+class _Opening:
+    """What ``from_conn_string`` was given, for its face's ``_opened``."""
+
+    url: str
+    index: IndexConfig | None
+    schema: str | None
+    engine_kwargs: dict[str, Any]
+    # made(keep_connection)(owned_engine): the store on the engine it owns.
+    made: Callable[[bool], Callable[[Any], Any]]
+
+
 # The vectors of a batch's documents and of its queries, from the index's embeddings.
 Vectors: TypeAlias = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
 
@@ -73,7 +94,7 @@ def _read_only(op: Op) -> Op:
     return op
 
 
-class _StoreBase(BaseStore, Generic[EngineT]):
+class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
     """Configuration shared by the sync and async stores (``EngineT``: the engine of
     their face), and their constructor (its arguments: ``SQLAlchemyStore``)."""
 
@@ -119,6 +140,35 @@ class _StoreBase(BaseStore, Generic[EngineT]):
             read_only=read_only,
             keep_connection=keep_connection,
         )
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        url: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        schema: str | None = None,
+        direct_path: bool = True,
+        read_only: bool = False,
+        **engine_kwargs: Any,
+    ) -> OpenedT:
+        """Open a store on a database URL: ``with SQLAlchemyStore.from_conn_string(url)
+        as store`` (``async with`` for ``AsyncSQLAlchemyStore``); on exit the TTL sweeper
+        is stopped and the engine disposed. ``engine_kwargs`` go to
+        ``sqlalchemy.create_engine`` (async: to ``create_async_engine``, and on a SQLite
+        file to the pysqlite engine of the same file its batches run on)."""
+
+        def made(keep_connection: bool) -> Callable[[Any], Any]:
+            return cls._for_owned_engine(
+                index, ttl, schema, direct_path, read_only, keep_connection
+            )
+
+        return cls._opened(_Opening(url, index, schema, engine_kwargs, made))
+
+    # The face's: from_conn_string's context manager (``made(keep_connection)`` makes the
+    # store on the engine it owns).
+    _opened: Callable[..., OpenedT]
 
     def _configure(
         self,
@@ -346,7 +396,7 @@ class _StoreBase(BaseStore, Generic[EngineT]):
         return float(minutes)
 
 
-class SQLAlchemyStore(_StoreBase[Engine]):
+class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore"]]):
     """LangGraph's ``BaseStore`` on a sync SQLAlchemy ``Engine`` (any thread).
 
     Args:
@@ -387,29 +437,17 @@ class SQLAlchemyStore(_StoreBase[Engine]):
         view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
         return view
 
-    @classmethod
+    @staticmethod
     @contextmanager
-    def from_conn_string(
-        cls,
-        url: str,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        **engine_kwargs: Any,
-    ) -> Iterator[SQLAlchemyStore]:
-        """Open a store on a database URL; the engine is disposed (and the sweeper
-        stopped) on exit."""
+    def _opened(opening: _Opening) -> Iterator[SQLAlchemyStore]:
+        url, index, engine_kwargs = opening.url, opening.index, opening.engine_kwargs
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             engine_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
         engine = configure_engine(create_engine(url, **engine_options(url, engine_kwargs)))
         # The engine is the store's: it may keep a connection between calls
         # (runtime.kept; none where sqlite-vec's checkout listener must see each
         # call), given back on exit before the engine is disposed.
-        made = cls._for_owned_engine(index, ttl, schema, direct_path, read_only, True)
-        with owned(engine, made) as store:
+        with owned(engine, opening.made(True)) as store:
             yield store
 
     def setup(self) -> None:
@@ -499,7 +537,9 @@ class SQLAlchemyStore(_StoreBase[Engine]):
         return self._sweeper.stop(timeout)
 
 
-class AsyncSQLAlchemyStore(_StoreBase[AsyncEngine]):
+class AsyncSQLAlchemyStore(
+    _StoreBase[AsyncEngine, AbstractAsyncContextManager["AsyncSQLAlchemyStore"]]
+):
     """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`
     (the same arguments; ``keep_connection`` applies to the pysqlite engine
     ``from_conn_string`` runs a SQLite file's batches on: no async driver keeps one)."""
@@ -528,25 +568,13 @@ class AsyncSQLAlchemyStore(_StoreBase[AsyncEngine]):
             view._loop = asyncio.get_running_loop()
         return view
 
-    @classmethod
+    @staticmethod
     @asynccontextmanager
-    async def from_conn_string(
-        cls,
-        url: str,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-        schema: str | None = None,
-        direct_path: bool = True,
-        read_only: bool = False,
-        **engine_kwargs: Any,
-    ) -> AsyncIterator[AsyncSQLAlchemyStore]:
-        """Open a store on an async database URL; the engine is disposed on exit.
-
-        On a SQLite file (``sqlite+aiosqlite:///...``) batches run whole on a pysqlite
-        engine of the same file, as the async saver's calls do (see ``_run``);
-        ``engine_kwargs`` go to both engines.
-        """
+    async def _opened(opening: _Opening) -> AsyncIterator[AsyncSQLAlchemyStore]:
+        url, index, engine_kwargs = opening.url, opening.index, opening.engine_kwargs
+        # On a SQLite file (sqlite+aiosqlite:///...) batches run whole on a pysqlite
+        # engine of the same file, as the async saver's calls do (see _run):
+        # engine_kwargs go to both engines.
         async_kwargs = engine_kwargs
         if index is not None:  # SQLite: a driver that can load sqlite-vec, if installed
             async_kwargs = sqlite_vec_engine_options(url, engine_kwargs)
@@ -564,15 +592,13 @@ class AsyncSQLAlchemyStore(_StoreBase[AsyncEngine]):
             )
 
         def attach(store: AsyncSQLAlchemyStore, sync_engine: Engine) -> None:
-            store._threaded = in_schema(sync_engine, schema)
+            store._threaded = in_schema(sync_engine, opening.schema)
             if index is not None and store._distance in store.sql.native_distances:
                 # Batches run there: so does the ranking.
                 store._native_vectors = store.sql.native_vectors(sync_engine)
 
         # Its pysqlite engine (SQLite files) is the store's alone: it keeps a connection.
-        made = cls._for_owned_engine(
-            index, ttl, schema, direct_path, read_only, sync_url is not None
-        )
+        made = opening.made(sync_url is not None)
         async with aowned(engine, made, threaded, attach) as store:
             yield store
 

@@ -64,7 +64,7 @@ class Faults:
         assert not engine._has_events, "the fault injection must not need a ConnectionEvents hook"
 
 
-class _Proxy:
+class Proxy:
     """Forwards every attribute of the wrapped object, reads and writes."""
 
     def __init__(self, wrapped: Any, faults: Any) -> None:
@@ -91,7 +91,7 @@ class _Proxy:
         return self._wrapped.__exit__(*exc)
 
 
-class _FaultyConnection(_Proxy):
+class _FaultyConnection(Proxy):
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         return _FaultyCursor(self._wrapped.cursor(*args, **kwargs), self._faults)
 
@@ -102,7 +102,7 @@ class _FaultyConnection(_Proxy):
         return self._wrapped.commit()
 
 
-class _FaultyCursor(_Proxy):
+class _FaultyCursor(Proxy):
     def execute(self, statement: str, *args: Any, **kwargs: Any) -> Any:
         self._faults.before(statement)
         return self._wrapped.execute(statement, *args, **kwargs)
@@ -145,7 +145,7 @@ class Cancels:
         assert not engine._has_events, "cancelling must not need a ConnectionEvents hook"
 
 
-class _CancellingConnection(_Proxy):
+class _CancellingConnection(Proxy):
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         return _CancellingCursor(self._wrapped.cursor(*args, **kwargs), self._faults)
 
@@ -158,7 +158,7 @@ class _CancellingConnection(_Proxy):
         return self._wrapped.rollback()
 
 
-class _CancellingCursor(_Proxy):
+class _CancellingCursor(Proxy):
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         self._faults.before()
         return self._wrapped.execute(*args, **kwargs)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
+from faults import Proxy
 from helpers import checkpoint, config, new_thread, table_counts
 from langgraph.checkpoint.base import ChannelVersions
 from modes import Either, saver_on, store_on, sync_engine
@@ -175,42 +176,29 @@ class Killer:
                 admin.exec_driver_sql(f"KILL CONNECTION {int(driver_connection.thread_id())}")
 
 
-class _KillingConnection:
-    def __init__(self, wrapped: Any, killer: Killer) -> None:
-        self.__dict__.update(_wrapped=wrapped, _killer=killer)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._wrapped, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._wrapped, name, value)
-
-    # (drivers and SQLAlchemy check the class of what they are given)
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return type(self._wrapped)
+class _KillingConnection(Proxy):
+    """The driver's connection (``Proxy``: faults.py's), its cursors killing on cue."""
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         driver = getattr(self._wrapped, "driver_connection", self._wrapped)
-        return _KillingCursor(self._wrapped.cursor(*args, **kwargs), self._killer, driver)
+        return _KillingCursor(self._wrapped.cursor(*args, **kwargs), (self._faults, driver))
 
 
-class _KillingCursor:
-    def __init__(self, wrapped: Any, killer: Killer, driver_connection: Any) -> None:
-        self.__dict__.update(_wrapped=wrapped, _killer=killer, _driver=driver_connection)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._wrapped, name)
+class _KillingCursor(Proxy):
+    """A cursor that asks its ``Killer`` (``_faults``: the killer and the driver's
+    connection) before each statement."""
 
     def __iter__(self) -> Any:
         return iter(self._wrapped)
 
     def execute(self, statement: str, *args: Any, **kwargs: Any) -> Any:
-        self._killer.before(statement, self._driver)
+        killer, driver = self._faults
+        killer.before(statement, driver)
         return self._wrapped.execute(statement, *args, **kwargs)
 
     def executemany(self, statement: str, *args: Any, **kwargs: Any) -> Any:
-        self._killer.before(statement, self._driver)
+        killer, driver = self._faults
+        killer.before(statement, driver)
         return self._wrapped.executemany(statement, *args, **kwargs)
 
 

@@ -419,7 +419,7 @@ def render(results: dict[str, Any], plots: list[str], note: str) -> str:
             detail_table(results, "store", STORE_COLUMNS),
         ]
     if "instructions" in results:
-        from .instructions import section
+        from .instructions_table import section
 
         parts.append(section(results["instructions"]))
     if "scale" in results:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import functools
-import random
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -15,7 +12,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.context import (
+    DEFAULT_LIST_PAGE_SIZE,
+    Context,
+    check_page_size,
+    checked_migrations,
+    next_version,
+)
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, policy_from, positive_minutes
 from lg_sqla.dialects import DialectOps, ops_for
 from lg_sqla.engines import configure_engine, driver_hint, engine_options, in_schema, saver_url
@@ -28,76 +31,13 @@ from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.serde import with_msgpack_allowlist
 from lg_sqla.shared import utc_now
 
-if TYPE_CHECKING:  # (they import Context from here)
+if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from lg_sqla.checkpoint.maintenance import SweepReport
     from lg_sqla.checkpoint.operations import Pages
     from lg_sqla.checkpoint.state_migrations import StateMigrations
     from lg_sqla.checkpoint.ttl_sweep import ApplyReport
-
-DEFAULT_LIST_PAGE_SIZE = 100
-
-
-def next_version(current: str | int | float | None) -> str:
-    """Zero-padded, so string order is version order; the random suffix tells forks apart."""
-    if current is None:
-        number = 0
-    elif isinstance(current, (int, float)):
-        number = int(current)
-    else:
-        number = int(current.split(".")[0])
-    return f"{number + 1:032}.{random.random():016}"
-
-
-def check_page_size(page_size: int) -> None:
-    if not isinstance(page_size, int) or page_size < 1:
-        raise InvalidInputError(f"list_page_size must be an int >= 1, got {page_size!r}")
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the checkpoint plans (and inspection's, the importer's) need from their saver."""
-
-    dialect_ops: DialectOps
-    serde: SerializerProtocol
-    # The saver's get_next_version(None, None), called only where a tuple needs it
-    # (a v<4 checkpoint with pending sends and no versions).
-    next_version: Callable[[], Any] = lambda: None  # (callers that build no tuples)
-    # The writing saver's default_ttl: a put stamps its checkpoint's expires_at with
-    # it (None: the checkpoint never expires by itself).
-    stamp_ttl: dt.timedelta | None = None
-    # The application's state revisions (``state_migrations``): reads return the newest
-    # shape, writes stamp ``state_head``. None: every row read must be revision zero.
-    state: StateMigrations | None = None
-    state_head: str | None = None
-
-    @functools.cached_property
-    def none_plain(self) -> bool:
-        """Whether the serializer stores ``None`` as plain data (``codec.dump_values``):
-        asked once per context (a context lives as long as its saver's serializer)."""
-        return codec.stores_none_plain(self.serde)
-
-
-def _checked_migrations(
-    state_migrations: StateMigrations | None, dialect_ops: DialectOps
-) -> StateMigrations | None:
-    if state_migrations is None:
-        return None
-    from lg_sqla.checkpoint.state_migrations import StateMigrations
-
-    if not isinstance(state_migrations, StateMigrations):
-        raise InvalidInputError(
-            "state_migrations must be a lg_sqla.checkpoint.state_migrations.StateMigrations, "
-            f"got {type(state_migrations).__name__}"
-        )
-    if not dialect_ops.joins_channel_versions:
-        raise InvalidInputError(
-            f"state_migrations: not supported on the {dialect_ops.name} dialect (lg_sqla's "
-            "portable fallback); they are on PostgreSQL, SQLite and MySQL/MariaDB"
-        )
-    return state_migrations
-
 
 # The engine a saver runs on, and what its ``from_conn_string`` returns: a context
 # manager (sync saver) or an async one (async saver) of the saver.
@@ -133,7 +73,7 @@ class SaverBase(BaseCheckpointSaver[str], Generic[EngineT, OpenedT]):
         # First: a bad policy is refused before anything else is set up.
         self.retention: Policy | None = policy_from(ttl)
         dialect_ops = ops_for(engine.dialect)
-        self.state_migrations = _checked_migrations(state_migrations, dialect_ops)
+        self.state_migrations = checked_migrations(state_migrations, dialect_ops)
         self.ttl_config = ttl
         # Reads check expiry unless the policy only prunes on write (keep_last alone):
         # with no policy, and in that case, a read costs what it did.

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import Executable
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import LgSqlaError
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoints as C

@@ -31,8 +31,8 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_
 from sqlalchemy.sql.selectable import CTE
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.statements import WRITE_VALUE_COLUMNS
 from lg_sqla.dialects import DialectOps, ordered_join
 from lg_sqla.models import checkpoint_blobs as B

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import walk_chain
 from lg_sqla.checkpoint.statements import blob_keys
 from lg_sqla.errors import InvalidInputError

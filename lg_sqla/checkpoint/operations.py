@@ -32,8 +32,8 @@ from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
 from lg_sqla.checkpoint import codec, complete, maintenance, state_reads
-from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import delta_channel_history
 from lg_sqla.checkpoint.statements import (
     AT_BLOB,

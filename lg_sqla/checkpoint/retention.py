@@ -36,7 +36,7 @@ from langgraph.checkpoint.base import (
 )
 
 from lg_sqla.checkpoint import codec, maintenance, operations
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, check_ttl_minutes, policy_from
 from lg_sqla.models import checkpoint_retention as R
 from lg_sqla.models import checkpoint_writes as W

@@ -24,8 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import EMPTY_TYPE
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs, checkpoint_writes
 from lg_sqla.plans import COMMIT, Plan, Step

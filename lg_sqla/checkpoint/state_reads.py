@@ -19,8 +19,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite, writes_sort_key
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import StoredWrite
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.state_migrations import (
     DROPPED,
     StateMigrationError,

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 
 from lg_sqla.checkpoint import codec, maintenance
-from lg_sqla.checkpoint.base import Context
 from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.policy import Policy
 from lg_sqla.checkpoint.retention import runs_in_progress
 from lg_sqla.checkpoint.state_migrations import (

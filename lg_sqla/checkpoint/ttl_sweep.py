@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lg_sqla.checkpoint import maintenance
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.maintenance import RowCounts, SweepReport
 from lg_sqla.checkpoint.policy import check_ttl_minutes
 from lg_sqla.checkpoint.retention import ThreadRetention, expired_of, threads_retention

@@ -364,7 +364,7 @@ def storage_of(connection: Connection, tables: Collection[str] | None = None) ->
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     from lg_sqla import inspection as insp
-    from lg_sqla.checkpoint.base import Context
+    from lg_sqla.checkpoint.context import Context
     from lg_sqla.runtime.executor import drive
 
     plan = insp.storage(Context(ops_for(connection.dialect), JsonPlusSerializer()), tables=tables)

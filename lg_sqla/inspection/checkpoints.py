@@ -10,7 +10,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.errors import InvalidInputError, NotFoundError
 from lg_sqla.inspection.checks import EMPTY_TYPE, MAX_PAGE, _check_page, _checkpoint_id, _thread

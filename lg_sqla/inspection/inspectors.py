@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.inspection import checkpoints, pending_writes, table_sizes, thread_queries
 from lg_sqla.inspection.results import DiskUsage
 from lg_sqla.plans import Plan

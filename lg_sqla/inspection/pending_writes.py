@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import writes_sort_key
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.inspection.checks import (
     PUSH_PREFIX,

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla import models
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.dialects import DialectOps, store_sql_for
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.inspection.checks import MAX_PAGE, _int, _thread

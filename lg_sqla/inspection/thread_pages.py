@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.inspection.checks import ROOT_NS_HASH, _window
 from lg_sqla.inspection.thread_search import _leaves, _Sort
 from lg_sqla.models import checkpoint_blobs as B

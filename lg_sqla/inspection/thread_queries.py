@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lg_sqla.checkpoint import codec
-from lg_sqla.checkpoint.base import Context
+from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.inspection.checkpoints import latest
 from lg_sqla.inspection.checks import MAX_PAGE, _check_page, _int

@@ -272,3 +272,51 @@ def test_the_function_length_check_sees_a_long_function(tmp_path: Path) -> None:
     lines += [f"        x{i} = {i}" for i in range(59)]
     (package / "mod.py").write_text("\n".join(lines) + "\n")
     assert _function_lengths(package) == {"pkg/mod.py:long": MAX_FUNCTION_LINES + 1}
+
+
+def test_modules_import_each_other_without_a_circle() -> None:
+    """Module by module too (a circle's modules cannot be read, changed or tested one
+    without the others): e.g. the checkpoint plans take their ``Context`` from
+    ``checkpoint/context.py``, not from ``base.py``, which imports the plans."""
+    graph = {
+        _module_name(path): {m for m in _imports(path) if m != _module_name(path)}
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert not _circles(graph), _circles(graph)
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

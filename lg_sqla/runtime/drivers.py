@@ -188,12 +188,13 @@ def _mysql_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     """A one-statement plan's session in autocommit, left so (see above); where the
     engine's pool does not switch it back at checkout (``guard_sessions`` not run), set
     and restored per plan, as SQLAlchemy's isolation level API does."""
-    if dbapi_connection.get_autocommit():  # (the usual case: no I/O)
+    driver_connection = internals.driver_connection(dbapi_connection)
+    if driver_connection.get_autocommit():  # (the usual case: no I/O)
         return _nothing_to_restore
     if dialect not in _GUARDED_DIALECTS:
         return _isolation_level_autocommit(dialect, dbapi_connection)
     dbapi_connection.autocommit(True)
-    _LEFT_IN_AUTOCOMMIT.add(internals.driver_connection(dbapi_connection))
+    _LEFT_IN_AUTOCOMMIT.add(driver_connection)
     return _nothing_to_restore
 
 
@@ -203,9 +204,10 @@ def _mysql_begin(dbapi_connection: Any) -> None:
     as the drivers' ``commit()`` sends COMMIT (their ``begin()``), not through a
     cursor, which builds a result object for it (callgrind, MariaDB: a sync ``put``
     1,015k -> 1,002k instructions, async 1,295k -> 1,283k)."""
-    if not dbapi_connection.get_autocommit():
-        return
+    # (The driver's get_autocommit: SQLAlchemy's asyncmy adapter has none before 2.1.)
     driver_connection = internals.driver_connection(dbapi_connection)
+    if not driver_connection.get_autocommit():
+        return
     if driver_connection is dbapi_connection:  # PyMySQL
         dbapi_connection.begin()
     else:  # asyncmy behind SQLAlchemy's adapter (in its greenlet, as the adapter awaits)

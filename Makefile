@@ -22,13 +22,14 @@ XDIST := -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist loadfil
 test:
 	bash tests/bootstrap.sh && $(PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-# The official conformance suite, the graph tests and the Alembic CLI's URLs (a driverless
-# postgresql:// would pick psycopg2 on SQLAlchemy 2.0), on SQLite, PostgreSQL and MariaDB,
+# The official conformance suite, the graph tests, the Alembic CLI's URLs (a driverless
+# postgresql:// would pick psycopg2 on SQLAlchemy 2.0) and MariaDB's autocommit sessions
+# (they use the asyncmy adapter, which changed in 2.1), on SQLite, PostgreSQL and MariaDB,
 # sync and async, in .venv-min: the lowest SQLAlchemy and Alembic versions pyproject.toml
 # allows (pins derived from its lower bounds by tests/min_versions.py). .ci/run runs it
 # after `make test`.
 MIN_VERSIONS_TESTS := tests/integration/checkpoint/test_conformance.py tests/integration/checkpoint/test_graphs.py \
-	tests/integration/schema/test_entry_point_urls.py
+	tests/integration/schema/test_entry_point_urls.py tests/integration/runtime/test_mysql_autocommit.py
 
 test-min:
 	bash tests/bootstrap.sh --min-versions && \

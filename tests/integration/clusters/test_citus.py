@@ -38,9 +38,10 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.store.base import PutOp
 from servers import sqlalchemy_url
 
-# The suites that run here too, on the distributed tables (see `backend` below).
-from test_conformance import test_conformance
-from test_graphs import (
+# The suites that run here too, on the distributed tables (see `backend` below): pytest
+# collects these imported test functions (and the fixture `runner`) as this module's own.
+from test_conformance import test_conformance  # noqa: F401
+from test_graphs import (  # noqa: F401
     runner,
     test_a_failed_send_worker_is_retried_alone,
     test_chat_memory_across_a_process_boundary,
@@ -57,13 +58,13 @@ from test_graphs import (
     test_subgraph_state_and_interrupt_resume,
     test_update_state_forks_from_an_old_checkpoint,
 )
-from test_inspect import (
+from test_inspect import (  # noqa: F401
     test_inspection_input_errors_name_the_field,
     test_thread_status_counts_and_conversations,
     test_threads_history_show_diff_writes,
     test_write_stats_latest_and_storage,
 )
-from test_store import (
+from test_store import (  # noqa: F401
     test_batch_last_put_wins_and_results_in_order,
     test_batch_mixed_ops_in_constant_statements,
     test_batches_beyond_the_bound_parameter_limit,
@@ -87,7 +88,7 @@ from test_store import (
     test_ttl_expiry_refresh_and_sweep,
     test_ttl_sweeper_runs_and_stops,
 )
-from test_thread_search import (
+from test_thread_search import (  # noqa: F401
     test_bad_search_input_names_the_bad_part,
     test_the_operator_walk,
     test_value_filters_nested_metadata_and_counts,
@@ -104,53 +105,6 @@ from lg_sqla.store import SQLAlchemyStore
 
 pytestmark = pytest.mark.citus
 
-IMPORTED_SUITES = (
-    runner,
-    test_conformance,
-    test_a_failed_send_worker_is_retried_alone,
-    test_chat_memory_across_a_process_boundary,
-    test_chat_memory_across_two_saver_instances,
-    test_chat_on_a_saver_from_conn_string_async,
-    test_durability_modes_persist_the_final_state,
-    test_failed_supersteps_resume_from_pending_writes,
-    test_interrupt_then_resume,
-    test_parallel_fan_out_and_send,
-    test_replay_from_an_old_checkpoint,
-    test_state_history_newest_first_with_steps_and_parents,
-    test_stream_values_continues_the_stored_conversation,
-    test_stream_values_of_a_pipeline,
-    test_subgraph_state_and_interrupt_resume,
-    test_update_state_forks_from_an_old_checkpoint,
-    test_inspection_input_errors_name_the_field,
-    test_thread_status_counts_and_conversations,
-    test_threads_history_show_diff_writes,
-    test_write_stats_latest_and_storage,
-    test_batch_last_put_wins_and_results_in_order,
-    test_batch_mixed_ops_in_constant_statements,
-    test_batches_beyond_the_bound_parameter_limit,
-    test_concurrent_writers_of_one_database_all_land,
-    test_embedding_with_wrong_dims_is_refused,
-    test_from_conn_string_owns_its_engine,
-    test_hostile_filter_keys_and_values,
-    test_invalid_input_names_the_field_and_writes_nothing,
-    test_keys_and_namespaces_are_exact,
-    test_list_namespaces,
-    test_lone_get_and_put_skip_core_with_the_same_results,
-    test_ordering_reads_json_number_strings_the_same_on_every_dialect,
-    test_put_get_update_delete,
-    test_refresh_on_read_false_and_the_other_twin,
-    test_search_and_list_find_subtrees_around_the_indexed_head,
-    test_search_prefix_filters_order_and_pages,
-    test_search_reads_only_its_page,
-    test_semantic_search,
-    test_single_op_batches_are_one_statement_without_a_transaction,
-    test_store_on_old_schema_names_the_fix,
-    test_ttl_expiry_refresh_and_sweep,
-    test_ttl_sweeper_runs_and_stops,
-    test_bad_search_input_names_the_bad_part,
-    test_the_operator_walk,
-    test_value_filters_nested_metadata_and_counts,
-)
 
 TABLES = [t.name for t in metadata.sorted_tables]
 

@@ -60,17 +60,26 @@ def _assert_consistent(tuples: list, last: RunnableConfig) -> None:  # type: ign
         assert tup.pending_writes == [(f"task-{step}", "a", step + 1)]
 
 
+# The writer waits, a third and two thirds of the way in, for the maintainer's first
+# and second round: however the scheduler runs the two, at least two rounds of prune
+# and sweep overlap the writer's puts (an event, not a hope that the writer is slow).
+PAUSES = (PUTS // 3, 2 * PUTS // 3)
+
+
 def test_maintenance_beside_a_live_writer_sync(migrated: Backend) -> None:
     """prune and sweep of the thread being written: the writer sees no deadlock."""
     thread_id = new_thread()
     errors: list[BaseException] = []
     last: list[RunnableConfig] = []
+    rounds_done = [threading.Event() for _ in PAUSES]
     with fresh_saver(migrated) as writer_saver, fresh_saver(migrated) as maintainer:
 
         def write() -> None:
             parent = config(thread_id)
             try:
                 for i in range(PUTS):
+                    if i in PAUSES:
+                        rounds_done[PAUSES.index(i)].wait()
                     parent = _put(writer_saver, parent, i)
                 last.append(parent)
             except BaseException as error:  # the assertion below reports it
@@ -79,13 +88,19 @@ def test_maintenance_beside_a_live_writer_sync(migrated: Backend) -> None:
         writer = threading.Thread(target=write)
         writer.start()
         rounds = 0
-        while writer.is_alive():
-            maintainer.prune([thread_id], keep_last=2)
-            maintainer.sweep(dt.timedelta(0), strategy="keep_latest", keep_last=2)
-            rounds += 1
-        writer.join()
+        try:
+            while writer.is_alive():
+                maintainer.prune([thread_id], keep_last=2)
+                maintainer.sweep(dt.timedelta(0), strategy="keep_latest", keep_last=2)
+                if rounds < len(rounds_done):
+                    rounds_done[rounds].set()
+                rounds += 1
+        finally:  # a failed round must not leave the writer waiting for ever
+            for done in rounds_done:
+                done.set()
+            writer.join()
         assert errors == []
-        assert rounds > 1
+        assert rounds >= len(PAUSES)
         tuples = list(writer_saver.list(config(thread_id)))
         _assert_consistent(tuples, last[0])
         assert len(tuples) >= 2
@@ -93,6 +108,7 @@ def test_maintenance_beside_a_live_writer_sync(migrated: Backend) -> None:
 
 async def test_maintenance_beside_a_live_writer_async(migrated: Backend) -> None:
     thread_id = new_thread()
+    rounds_done = [asyncio.Event() for _ in PAUSES]
     async with (
         fresh_async_saver(migrated) as writer_saver,
         fresh_async_saver(migrated) as maintainer,
@@ -101,17 +117,25 @@ async def test_maintenance_beside_a_live_writer_async(migrated: Backend) -> None
         async def write() -> RunnableConfig:
             parent = config(thread_id)
             for i in range(PUTS):
+                if i in PAUSES:
+                    await rounds_done[PAUSES.index(i)].wait()
                 parent = await _aput(writer_saver, parent, i)
             return parent
 
         writer = asyncio.create_task(write())
         rounds = 0
-        while not writer.done():
-            await maintainer.aprune([thread_id], keep_last=2)
-            await maintainer.asweep(dt.timedelta(0), strategy="keep_latest", keep_last=2)
-            rounds += 1
+        try:
+            while not writer.done():
+                await maintainer.aprune([thread_id], keep_last=2)
+                await maintainer.asweep(dt.timedelta(0), strategy="keep_latest", keep_last=2)
+                if rounds < len(rounds_done):
+                    rounds_done[rounds].set()
+                rounds += 1
+        finally:
+            for done in rounds_done:
+                done.set()
         last = await writer  # raises what the writer saw
-        assert rounds > 1
+        assert rounds >= len(PAUSES)
         tuples = [t async for t in writer_saver.alist(config(thread_id))]
         _assert_consistent(tuples, last)
 

@@ -592,6 +592,12 @@ class StoreSQL:
         """Computed text equal to ``value``, code point for code point."""
         return text == as_text(value)
 
+    def read_timestamp(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A timestamp column as an item's read selects it (under the column's name):
+        the column itself, or a form the driver hands over for less (naive UTC text,
+        which the store parses: ``store._common.utc``)."""
+        return column
+
     # Semantic search. ``store_vectors.embedding`` holds float32 little-endian bytes on
     # every dialect; where the database can rank them itself (an extension it has), the
     # store ranks in SQL, else in Python over the filtered candidates (the portable path).

@@ -461,6 +461,13 @@ class MySQLStoreSQL(StoreSQL):
         # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
         return self.dialect_ops.as_key(text) == self.dialect_ops.as_key(as_text(value))
 
+    def read_timestamp(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        # As text ("YYYY-MM-DD HH:MM:SS.ffffff", naive UTC): PyMySQL turns a DATETIME
+        # into a datetime in Python (a regular expression, a list, a constructor), then
+        # the store attaches UTC; datetime.fromisoformat parses the text in C, zone and
+        # all. Two timestamps per item read: ~0.25M instructions of a 20-item search.
+        return sa.cast(column, sa.String).label(column.key)
+
     def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
         dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))
         return dots + 1

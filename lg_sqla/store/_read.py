@@ -60,7 +60,8 @@ def _items_where(settings: Settings, where: sa.ColumnElement[bool]) -> sa.Select
     if settings.omit_expired:
         now = sa.bindparam("now", type_=t.expires_at.type)
         alive = sa.or_(t.expires_at.is_(None), t.expires_at > now)
-    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+    stamp = settings.sql.read_timestamp
+    columns = (t.prefix, t.key, t.value, stamp(t.created_at), stamp(t.updated_at), t.ttl_minutes)
     return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
 
 

@@ -201,7 +201,9 @@ def _search_select(
             )
         if shape:
             where.append(filter_condition(sql, t.value, shape, name))
-        columns = [t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes]
+        stamp = sql.read_timestamp
+        columns = [t.prefix, t.key, t.value, stamp(t.created_at), stamp(t.updated_at)]
+        columns.append(t.ttl_minutes)
         if not lean:
             columns += [t.prefix_hash, t.key_hash]
         if tagged:

@@ -484,6 +484,10 @@ class StoreSQL:
     them, or overridden where the database wants another form (SQLite)."""
 
     in_sql = False
+    # Whether a lone get compares the item's names in SQL (two parameters), rather than
+    # selecting them to compare here (two columns): where a column costs the driver
+    # more than a parameter (``_read.lone_get_statement``).
+    lone_get_names_in_sql = False
     # Bound parameters one statement may hold; the store splits longer key lists.
     # 999: SQLite before 3.32, the lowest limit among the databases we know.
     max_bound_parameters = 999

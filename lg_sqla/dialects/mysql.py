@@ -444,6 +444,9 @@ class MySQLStoreSQL(StoreSQL):
 
     in_sql = True
     max_bound_parameters = 65535  # prepared statements count them in 16 bits
+    # PyMySQL parses each result column's descriptor (per execute) and value (per row)
+    # in Python; a parameter it only escapes.
+    lone_get_names_in_sql = True
     _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
         "object": ("OBJECT",),
         "array": ("ARRAY",),

@@ -100,11 +100,21 @@ def keys_statement_params(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
 def lone_get_statement(settings: Settings) -> sa.Select[Any]:
     """:func:`get_statement` of one key without the two key-hash columns: a lone get
     knows them (its own parameters), and each column costs the driver per row
-    (PyMySQL parses every column's descriptor in Python). Columns as ``LONE_COLUMNS``."""
+    (PyMySQL parses every column's descriptor in Python). Columns as ``LONE_COLUMNS``;
+    where the dialect compares the names in SQL (``StoreSQL.lone_get_names_in_sql``,
+    the parameters ``prefix`` and ``key``), without the first two (the op's names)."""
 
     def build() -> sa.Select[Any]:
         full = get_statement(settings, False)
-        return full.with_only_columns(*(full.selected_columns[name] for name in LONE_COLUMNS))
+        if not settings.sql.lone_get_names_in_sql:
+            return full.with_only_columns(*(full.selected_columns[n] for n in LONE_COLUMNS))
+        t, exact = store_items.c, settings.sql.text_equals
+        return full.with_only_columns(
+            *(full.selected_columns[n] for n in LONE_COLUMNS[2:])
+        ).where(
+            exact(t.prefix, sa.bindparam("prefix", type_=sa.String)),
+            exact(t.key, sa.bindparam("key", type_=sa.String)),
+        )
 
     return settings.dialect_ops.cached(("store.get.lone", settings.omit_expired), build)
 

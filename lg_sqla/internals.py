@@ -416,6 +416,20 @@ def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[
     return None
 
 
+def langgraph_put_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., Any]] | None:
+    """``BaseStore.put``'s own checks (the namespace, the ttl default), or None where
+    LangGraph lacks them (SQLAlchemyStore.put is then BaseStore's)."""
+    try:
+        from langgraph.store import base
+    except ImportError:  # pragma: no cover
+        return None
+    validate = getattr(base, "_validate_namespace", None)
+    ensure = getattr(base, "_ensure_ttl", None)
+    if callable(validate) and callable(ensure):
+        return validate, ensure
+    return None
+
+
 @functools.cache
 def langgraph_delta_snapshot() -> type[tuple[Any, ...]] | None:
     """LangGraph's DeltaChannel snapshot (a one-field NamedTuple, ``value``), or None

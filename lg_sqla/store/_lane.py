@@ -59,9 +59,8 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
     for fetched in outcome.rows:
         # (the statement leaves out the key hashes, and maybe the names the SQL
         # compared: they are the parameters')
-        if names_in_sql:
-            fetched = (prefix, op.key, *fetched)
-        row = GotRow.of_lone(fetched, prefix_hash, item_hash)
+        named = (prefix, op.key, *fetched) if names_in_sql else fetched
+        row = GotRow.of_lone(named, prefix_hash, item_hash)
         # (by hash, as the batch plan: then the row whose names are the op's)
         if row.prefix != prefix or row.key != op.key:
             continue

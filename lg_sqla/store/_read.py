@@ -109,9 +109,7 @@ def lone_get_statement(settings: Settings) -> sa.Select[Any]:
         if not settings.sql.lone_get_names_in_sql:
             return full.with_only_columns(*(full.selected_columns[n] for n in LONE_COLUMNS))
         t, exact = store_items.c, settings.sql.text_equals
-        return full.with_only_columns(
-            *(full.selected_columns[n] for n in LONE_COLUMNS[2:])
-        ).where(
+        return full.with_only_columns(*(full.selected_columns[n] for n in LONE_COLUMNS[2:])).where(
             exact(t.prefix, sa.bindparam("prefix", type_=sa.String)),
             exact(t.key, sa.bindparam("key", type_=sa.String)),
         )

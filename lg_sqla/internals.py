@@ -112,6 +112,18 @@ INTERNALS: tuple[Internal, ...] = (
         "BaseStore.get",
     ),
     Internal(
+        "langgraph.store.base",
+        "_validate_namespace",
+        "BaseStore.put's own checks in SQLAlchemyStore.put",
+        "BaseStore.put",
+    ),
+    Internal(
+        "langgraph.store.base",
+        "_ensure_ttl",
+        "BaseStore.put's own checks in SQLAlchemyStore.put",
+        "BaseStore.put",
+    ),
+    Internal(
         "langgraph.checkpoint.serde.types",
         "_DeltaSnapshot",
         "a DeltaChannel snapshot's value given unwrapped to a state migration function",
@@ -165,6 +177,8 @@ def _present(internal: Internal) -> bool:
         "_bind_processors": _compiled_shape_present,
         "_validate_namespace_labels": lambda: langgraph_get_checks() is not None,
         "_ensure_refresh": lambda: langgraph_get_checks() is not None,
+        "_validate_namespace": lambda: langgraph_put_checks() is not None,
+        "_ensure_ttl": lambda: langgraph_put_checks() is not None,
         "_DeltaSnapshot": lambda: langgraph_delta_snapshot() is not None,
     }
     check = checks.get(internal.name)

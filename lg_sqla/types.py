@@ -150,18 +150,21 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         # process_bind_param's conversion in one closure, without TypeDecorator's
         # layers: with three timestamps per put, they took 20 of its 45 us of
         # parameter processing on SQLite (SQLAlchemy's DATETIME formatting included).
-        if dialect.name == "sqlite":
+        if dialect.name == "sqlite" or (is_mysql_family(dialect) and dialect.driver in _QUOTING):
 
-            def sqlite_text(value: dt.datetime | None) -> str | None:
+            def naive_text(value: dt.datetime | None) -> str | None:
                 # The DATETIME text SQLAlchemy writes ("YYYY-MM-DD HH:MM:SS.ffffff"),
                 # by datetime's C formatting: the UTC time's text without its fixed
                 # "+00:00" (replace(tzinfo=None) first cost twice the formatting, its
-                # keyword parsed per call: 9k instructions a timestamp).
+                # keyword parsed per call: 9k instructions a timestamp). On MySQL, the
+                # very literal the text-protocol drivers (_QUOTING) send for a naive
+                # datetime, which they format in Python (PyMySQL: str.format of seven
+                # fields); a string they only quote.
                 if value is None:
                     return None
                 return _as_utc(value).isoformat(" ", "microseconds")[:_NAIVE_TEXT]
 
-            return sqlite_text
+            return naive_text
         if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
             return super().bind_processor(dialect)  # a driver that needs its own conversion
         keeps_zone = dialect.name == "postgresql"
@@ -187,6 +190,10 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             return value.replace(tzinfo=dt.timezone.utc)
         return value.astimezone(dt.timezone.utc)
 
+
+# The MySQL drivers that put parameters into the SQL text as literals (no server-side
+# prepared statements): a timestamp's literal is the same for its text and its datetime.
+_QUOTING = frozenset({"pymysql", "asyncmy", "mysqldb"})
 
 # The length of a naive DATETIME's text, "YYYY-MM-DD HH:MM:SS.ffffff" (datetime's
 # years have four digits).

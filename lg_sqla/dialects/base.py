@@ -484,6 +484,10 @@ class StoreSQL:
     them, or overridden where the database wants another form (SQLite)."""
 
     in_sql = False
+    # Whether a lone get compares the item's names in SQL (two parameters), rather than
+    # selecting them to compare here (two columns): where a column costs the driver
+    # more than a parameter (``_read.lone_get_statement``).
+    lone_get_names_in_sql = False
     # Bound parameters one statement may hold; the store splits longer key lists.
     # 999: SQLite before 3.32, the lowest limit among the databases we know.
     max_bound_parameters = 999
@@ -591,6 +595,12 @@ class StoreSQL:
     ) -> ColumnElement[bool]:
         """Computed text equal to ``value``, code point for code point."""
         return text == as_text(value)
+
+    def read_timestamp(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A timestamp column as an item's read selects it (under the column's name):
+        the column itself, or a form the driver hands over for less (naive UTC text,
+        which the store parses: ``store._common.utc``)."""
+        return column
 
     # Semantic search. ``store_vectors.embedding`` holds float32 little-endian bytes on
     # every dialect; where the database can rank them itself (an extension it has), the

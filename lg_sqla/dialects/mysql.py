@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.engine import URL, Connection, Dialect
@@ -70,6 +71,13 @@ _MYSQL_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 # a "-" right after the opening quote. Used by `mysql_json_text`.
 _MYSQL_UNSAFE_IN_STRING = re.compile(r'\\\\|\\"|(?<=")-|\\.')
 _MYSQL_SAFE_ESCAPES = {'\\"': "\\u0022", "-": "\\u002d"}
+# What orjson must not write its own way (as ``shared.json_text``): subclasses of str,
+# int, dict, list, dataclasses and datetimes go to json.dumps (or its TypeError).
+_ORJSON_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
 
 
 def _mysql_safe_escape(match: re.Match[str]) -> str:
@@ -87,8 +95,27 @@ def mysql_json_text(value: Any) -> str:
     written in one canonical form: ASCII only (``\\uXXXX`` escapes), a quote as
     ``\\u0022``, a leading "-" as ``\\u002d``. Any JSON parser (MySQL 8, Python)
     reads the same values back.
+
+    Written by orjson where its text is plain ASCII without a single escape and no
+    null (orjson writes NaN and infinities as null, json.dumps as NaN, which the
+    server refuses): then it is json.dumps' text less the spaces after separators
+    (the same document; only member names and escapes must match byte for byte), at
+    a fraction of the cost (a store put, a checkpoint). What orjson refuses, escapes
+    or may have nulled goes to json.dumps, as before.
     """
-    text = json.dumps(value, ensure_ascii=True)
+    try:
+        fast = orjson.dumps(value, option=_ORJSON_STRICT)
+    except TypeError:
+        pass
+    else:
+        if fast.isascii() and b"\\" not in fast and b"null" not in fast:
+            text = fast.decode()
+            return text if '"-' not in text else _canonical_strings(text)
+    return _canonical_strings(json.dumps(value, ensure_ascii=True))
+
+
+def _canonical_strings(text: str) -> str:
+    """``mysql_json_text``'s canonical form of json.dumps' ASCII text."""
     if '\\"' not in text and '"-' not in text:
         return text
     return _MYSQL_STRING.sub(
@@ -417,6 +444,9 @@ class MySQLStoreSQL(StoreSQL):
 
     in_sql = True
     max_bound_parameters = 65535  # prepared statements count them in 16 bits
+    # PyMySQL parses each result column's descriptor (per execute) and value (per row)
+    # in Python; a parameter it only escapes.
+    lone_get_names_in_sql = True
     _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {
         "object": ("OBJECT",),
         "array": ("ARRAY",),
@@ -460,6 +490,13 @@ class MySQLStoreSQL(StoreSQL):
     ) -> ColumnElement[bool]:
         # Binary NO PAD on both sides: "a" != "a " != "A" (see MySQLOps.as_key).
         return self.dialect_ops.as_key(text) == self.dialect_ops.as_key(as_text(value))
+
+    def read_timestamp(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        # As text ("YYYY-MM-DD HH:MM:SS.ffffff", naive UTC): PyMySQL turns a DATETIME
+        # into a datetime in Python (a regular expression, a list, a constructor), then
+        # the store attaches UTC; datetime.fromisoformat parses the text in C, zone and
+        # all. Two timestamps per item read: ~0.25M instructions of a 20-item search.
+        return sa.cast(column, sa.String).label(column.key)
 
     def namespace_depth(self, prefix: ColumnElement[str]) -> ColumnElement[int]:
         dots = sa.func.char_length(prefix) - sa.func.char_length(sa.func.replace(prefix, ".", ""))

@@ -13,20 +13,22 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
 )
-from typing import Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -496,6 +498,37 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         else:
             found = self._run(lambda: lone_get_plan(settings, op, now), writes=False)
         return cast("Item | None", found[0])  # (a get's result)
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """``BaseStore.put``, the same checks and errors, straight to the lean plan of a
+        lone put (``_lane.py``) where ``batch`` of it would take it, rather than through
+        ``batch``'s list of ops (``_plan_of``, ``_kind``)."""
+        base_put_checks = internals.langgraph_put_checks()
+        if base_put_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+            super().put(namespace, key, value, index, ttl=ttl)  # (as in get)
+            return
+        validate_namespace, ensure_ttl = base_put_checks
+        validate_namespace(namespace)  # (TTLs: supported, as BaseStore.put asks)
+        op = PutOp(namespace, str(key), value, index=index, ttl=ensure_ttl(self.ttl_config, ttl))
+        check_op(op)
+        settings = self._settings
+        if self.read_only or not takes_put_lane(settings, op):
+            self._batch_now([op])  # (refused, or the batch plan's)
+            return
+        now = utc_now()
+        # (_kind of a lone put on the lane: prebuilt where the store's statements are)
+        if self.sql.in_sql:
+            self._run(lambda: declared_prebuilt(lone_put_plan(settings, op, now)))
+        else:
+            self._run(lambda: lone_put_plan(settings, op, now))
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:
         ops, documents, queries = self._prepare(checked)

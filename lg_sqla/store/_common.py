@@ -246,7 +246,7 @@ class GotRow(NamedTuple):
 
     @classmethod
     def of_lone(cls, row: Sequence[Any], prefix_hash: str, item_hash: str) -> GotRow:
-        """A row of ``_read.lone_get_statement`` (no key-hash columns), read by position,
+        """A row of ``_read.get_statement`` (no key-hash columns), read by position,
         whose hashes the caller knows."""
         prefix, key, value, created_at, updated_at, ttl = row
         if isinstance(value, (str, bytes)):

@@ -13,7 +13,8 @@ The store takes it for a batch of one ``GetOp`` wherever the batch plan would ru
 A lone put with a value, on a store without an index, on a dialect with a native
 upsert, is one statement in the batch plan too (``write_plan``: the upsert of its
 row, ``whole_plan`` as ``needs_no_transaction`` finds it); :func:`lone_put_plan`
-yields that step straight.
+yields that step straight, its statement in fewer parameters (``_write.lone_upsert``:
+the same row written).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
 from lg_sqla.store._common import GotRow, Settings, as_item, join_namespace
 from lg_sqla.store._read import lone_get_statement, refresh_statement
-from lg_sqla.store._write import item_row, upsert_statement
+from lg_sqla.store._write import lone_upsert
 
 
 def takes_put_lane(settings: Settings, op: PutOp) -> bool:
@@ -35,8 +36,9 @@ def takes_put_lane(settings: Settings, op: PutOp) -> bool:
 
 
 def lone_put_plan(settings: Settings, op: PutOp, now: dt.datetime) -> Plan[list[Result]]:
-    """The batch plan of ``op`` alone (``takes_put_lane``): the upsert of its row."""
-    yield Step(upsert_statement(settings), item_row(op, now), whole_plan=True)
+    """The batch plan of ``op`` alone (``takes_put_lane``): the upsert of its row
+    (``lone_upsert``)."""
+    yield Step(*lone_upsert(settings, op, now), whole_plan=True)
     return [None]
 
 
@@ -48,12 +50,17 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
     prefix = join_namespace(op.namespace)
     prefix_hash, item_hash = key_hash(prefix), key_hash(op.key)
     params = {"prefix_hash": prefix_hash, "key_hash": item_hash, "now": now}
+    names_in_sql = settings.sql.lone_get_names_in_sql
+    if names_in_sql:
+        params.update(prefix=prefix, key=op.key)
     outcome = yield Step(
         lone_get_statement(settings), params, fetch=True, whole_plan=True, positional=True
     )
     for fetched in outcome.rows:
-        # (the statement leaves out the key hashes: they are the parameters')
-        row = GotRow.of_lone(fetched, prefix_hash, item_hash)
+        # (the statement leaves out the key hashes, and maybe the names the SQL
+        # compared: they are the parameters')
+        named = (prefix, op.key, *fetched) if names_in_sql else fetched
+        row = GotRow.of_lone(named, prefix_hash, item_hash)
         # (by hash, as the batch plan: then the row whose names are the op's)
         if row.prefix != prefix or row.key != op.key:
             continue

@@ -54,14 +54,16 @@ def get_statement(settings: Settings, many: bool) -> sa.Select[Any]:
 
 
 def _items_where(settings: Settings, where: sa.ColumnElement[bool]) -> sa.Select[Any]:
-    """GotRow's columns of the items ``where`` holds, alive at ``now``."""
+    """GotRow's first six columns (not the key hashes: the reader knows them, and each
+    column costs the driver per row) of the items ``where`` holds, alive at ``now``."""
     t = store_items.c
     alive: sa.ColumnElement[bool] = sa.true()
     if settings.omit_expired:
         now = sa.bindparam("now", type_=t.expires_at.type)
         alive = sa.or_(t.expires_at.is_(None), t.expires_at > now)
-    columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
-    return sa.select(*columns, t.prefix_hash, t.key_hash).where(where, alive)
+    stamp = settings.sql.read_timestamp
+    columns = (t.prefix, t.key, t.value, stamp(t.created_at), stamp(t.updated_at), t.ttl_minutes)
+    return sa.select(*columns).where(where, alive)
 
 
 # Gets of up to this many keys in one batch take a statement of that many pairs of
@@ -97,18 +99,24 @@ def keys_statement_params(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
 
 
 def lone_get_statement(settings: Settings) -> sa.Select[Any]:
-    """:func:`get_statement` of one key without the two key-hash columns: a lone get
-    knows them (its own parameters), and each column costs the driver per row
-    (PyMySQL parses every column's descriptor in Python). Columns as ``LONE_COLUMNS``."""
+    """:func:`get_statement` of one key (columns as ``LONE_COLUMNS``); where the dialect
+    compares the names in SQL (``StoreSQL.lone_get_names_in_sql``, the parameters
+    ``prefix`` and ``key``), without the first two (the op's names)."""
+    full = get_statement(settings, False)
+    if not settings.sql.lone_get_names_in_sql:
+        return full
 
     def build() -> sa.Select[Any]:
-        full = get_statement(settings, False)
-        return full.with_only_columns(*(full.selected_columns[name] for name in LONE_COLUMNS))
+        t, exact = store_items.c, settings.sql.text_equals
+        return full.with_only_columns(*(full.selected_columns[n] for n in LONE_COLUMNS[2:])).where(
+            exact(t.prefix, sa.bindparam("prefix", type_=sa.String)),
+            exact(t.key, sa.bindparam("key", type_=sa.String)),
+        )
 
     return settings.dialect_ops.cached(("store.get.lone", settings.omit_expired), build)
 
 
-# The columns of lone_get_statement, in order: GotRow's, without the key hashes.
+# The columns of get_statement, in order: GotRow's, without the key hashes.
 LONE_COLUMNS = GotRow._fields[:6]
 
 
@@ -117,7 +125,12 @@ def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
     if not gets:
         return
     settings, now = batch.settings, batch.now
-    pairs = sorted({(key_hash(join_namespace(op.namespace)), key_hash(op.key)) for _, op in gets})
+    # (names -> hashes: the rows hold the names, not the hashes)
+    hashes: dict[tuple[str, str], tuple[str, str]] = {}
+    for _, op in gets:
+        prefix = join_namespace(op.namespace)
+        hashes[(prefix, op.key)] = (key_hash(prefix), key_hash(op.key))
+    pairs = sorted(set(hashes.values()))
     rows: list[Any] = []
     if len(pairs) == 1:  # the common case, a lone get: the simplest statement
         ((prefix_hash, item_hash),) = pairs
@@ -133,8 +146,13 @@ def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
             statement = get_statement(settings, True)
             params = {**chunk, "now": now}
             rows += (yield batch.step(statement, params, fetch=True, positional=True)).rows
-    # (GotRow's columns in order: get_statement's)
-    found = {(row.prefix, row.key): row for row in map(GotRow.at, rows)}
+    # The rows of the ops' names (not another item of the same hashes), by name.
+    found: dict[tuple[str, str], GotRow] = {}
+    for fetched in rows:
+        names = (fetched[0], fetched[1])
+        known = hashes.get(names)
+        if known is not None:
+            found[names] = GotRow.of_lone(fetched, *known)
     for i, op in gets:
         row = found.get((join_namespace(op.namespace), op.key))
         batch.results[i] = as_item(row) if row is not None else None

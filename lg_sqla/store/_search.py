@@ -46,7 +46,7 @@ def search_plan(batch: Batch, searches: Sequence[tuple[int, SearchOp]]) -> Plan[
     settings = batch.settings
     if settings.sql.in_sql and not settings.indexed:
         # Nothing to rank (no index): each search's page is the database's, as it is.
-        raw = yield from _fetch_search_rows(settings, searches, batch.now, batch.step)
+        raw = yield from _fetch_search_rows(settings, searches, batch.now, batch.step, lean=True)
         _plain_pages(batch, searches, raw)
         return
     op_of = dict(searches)
@@ -113,15 +113,17 @@ def _fetch_search_rows(
     searches: Sequence[tuple[int, SearchOp]],
     now: dt.datetime,
     step: Callable[..., Step],
+    lean: bool = False,
 ) -> Plan[Sequence[Any]]:
     """The rows of every search of the batch, each tagged with its op's index, as
     fetched (read by position): a page per search, filtered, ordered and cut in SQL
     (all filtered candidates of a search that ranks by similarity, which happens in
-    Python)."""
+    Python). ``lean``: the rows ``_plain_pages`` reads (``_search_select``)."""
     selects = []
     params: dict[str, Any] = {"now": now}
+    tagged = not lean or len(searches) > 1
     for j, (i, sop) in enumerate(searches):
-        statement, own = _search_select(settings, j, i, sop)
+        statement, own = _search_select(settings, j, i, sop, lean, tagged)
         selects.append(statement)
         params.update(own)
     outcome = yield step(union_of(selects), params, fetch=True, positional=True)
@@ -131,15 +133,21 @@ def _fetch_search_rows(
 def _plain_pages(
     batch: Batch, searches: Sequence[tuple[int, SearchOp]], rows: Sequence[Any]
 ) -> None:
-    """Each search's page from its rows (``_fetch_search_rows``: the op's index, then
-    GotRow's columns), straight to SearchItems: what ``GotRow.at`` and ``as_item`` make
-    of them, without a GotRow per row; one namespace tuple per prefix; the TTLs of
-    searches that refresh them noted."""
+    """Each search's page from its lean rows (``_fetch_search_rows``: the op's index
+    where the batch has several searches, then GotRow's first six columns), straight to
+    SearchItems: what ``GotRow.at`` and ``as_item`` make of them, without a GotRow per
+    row; one namespace tuple per prefix; the TTLs of searches that refresh them noted
+    (the key hashes computed here, for those rows only)."""
     pages: dict[int, list[SearchItem]] = {i: [] for i, _ in searches}
     refreshing = {i for i, sop in searches if sop.refresh_ttl}
     namespaces: dict[str, tuple[str, ...]] = {}
+    lone = searches[0][0] if len(searches) == 1 else None
     for row in rows:
-        i, prefix, key, value, created_at, updated_at, ttl = row[:7]
+        if lone is None:
+            i, prefix, key, value, created_at, updated_at, ttl = row
+        else:
+            i = lone
+            prefix, key, value, created_at, updated_at, ttl = row
         namespace = namespaces.get(prefix)
         if namespace is None:
             namespace = namespaces[prefix] = split_namespace(prefix)
@@ -147,17 +155,21 @@ def _plain_pages(
             value = parse_json(value)
         pages[i].append(SearchItem(namespace, key, value, utc(created_at), utc(updated_at)))
         if ttl is not None and i in refreshing:
-            batch.refresh[(row[7], row[8])] = ttl
+            batch.refresh[(key_hash(prefix), key_hash(key))] = ttl
     for i, page in pages.items():
         batch.results[i] = page
 
 
 def _search_select(
-    settings: Settings, j: int, i: int, sop: SearchOp
+    settings: Settings, j: int, i: int, sop: SearchOp, lean: bool = False, tagged: bool = True
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """The query of the batch's ``j``-th search (op ``i``) and its parameters (named
     ``s<j>_...``). Built once per filter shape: building a filter's expression costs
-    more than running it (~0.5 ms for one equality), values are parameters."""
+    more than running it (~0.5 ms for one equality), values are parameters.
+
+    Its columns: the op's index (unless not ``tagged``), then GotRow's, or with
+    ``lean`` only its first six, no key hashes (a page read as it is: each column costs the driver
+    per row, PyMySQL parsing every value and each column's descriptor in Python)."""
     sql = settings.sql
     ranked = bool(sop.query and settings.indexed)
     shape, values = flatten_filter(sop.filter) if sql.in_sql else ((), [])
@@ -189,9 +201,15 @@ def _search_select(
             )
         if shape:
             where.append(filter_condition(sql, t.value, shape, name))
-        columns = (t.prefix, t.key, t.value, t.created_at, t.updated_at, t.ttl_minutes)
+        stamp = sql.read_timestamp
+        columns = [t.prefix, t.key, t.value, stamp(t.created_at), stamp(t.updated_at)]
+        columns.append(t.ttl_minutes)
+        if not lean:
+            columns += [t.prefix_hash, t.key_hash]
+        if tagged:
+            columns.insert(0, op_tag(i))
         statement = (
-            sa.select(op_tag(i), *columns, t.prefix_hash, t.key_hash)
+            sa.select(*columns)
             .where(*where)
             # The official stores' order without a query: most recently updated first
             # (then the key, so that pages partition the results).
@@ -212,6 +230,8 @@ def _search_select(
         shape,
         paged,
         settings.omit_expired,
+        lean,
+        tagged,
     )
     params = filter_params(sql, values, name)
     if sop.namespace_prefix:

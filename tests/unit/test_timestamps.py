@@ -49,17 +49,34 @@ def test_sqlite_text_keeps_zero_microseconds_and_refuses_naive_times() -> None:
 
 @pytest.mark.parametrize("driver", ["psycopg", "pymysql", "asyncmy"])
 def test_server_drivers_get_the_utc_instant(driver: str) -> None:
-    """PostgreSQL keeps the zone (timestamptz); MySQL's DATETIME gets naive UTC."""
+    """PostgreSQL keeps the zone (timestamptz); MySQL's DATETIME gets naive UTC: the
+    very SQL literal the driver writes for the naive UTC datetime (PyMySQL and asyncmy
+    put parameters into the SQL text), from its text."""
+    from asyncmy import converters as asyncmy_literals
+    from pymysql import converters as pymysql_literals
     from sqlalchemy.dialects.mysql import asyncmy, pymysql
     from sqlalchemy.dialects.postgresql import psycopg
 
     dialect = {"psycopg": psycopg, "pymysql": pymysql, "asyncmy": asyncmy}[driver].dialect()
     process = UTCDateTime().bind_processor(dialect)
-    local = dt.datetime(2026, 3, 1, 0, 30, 0, 7, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     utc = dt.datetime(2026, 2, 28, 22, 30, 0, 7, tzinfo=dt.timezone.utc)
-    expected = utc if driver == "psycopg" else utc.replace(tzinfo=None)
-    assert process(local) == expected
-    assert (process(local).tzinfo is None) == (driver != "psycopg")
+    for microsecond in (7, 0):
+        utc = utc.replace(microsecond=microsecond)
+        local = utc.astimezone(dt.timezone(dt.timedelta(hours=2)))
+        if driver == "psycopg":
+            assert process(local) == utc
+            assert process(local).tzinfo is dt.timezone.utc
+            continue
+        literal = {"pymysql": pymysql_literals, "asyncmy": asyncmy_literals}[driver]
+        naive_utc = utc.replace(tzinfo=None)
+        assert process(local) == naive_utc.isoformat(" ", "microseconds")
+        # (the same instant: the fraction is written out even where it is 0)
+        read_back = dt.datetime.fromisoformat(literal.escape_item(process(local), "utf8mb4")[1:-1])
+        assert read_back == naive_utc
+        if microsecond:
+            assert literal.escape_item(process(local), "utf8mb4") == literal.escape_item(
+                naive_utc, "utf8mb4"
+            )
     assert process(None) is None
     with pytest.raises(ValueError, match="timezone-aware"):
         process(dt.datetime(2026, 1, 2))

@@ -6,10 +6,15 @@ Storage shape:
   ``channel_values``; its ``channel_versions`` (and ``versions_seen``) hold
   versions as strings, the form blob keys use.
 * a channel value lives in ``checkpoint_blobs`` at its version, written once,
-  when the version is new; except ``None`` (see ``inline_values``), kept in the
-  document's ``inline_values`` as ``{channel: [null]}``, and a versioned channel
+  when the version is new; except the values ``dump_values`` keeps inline: ``None``,
+  and under LangGraph's plain serializer small bool, int (64-bit) and str (up to
+  ``INLINE_STR_MAX`` characters, no NUL) of those exact types, kept in the
+  document's ``inline_values`` as ``{channel: [value]}`` (in every checkpoint
+  whose channel holds them, not once per version); and a versioned channel
   without a value (a DeltaChannel between snapshots, a consumed branch), which has
-  no row at all and loads as absent.
+  no row at all and loads as absent. A channel both inline and in a blob reads the
+  inline value; ``reencrypt`` under an encrypting serializer moves inline values
+  to blobs (``rotation``).
 * rows written before that are read alongside: an ``"empty"`` blob (how a
   versioned channel without a value used to be stored) loads as absent, a
   ``"null"`` blob as ``None``, whatever the document inlines.
@@ -392,37 +397,113 @@ def stores_none_plain(serde: SerializerProtocol) -> bool:
         return False
 
 
+# The longest str kept inline, in characters. An inline value is written again in
+# every later checkpoint document of the thread until its channel changes, where a
+# blob is written once per version, but a blob costs a row of its own (about 150
+# bytes of keys and header) and a primary-key index entry of about the same. Up to
+# 256 characters (at most ~1 KiB of UTF-8, ~1.5 KiB JSON-escaped) the document stays
+# small (MariaDB and SQLite rewrite it whole; PostgreSQL TOASTs it past 2 KiB) while
+# the names, flags, counters and short messages of a graph's state are inline.
+INLINE_STR_MAX = 256
+# The values probed to decide whether a serializer keeps bool/int/str as plain data
+# that reads back unchanged (edges of what may be inline included).
+_PLAIN_PROBES: tuple[Any, ...] = (True, False, 0, -1, _INT64_MAX, _INT64_MIN, "", 'q"\\é日\n')
+
+
+def _stores_primitives_plain(serde: SerializerProtocol) -> bool:
+    """Whether ``serde`` is LangGraph's own ``JsonPlusSerializer`` (not a subclass, not
+    wrapped: an encrypting or compressing layer, or a serializer of the user's, keeps
+    every value carrying data in ``checkpoint_blobs``, where encryption and
+    ``reencrypt`` reach it) and stores bool, int and str as plain data that loads back
+    equal and of the same type."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    if type(serde) is not JsonPlusSerializer:
+        return False
+    try:
+        for probe in _PLAIN_PROBES:
+            stored = serde.dumps_typed(probe)
+            back = serde.loads_typed(stored)
+            if stored[0] not in _PLAIN_TAGS or type(back) is not type(probe) or back != probe:
+                return False
+    except Exception:  # a serializer that refuses one keeps them all in blobs
+        return False
+    return True
+
+
+def inline_types(serde: SerializerProtocol) -> frozenset[type]:
+    """The types of the values ``serde``'s saver keeps in the checkpoint document
+    (``dump_values``; exact types: no subclass such as an IntEnum). Floats are never
+    among them: PostgreSQL's JSONB normalises numbers (``1e20`` reads back as an int,
+    ``-0.0`` as ``0``) and JSON has no NaN."""
+    kinds: set[type] = set()
+    if stores_none_plain(serde):
+        kinds.add(type(None))
+    if _stores_primitives_plain(serde):
+        kinds.update((bool, int, str))
+    return frozenset(kinds)
+
+
+def fits_inline(value: Any, kinds: frozenset[type]) -> bool:
+    """Whether ``value`` is kept in the document by a saver whose serializer inlines
+    ``kinds`` (:func:`inline_types`): its exact type is one of them, and every database's
+    JSON stores it as given (an int within 64 bits; a str of at most
+    ``INLINE_STR_MAX`` characters, valid Unicode, without NUL, which JSONB refuses)."""
+    kind = type(value)
+    if kind not in kinds:
+        return False
+    if kind is str:
+        return (
+            len(value) <= INLINE_STR_MAX
+            and "\x00" not in value
+            and (value.isascii() or _encodable(value))
+        )
+    if kind is int:
+        return bool(_INT64_MIN <= value <= _INT64_MAX)
+    return True  # None, bool
+
+
 def dump_values(
     serde: SerializerProtocol,
     values: Mapping[str, Any],
     versions: Mapping[str, Any],
     new_versions: ChannelVersions,
-    none_plain: bool | None = None,
+    kinds: frozenset[type] | None = None,
     shared: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
     """(inline values of the document, blob rows: ``shared``'s columns, then the key and
     value of each).
 
-    Inline: every versioned channel whose value is ``None`` (LangGraph's branch
-    channels, one new version per step), when the serializer stores ``None`` as plain
-    data, as PostgresSaver keeps primitives in its document: a blob row costs a row and
-    an index entry on every step for a value that says nothing. Only ``None``: a value
-    that carries data stays in ``checkpoint_blobs``, where the serializer's encryption
-    and ``reencrypt`` reach it. Blob rows: the other values of the channels whose
-    version is new; a new version without a value (a DeltaChannel between snapshots)
-    has no row and loads as absent. ``none_plain``: :func:`stores_none_plain` of
+    Inline: every versioned channel whose value :func:`fits_inline` (``None``, and with
+    LangGraph's plain serializer small bool, int and str), as PostgresSaver keeps
+    primitives in its document: a blob row costs a row, an index entry and, on SQLite
+    and MariaDB, a statement of the put, and ``get_tuple`` reads it back. A value that
+    carries data stays in ``checkpoint_blobs`` under any other serializer, where its
+    encryption and ``reencrypt`` reach it. Blob rows: the other values of the channels
+    whose version is new; a new version without a value (a DeltaChannel between
+    snapshots) has no row and loads as absent. ``kinds``: :func:`inline_types` of
     ``serde``, when the caller knows it.
     """
+    if kinds is None:
+        kinds = inline_types(serde)
     inline: dict[str, list[Any]] = {}
-    if any(values.get(channel, _ABSENT) is None for channel in versions):
-        if none_plain is None:
-            none_plain = stores_none_plain(serde)
-        if none_plain:
-            inline = {
-                channel_name(channel): [None]
-                for channel in versions
-                if values.get(channel, _ABSENT) is None
-            }
+    if kinds:
+        for channel in versions:
+            value = values.get(channel, _ABSENT)
+            kind = type(value)
+            # (fits_inline, checked here without a call per channel)
+            if kind not in kinds:
+                continue
+            if kind is str:
+                if (
+                    len(value) > INLINE_STR_MAX
+                    or "\x00" in value
+                    or not (value.isascii() or _encodable(value))
+                ):
+                    continue
+            elif kind is int and not _INT64_MIN <= value <= _INT64_MAX:
+                continue
+            inline[channel_name(channel)] = [value]
     rows = []
     for channel, version in new_versions.items():
         if channel in inline or channel not in values:

@@ -179,7 +179,7 @@ def missing_blob_rows(
     shared: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
     """Blob rows for every named blob, from the values in hand (the rare path)."""
-    _, rows = codec.dump_values(ctx.serde, values, versions, dict(keys), ctx.none_plain, shared)
+    _, rows = codec.dump_values(ctx.serde, values, versions, dict(keys), ctx.inline_types, shared)
     return rows
 
 

@@ -57,10 +57,11 @@ class Context:
     state_head: str | None = None
 
     @functools.cached_property
-    def none_plain(self) -> bool:
-        """Whether the serializer stores ``None`` as plain data (``codec.dump_values``):
-        asked once per context (a context lives as long as its saver's serializer)."""
-        return codec.stores_none_plain(self.serde)
+    def inline_types(self) -> frozenset[type]:
+        """The types of the values kept in the checkpoint document
+        (``codec.inline_types``): asked once per context (a context lives as long as its
+        saver's serializer)."""
+        return codec.inline_types(self.serde)
 
 
 def checked_migrations(

@@ -149,7 +149,8 @@ def put(
     new_versions: ChannelVersions,
 ) -> Plan[RunnableConfig]:
     """Blobs of new versions (insert-or-ignore) and the checkpoint row (upsert); ``None``
-    values inline in the checkpoint document (``codec.dump_values``). The checkpoint is
+    and small primitive values inline in the checkpoint document (``codec.dump_values``:
+    a put whose values are all inline is the one upsert). The checkpoint is
     written only with every blob it names (``complete``): a blob deleted meanwhile is
     written again from the values in hand."""
     rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
@@ -198,7 +199,7 @@ def _put_rows(
         "state_revision": revision,
     }
     inline, blob_rows = codec.dump_values(
-        ctx.serde, values, versions, new_versions, ctx.none_plain, shared
+        ctx.serde, values, versions, new_versions, ctx.inline_types, shared
     )
     if inline:
         document[codec.INLINE_KEY] = inline
@@ -289,9 +290,18 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     same transaction. The blobs this transaction wrote need no check: SQLite has one
     writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
     or found until the commit."""
-    yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
     new = rows.new
     checked = [key for key in rows.named if key not in new]
+    if not checked and not rows.blobs:
+        # Every value inline (or none new): the put is this one statement, atomic by
+        # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT).
+        statement = ctx.dialect_ops.cached(
+            ("upsert", C.name, tuple(_CHECKPOINT_UPDATE)),
+            lambda: ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE),
+        )
+        yield Step(statement, [rows.checkpoint], whole_plan=True)
+        return
+    yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
     if not checked:
         yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
         return

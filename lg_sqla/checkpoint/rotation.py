@@ -13,6 +13,14 @@ update is guarded by its old type tag, so:
 
 Rewriting never deserializes values (``lg_sqla.serde.rewrite`` only swaps the
 encryption/compression layers), so nothing is imported from the database.
+
+First, the values a plain serializer kept in checkpoint documents (small bool, int
+and str, ``codec.dump_values``) that the saver's serializer would not keep there are
+moved to ``checkpoint_blobs`` at their channel's version, serialized (encrypted) by
+it, and dropped from the document: after enabling encryption no value carrying data
+stays in plaintext. Batched the same way; each checkpoint row is locked while its
+document is rewritten (a put of the same checkpoint waits), and a value already
+moved is not found again.
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ from typing import Any
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from lg_sqla.checkpoint.codec import EMPTY_TYPE
+from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
-from lg_sqla.models import checkpoint_blobs, checkpoint_writes
+from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 from lg_sqla.plans import COMMIT, Plan, Step
 from lg_sqla.serde import needs_rewrite, rewrite
+from lg_sqla.shared import utc_now
 
 
 @dataclass
@@ -58,10 +68,12 @@ def reencrypt(
     source: SerializerProtocol | None = None,
     progress: Callable[[RotationReport], None] | None = None,
 ) -> Plan[RotationReport]:
-    """Rewrite every blob and write not in ``ctx.serde``'s current form."""
+    """Move the inline values ``ctx.serde`` would not inline to blobs, then rewrite
+    every blob and write not in its current form."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be an int >= 1, got {batch_size!r}")
     report = RotationReport()
+    yield from _move_inline_values(ctx, batch_size, report, progress)
     for table in (checkpoint_blobs, checkpoint_writes):
         counters = report.tables.setdefault(table.name, TableProgress())
         key = list(table.primary_key.columns)
@@ -118,3 +130,109 @@ def _rewrite_rows(
             counters.rewritten += 1
         else:
             counters.skipped_concurrent += 1
+
+
+def _to_move(ctx: Context, inline: dict[str, Any]) -> dict[str, Any]:
+    """The inline values ``ctx.serde``'s saver would keep in a blob (None never is)."""
+    kinds = ctx.inline_types
+    return {
+        channel: value
+        for channel, value in inline.items()
+        if value is not None and not codec.fits_inline(value, kinds)
+    }
+
+
+def _move_inline_values(
+    ctx: Context,
+    batch_size: int,
+    report: RotationReport,
+    progress: Callable[[RotationReport], None] | None,
+) -> Plan[None]:
+    """Checkpoints in primary-key order, ``batch_size`` with inline values at a time
+    (their ``INLINE_KEY`` member only); those holding a value to move are rewritten."""
+    table = checkpoints
+    counters = report.tables.setdefault(table.name, TableProgress())
+    key = list(table.primary_key.columns)
+    json_functions = ctx.dialect_ops.joins_channel_versions
+    if json_functions:
+        inline = ctx.dialect_ops.json_member(table.c.checkpoint, INLINE_KEY)
+        start = sa.select(*key, inline.label("inline")).where(inline.is_not(None))
+    else:  # (a database without JSON functions lg_sqla knows: every whole document)
+        start = sa.select(*key, table.c.checkpoint.label("inline"))
+    after: tuple[Any, ...] | None = None
+    while True:
+        page = start
+        if after is not None:
+            page = page.where(sa.tuple_(*key) > sa.tuple_(*after))
+        rows = (yield Step(page.order_by(*key).limit(batch_size), fetch=True)).rows
+        if not rows:
+            break
+        after = tuple(rows[-1])[: len(key)]
+        counters.scanned += len(rows)
+        stale = [
+            tuple(r)[: len(key)]
+            for r in rows
+            if _to_move(
+                ctx,
+                codec.inline_values_json(r.inline)
+                if json_functions
+                else codec.inline_values(codec.json_object(r.inline)),
+            )
+        ]
+        if stale:
+            counters.rewritten += yield from _move_rows(ctx, key, stale)
+        report.batches += 1
+        yield COMMIT
+        if progress is not None:
+            progress(report)
+
+
+def _move_rows(ctx: Context, key: list[sa.Column[Any]], stale: list[tuple[Any, ...]]) -> Plan[int]:
+    """Lock the checkpoints, write a blob for each inline value to move (insert-or-ignore:
+    one written before at that version holds the same value; the blob pass rewrites it
+    if stale) and the document without them; how many documents were rewritten."""
+    table = checkpoints
+    read = sa.select(*key, table.c.checkpoint, table.c.state_revision).where(
+        sa.tuple_(*key).in_(stale)
+    )
+    if ctx.dialect_ops.locks_rows:  # (SQLite: one writer at a time already)
+        read = read.with_for_update()
+    locked = (yield Step(read, fetch=True)).rows
+    blobs: list[dict[str, Any]] = []
+    documents: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    for row in locked:
+        document = codec.json_object(row.checkpoint)
+        inline = codec.inline_values(document)
+        versions = document.get("channel_versions") or {}
+        # (A value without a version has no blob key: never written so by a put.)
+        moving = {ch: v for ch, v in _to_move(ctx, inline).items() if ch in versions}
+        if not moving:
+            continue  # moved meanwhile
+        for channel, value in moving.items():
+            type_, blob = ctx.serde.dumps_typed(value)
+            blobs.append(
+                {
+                    "thread_id": row.thread_id,
+                    "checkpoint_ns_hash": row.checkpoint_ns_hash,
+                    "channel": channel,
+                    "version": versions[channel],
+                    "type": type_,
+                    "blob": blob,
+                    "created_at": utc_now(),
+                    "state_revision": row.state_revision,
+                }
+            )
+        kept = {ch: [v] for ch, v in inline.items() if ch not in moving}
+        document.pop(INLINE_KEY)
+        if kept:
+            document[INLINE_KEY] = kept
+        documents.append((tuple(row)[: len(key)], document))
+    # Blobs first: the document never names a value that is in neither place.
+    yield from ctx.dialect_ops.insert_ignore_rows(checkpoint_blobs, blobs)
+    for values, document in documents:
+        yield Step(
+            sa.update(table)
+            .where(*(col == value for col, value in zip(key, values, strict=True)))
+            .values(checkpoint=document)
+        )
+    return len(documents)

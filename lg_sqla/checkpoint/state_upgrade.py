@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 TABLES = {"checkpoints": C, "blobs": B, "writes": W}
 # A row already at the target: nothing to write.
 _UNCHANGED: Any = object()
+# None stays inline whatever the serializer (it carries no data to encrypt).
+_NONE: frozenset[type] = frozenset({type(None)})
 
 
 @dataclass(frozen=True)
@@ -473,15 +475,16 @@ class _Rewrite:
         inline: dict[str, Any],
         versions: dict[str, str],
     ) -> tuple[dict[str, list[Any]], list[Record]]:
-        """Values kept in the document (None): still None, they stay there; a value a
-        transform gave them goes to a blob at the channel's version."""
+        """Values kept in the document (None, small primitives): a value that still
+        fits there (``codec.fits_inline``) stays; one a transform made bigger or of
+        another type goes to a blob at the channel's version."""
         kept: dict[str, list[Any]] = {}
         moved: list[Record] = []
         for channel, value in inline.items():
             name, new = migrate_value(steps, channel, value)
             if new is DROPPED:
                 continue
-            if new is None or name not in versions:
+            if name not in versions or codec.fits_inline(new, self.ctx.inline_types | _NONE):
                 kept[name] = [new]
                 continue
             type_, blob = self.ctx.serde.dumps_typed(new)

@@ -423,7 +423,11 @@ def reencrypt(args: argparse.Namespace) -> int:
         raise CommandError(str(error), 2) from error
     with sync_saver(args, serde=serde) as saver:
         usage = saver.run(insp.storage(saver.context))
-        total = usage.tables["checkpoint_blobs"].rows + usage.tables["checkpoint_writes"].rows
+        # (checkpoints: those with inline values are scanned for values to move to blobs)
+        total = sum(
+            usage.tables[name].rows
+            for name in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        )
         with Progress("reencrypt", total, args) as progress:
             report = saver.reencrypt(
                 batch_size=args.batch_size,

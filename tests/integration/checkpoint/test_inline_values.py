@@ -1,4 +1,5 @@
-"""``None`` values inline in the checkpoint document, no row for a value-less version.
+"""``None`` and small primitive values inline in the checkpoint document, no row for a
+value-less version.
 
 What users rely on: a checkpoint reads back exactly as written whichever way its
 values are stored; databases written before (a ``"null"`` blob for ``None``, an
@@ -106,12 +107,13 @@ async def test_none_is_inline_and_a_value_less_version_has_no_row(
     versions = {**{k: 1 for k in values}, "delta": 1}  # delta: versioned, no value
     stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
 
-    assert _blob_channels(sync_engine, thread_id) == [
-        ("count", "msgpack"),
-        ("messages", "msgpack"),
-        ("name", "msgpack"),
-    ]
-    assert _documents(sync_engine, thread_id)[0][codec.INLINE_KEY] == {"branch": [None]}
+    # None and the small int and str are inline; the list is a blob.
+    assert _blob_channels(sync_engine, thread_id) == [("messages", "msgpack")]
+    assert _documents(sync_engine, thread_id)[0][codec.INLINE_KEY] == {
+        "branch": [None],
+        "count": [3],
+        "name": ["x"],
+    }
     got = await saver.get_tuple(stored)
     assert got is not None
     assert got.checkpoint["channel_values"] == values

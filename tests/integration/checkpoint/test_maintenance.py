@@ -19,6 +19,7 @@ from graph_helpers import delta_graph
 from helpers import checkpoint, config, count_statements, new_thread, table_counts
 
 from lg_sqla import AsyncSQLAlchemySaver, InvalidInputError, SQLAlchemySaver
+from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.maintenance import SweepReport
 
 # Also on a MariaDB database at the server's default charset (conftest.py).
@@ -137,17 +138,18 @@ def test_prune_keep_last_and_namespaces(sync_saver: SQLAlchemySaver) -> None:
 def test_gc_never_removes_a_shared_blob(sync_saver: SQLAlchemySaver) -> None:
     """A blob shared by a kept checkpoint (unchanged channel) survives pruning its creator."""
     thread_id = new_thread()
+    big = "v1" * codec.INLINE_STR_MAX  # (values too big to be kept in the document)
     first = sync_saver.put(
-        config(thread_id), checkpoint({"big": "v1", "x": 1}), {}, {"big": 1, "x": 1}
+        config(thread_id), checkpoint({"big": big, "x": [1]}), {}, {"big": 1, "x": 1}
     )
     parent = first
     for i in range(2, 6):
         parent = sync_saver.put(
-            parent, checkpoint({"big": "v1", "x": i}, {"big": 1, "x": i}), {}, {"x": i}
+            parent, checkpoint({"big": big, "x": [i]}, {"big": 1, "x": i}), {}, {"x": i}
         )
     sync_saver.prune([thread_id])
     latest = sync_saver.get_tuple(config(thread_id))
-    assert latest is not None and latest.checkpoint["channel_values"] == {"big": "v1", "x": 5}
+    assert latest is not None and latest.checkpoint["channel_values"] == {"big": big, "x": [5]}
     assert table_counts(sync_saver.engine, thread_id)["checkpoint_blobs"] == 2
 
 
@@ -287,7 +289,7 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
     parent = config(thread_id)
     for i in range(3):
         versions = {"v": i + 1, "keep": 1}
-        values = {"v": [i], "keep": "shared"}
+        values = {"v": [i], "keep": ["shared"]}
         parent = sync_saver.put(
             parent, checkpoint(values, versions), {"step": i}, versions if i == 0 else {"v": i + 1}
         )
@@ -304,7 +306,7 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
         )
     revived = sync_saver.put(
         parent,
-        checkpoint({"v": [9], "keep": "shared"}, {"v": 10, "keep": 1}),
+        checkpoint({"v": [9], "keep": ["shared"]}, {"v": 10, "keep": 1}),
         {"step": 9},
         {"v": 10},
     )
@@ -318,7 +320,7 @@ def test_sweep_delete_keeps_a_thread_that_came_back_to_life(sync_saver: SQLAlche
 
     got = sync_saver.get_tuple(config(thread_id))
     assert got is not None and got.config == revived
-    assert got.checkpoint["channel_values"] == {"v": [9], "keep": "shared"}
+    assert got.checkpoint["channel_values"] == {"v": [9], "keep": ["shared"]}
     assert got.pending_writes == [("t", "v", 9)]
     assert table_counts(engine, thread_id) == {
         "checkpoints": 1,

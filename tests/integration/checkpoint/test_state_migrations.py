@@ -31,6 +31,7 @@ from modes import either
 from state_app import V1, V2, build, first_input, later_input
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, cli
+from lg_sqla.checkpoint import codec
 from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
     RenameNode,
@@ -428,34 +429,40 @@ def test_a_none_kept_in_the_document_that_a_transform_gives_a_value_becomes_a_bl
 ) -> None:
     """``None`` values live in the checkpoint document, not in a blob: a transform that
     gives them a value reads it lazily, and the upgrade stores it as the channel's blob
-    (the document keeps only what is still ``None``)."""
+    (the document keeps only what is still ``None``, or a small primitive it may hold)."""
     engine = make_engine(fresh_database)
     SQLAlchemySaver(engine).setup()
     stored = SQLAlchemySaver(engine).put(
-        config(new_thread()), checkpoint({"note": None, "gone": None}), {}, {"note": 1, "gone": 1}
+        config(new_thread()),
+        checkpoint({"note": None, "short": None, "gone": None}),
+        {},
+        {"note": 1, "short": 1, "gone": 1},
     )
     filled = StateMigrations(
         [
             StateRevision(
                 "0001_note",
                 None,
-                [TransformChannel("note", lambda v: "(none)" if v is None else v)],
+                [
+                    TransformChannel("note", lambda v: ["(none)"] if v is None else v),
+                    TransformChannel("short", lambda v: "(none)" if v is None else v),
+                ],
             )
         ]
     )
     saver = SQLAlchemySaver(engine, state_migrations=filled)
+    expected = {"note": ["(none)"], "short": "(none)", "gone": None}
     lazily = saver.get_tuple(stored)
     assert lazily is not None
-    assert lazily.checkpoint["channel_values"] == {"note": "(none)", "gone": None}
+    assert lazily.checkpoint["channel_values"] == expected
     assert upgrade_state(saver).failures == []
     upgraded = saver.get_tuple(stored)
-    assert upgraded is not None and upgraded.checkpoint["channel_values"] == {
-        "note": "(none)",
-        "gone": None,
-    }
+    assert upgraded is not None and upgraded.checkpoint["channel_values"] == expected
     with engine.connect() as conn:
         blobs = conn.execute(sa.select(checkpoint_blobs.c.channel)).scalars().all()
+        document = conn.execute(sa.select(checkpoints.c.checkpoint)).scalar_one()
     assert blobs == ["note"]
+    assert codec.inline_values(codec.json_object(document)) == {"short": "(none)", "gone": None}
 
 
 def _steps_graph(node: str, checkpointer: Any) -> Any:

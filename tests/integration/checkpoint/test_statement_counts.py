@@ -4,7 +4,8 @@
 
 get_tuple is one statement (checkpoint + blobs joined through channel_versions
 + pending writes); list is one statement per page however many checkpoints,
-channels and writes the page holds; put is two (blobs, checkpoint), put_writes one.
+channels and writes the page holds; put is two (blobs, checkpoint), put_writes one;
+a put whose values are all kept in the document (small primitives) is one.
 """
 
 from __future__ import annotations
@@ -142,3 +143,27 @@ def test_puts_of_any_size_keep_their_statement_counts(
     assert loaded is not None
     assert loaded.checkpoint["channel_values"] == values
     assert loaded.pending_writes == [("tâche", ch, v) for ch, v in writes]
+
+
+def test_a_put_of_inline_values_is_one_statement(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """Small bool/int/str and None live in the checkpoint document: no blob statement
+    for a put whose channels hold only those, none to read back for get_tuple."""
+    engine = make_engine(backend)
+    saver = SQLAlchemySaver(engine)
+    thread_id = new_thread()
+    saver.get_tuple(config(thread_id))  # the one-off schema check
+    values = {"count": 0, "name": "ñame", "flag": True, "branch": None}
+    stored = config(thread_id)
+    for step in range(3):
+        versions = {**dict.fromkeys(values, 1), "count": step + 1}
+        new_versions = versions if step == 0 else {"count": step + 1}
+        current = {**values, "count": step}
+        with count_statements(engine) as c:
+            stored = saver.put(stored, checkpoint(current, versions), {}, new_versions)
+        assert c.count == 1, c.statements
+        with count_statements(engine) as c:
+            got = saver.get_tuple(stored)
+        assert c.count == 1, c.statements
+        assert got is not None and got.checkpoint["channel_values"] == current

@@ -87,6 +87,8 @@ def _copy_threads(saver: SQLAlchemySaver, template: str, first: int, last: int) 
             copies[table] = rows
         for start in range(first, last, 1000):
             for table, rows in copies.items():
+                if not rows:
+                    continue  # (the template's values may all be in its document)
                 batch = [
                     # Older than the template, each thread at its own time (ties
                     # of the updated_at index would be sorted, unlike real writes).

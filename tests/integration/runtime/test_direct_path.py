@@ -119,12 +119,18 @@ def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
             assert len(list(saver.list(config(thread_id)))) == 1
             reads = list(executed)
             executed.clear()
-            saver.put(config(thread_id), checkpoint({"a": 2}), {}, {"a": 2})
+            saver.put(config(thread_id), checkpoint({"a": [2]}, {"a": 2}), {}, {"a": 2})
+            with_blob = list(executed)
+            executed.clear()
+            # (a small int is kept in the checkpoint document: no blob step)
+            saver.put(config(thread_id), checkpoint({"a": 3}, {"a": 3}), {}, {"a": 3})
         finally:
             raw.set_trace_callback(None)
     assert len(reads) == 2 and all(s.lstrip().startswith("WITH page") for s in reads), reads
+    kinds = [s.split()[0].upper() for s in with_blob]
+    assert kinds == ["BEGIN", "INSERT", "INSERT", "COMMIT"], with_blob
     kinds = [s.split()[0].upper() for s in executed]
-    assert kinds == ["BEGIN", "INSERT", "INSERT", "COMMIT"], executed
+    assert kinds == ["BEGIN", "INSERT", "COMMIT"], executed
 
 
 async def test_connections_go_back_to_the_pool_transactional(backend: Backend, mode: str) -> None:

@@ -87,7 +87,8 @@ SAVER_CALLS: dict[str, Callable[[str], Arguments]] = {
     "get_tuple": lambda t: ((config(t),), {}),
     "get": lambda t: ((config(t),), {}),
     "list": lambda t: ((config(t),), {}),
-    "put": lambda t: ((config(t), checkpoint({"a": "x" * 100}), {}, {"a": 1}), {}),
+    # (bytes: a blob, counted in bytes_written; a short str would be kept in the document)
+    "put": lambda t: ((config(t), checkpoint({"a": b"x" * 100}), {}, {"a": 1}), {}),
     "put_writes": lambda t: ((config(t, checkpoint_id="1"), [("a", b"w")], "task"), {}),
     "delete_thread": lambda t: ((t + "-gone",), {}),
     "delete_for_runs": lambda t: ((["no-such-run"],), {}),

@@ -119,8 +119,9 @@ def put_as_before_0008(
     scratch SQLite database, its rows copied without them."""
     scratch = sa.create_engine("sqlite://")
     migrate.upgrade(scratch)
+    # (a list: a blob row, as every value was then; a small int is kept inline now)
     stored = SQLAlchemySaver(scratch).put(
-        config(thread_id), checkpoint({"a": 1}), metadata, {"a": 1}
+        config(thread_id), checkpoint({"a": [1]}), metadata, {"a": 1}
     )
 
     def older(table: sa.Table) -> sa.Table:
@@ -199,7 +200,7 @@ def test_revision_0009_reads_existing_rows_as_state_revision_zero_and_back(
     renamed = StateMigrations([StateRevision("r1", None, [RenameChannel("a", "b")])])
     saver = SQLAlchemySaver(engine, state_migrations=renamed)
     got = saver.get_tuple(stored)
-    assert got is not None and got.checkpoint["channel_values"] == {"b": 1}
+    assert got is not None and got.checkpoint["channel_values"] == {"b": [1]}
     saver.put(stored, checkpoint({"b": 2}, {"b": 2}), {"step": 2}, {"b": 2})
     with engine.connect() as conn:
         revisions = conn.execute(sa.select(checkpoints.c.state_revision)).scalars().all()

@@ -96,6 +96,10 @@ class DialectOps:
     # True when `channel_versions` can be expanded into rows inside a statement,
     # so a checkpoint and its blobs come back in one round trip.
     joins_channel_versions = False
+    # True: a column of a UNION may hold values of different types in its branches
+    # (SQLite's dynamic typing), so the load statement's rows share more columns
+    # (checkpoint.statements.load_layout). Elsewhere a column keeps one type.
+    union_columns_any_type = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page

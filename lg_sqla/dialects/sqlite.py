@@ -38,6 +38,7 @@ class SQLiteOps(OnConflictOps):
     name = "sqlite"
     one_writer_at_a_time = True
     joins_channel_versions = True
+    union_columns_any_type = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
     # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
     # written by a version from before it.

@@ -408,16 +408,17 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if not ctx.dialect_ops.joins_channel_versions:
         return (yield from _load_page_portable(ctx, q))
+    # (the statement and its reader in the same layout, chosen once here)
+    layout = load_layout(ctx.dialect_ops, q.limit == 1)
     rows = (
         yield Step(
-            load_statement(ctx.dialect_ops, q),
+            load_statement(ctx.dialect_ops, q, layout),
             page_params(q),
             fetch=True,
             whole_plan=True,
             positional=True,
         )
     ).rows
-    layout = load_layout(ctx.dialect_ops, q.limit == 1)
     if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
         # Rows at a state revision: read in the newest shape (or refused: unknown).
         return state_reads.assemble_page(ctx, layout, rows)

@@ -109,7 +109,8 @@ def _keyless(row: Sequence[Any]) -> PageKey:
 # type on every database (checkpoint_id/channel, parent_checkpoint_id/task_id: key
 # strings; checkpoint_ns/task_path: long text), as MySQL refuses a UNION column of
 # two collations. Where a column may hold any type (SQLite), the JSON documents also
-# share with a write's idx, type or blob.
+# share with a write's idx, type or blob; on MariaDB, the checkpoint with the blob
+# (DialectOps.union_sharing).
 _SAME_TYPE_KEYLESS = LoadLayout(
     [
         ("kind", "kind"),
@@ -174,12 +175,50 @@ _ANY_TYPE_KEYED = LoadLayout(
 )
 
 
+_JSON_WITH_BINARY_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint_ns", "task_path"),
+        ("thread_id", "type"),
+        (None, "idx"),
+        ("checkpoint", "blob"),
+        ("metadata", None),
+    ],
+    keyed=False,
+)
+_JSON_WITH_BINARY_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("parent_checkpoint_id", "channel"),
+        (None, "task_id"),
+        ("checkpoint_ns", "task_path"),
+        (None, "type"),
+        (None, "idx"),
+        ("checkpoint", "blob"),
+        ("metadata", None),
+    ],
+    keyed=True,
+)
+# DialectOps.union_sharing -> (keyless, keyed) layouts.
+_LAYOUTS = {
+    "none": (_SAME_TYPE_KEYLESS, _SAME_TYPE_KEYED),
+    "json_with_binary": (_JSON_WITH_BINARY_KEYLESS, _JSON_WITH_BINARY_KEYED),
+    "any": (_ANY_TYPE_KEYLESS, _ANY_TYPE_KEYED),
+}
+
+
 def load_layout(dialect_ops: DialectOps, one_checkpoint: bool) -> LoadLayout:
     """The columns of ``select_load``'s rows on this database, for a page of one
     checkpoint (``get_tuple``: no keys on its blobs and writes) or of several."""
-    if dialect_ops.union_columns_any_type:
-        return _ANY_TYPE_KEYLESS if one_checkpoint else _ANY_TYPE_KEYED
-    return _SAME_TYPE_KEYLESS if one_checkpoint else _SAME_TYPE_KEYED
+    keyless, keyed = _LAYOUTS[dialect_ops.union_sharing()]
+    return keyless if one_checkpoint else keyed
 
 
 def page_key(row: Record) -> PageKey:
@@ -318,8 +357,10 @@ def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     return stmt
 
 
-def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
-    """``select_load`` of the page, built once per query shape and dialect.
+def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) -> Executable:
+    """``select_load`` of the page in the columns of ``layout`` (``load_layout``: its
+    reader's, which may depend on what the engine learned when it connected), built
+    once per query shape, layout and dialect.
 
     Building a UNION of this size costs about as much as running it on SQLite,
     so statements without metadata filters (get_tuple, history paging) are kept
@@ -336,11 +377,12 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
             select_page(dialect_ops, q),
             thread,
             one_checkpoint=q.limit == _LITERAL_LIMIT,
+            layout=layout,
         )
 
     if q.filter:
         return build()
-    return dialect_ops.cached(("load", *_shape(q)), build)
+    return dialect_ops.cached(("load", layout, *_shape(q)), build)
 
 
 def _null() -> ColumnElement[Any]:
@@ -390,16 +432,19 @@ def select_load(
     thread: ColumnElement[Any] | None = None,
     *,
     one_checkpoint: bool = False,
+    layout: LoadLayout | None = None,
 ) -> sa.CompoundSelect[Any]:
     """One statement: the page's checkpoint rows, their blobs, writes and parent sends
     (``thread``: the page's one thread, as a bound value, where it has one), in the
-    columns of ``load_layout(dialect_ops, one_checkpoint)``.
+    columns of ``layout`` (by default ``load_layout(dialect_ops, one_checkpoint)``).
 
     ``one_checkpoint``: the page holds one checkpoint at most (``get_tuple``), so every
     other row is its own: those rows carry no checkpoint keys, which would only
     repeat its three key strings on each of its blobs and writes.
     """
-    layout = load_layout(dialect_ops, one_checkpoint)
+    if layout is None:
+        layout = load_layout(dialect_ops, one_checkpoint)
+    assert layout.keyed != one_checkpoint
     page = dialect_ops.page_cte(page_stmt)
     owner_keys: dict[str, ColumnElement[Any]] = (
         {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}

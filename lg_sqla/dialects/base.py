@@ -96,10 +96,6 @@ class DialectOps:
     # True when `channel_versions` can be expanded into rows inside a statement,
     # so a checkpoint and its blobs come back in one round trip.
     joins_channel_versions = False
-    # True: a column of a UNION may hold values of different types in its branches
-    # (SQLite's dynamic typing), so the load statement's rows share more columns
-    # (checkpoint.statements.load_layout). Elsewhere a column keeps one type.
-    union_columns_any_type = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page
@@ -322,6 +318,14 @@ class DialectOps:
         """Settings lg_sqla needs on a DBAPI session before a call runs on it, made once
         per DBAPI connection (remembered in ``pooled.info``). ``options``: the engine's
         execution options. Raw DBAPI errors propagate (the runtime wraps them)."""
+
+    def union_sharing(self) -> str:
+        """Which values of different types one column of a UNION may hold in its
+        branches (the load statement's rows share columns: checkpoint.statements.
+        load_layout): "any" (dynamic typing), "json_with_binary" (a JSON document and
+        a binary value: the column is binary, the documents come back as UTF-8 bytes),
+        or "none" (a column keeps one type, and strings one collation)."""
+        return "none"
 
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""

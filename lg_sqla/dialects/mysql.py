@@ -245,6 +245,13 @@ class MySQLOps(DialectOps):
             {name: sa.case((replace, stmt.inserted[name]), else_=table.c[name]) for name in update}
         )
 
+    def union_sharing(self) -> str:
+        # MariaDB's JSON is LONGTEXT: in a UNION with a LONGBLOB, the column is binary
+        # (PyMySQL and asyncmy then parse no charset for it). MySQL's JSON is a type
+        # of its own, and a key string and a text column have different collations
+        # on both, which a UNION refuses to mix.
+        return "json_with_binary" if getattr(self._dialect, "is_mariadb", False) else "none"
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         keys = _MySQLChannelKeys(doc).table_valued(
             sa.column("channel_n", sa.Integer), sa.column("channel_key", sa.String)

@@ -38,7 +38,6 @@ class SQLiteOps(OnConflictOps):
     name = "sqlite"
     one_writer_at_a_time = True
     joins_channel_versions = True
-    union_columns_any_type = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
     # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
     # written by a version from before it.
@@ -113,6 +112,9 @@ class SQLiteOps(OnConflictOps):
         if sqlite3.sqlite_version_info >= (3, 35):
             cte = cte.prefix_with("NOT MATERIALIZED")
         return cte
+
+    def union_sharing(self) -> str:
+        return "any"  # (a column's values have their own types)
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(

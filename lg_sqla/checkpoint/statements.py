@@ -22,7 +22,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
-from lg_sqla.dialects import DialectOps, ordered_join
+from lg_sqla.dialects import DialectOps, ordered_join, sql_constant
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -466,8 +466,8 @@ def select_load(
     parent_sends = writes.select(
         KIND_PARENT_SEND,
         page.c.parent_checkpoint_id,
-        W.c.channel == TASKS,
-        page.c.checkpoint["v"].as_integer() < 4,
+        W.c.channel == sql_constant(TASKS),
+        dialect_ops.document_integer(page.c.checkpoint, "v") < sql_constant(4),
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import struct
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -246,6 +247,12 @@ class DialectOps:
         once; MySQL/MariaDB once per reference, each an index range of the page)."""
         return page.cte("page")
 
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        """``doc[key]`` as an integer (NULL where missing or null); ``key``, a plain
+        name of lg_sqla's own (``sql_constant``), written into the SQL."""
+        member: ColumnElement[int] = doc[key].as_integer()
+        return member
+
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
         return self.as_key(doc[("channel_versions", channel)].as_string())
@@ -448,6 +455,24 @@ def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[boo
     """Rows of ``table`` whose primary key equals one of ``rows``' keys (portable SQL)."""
     pk = list(table.primary_key.columns)
     return sa.or_(*(sa.and_(*(col == row[col.name] for col in pk)) for row in rows))
+
+
+# What a constant written into a statement's SQL may hold: no quote, backslash or
+# percent sign, so it reads the same in every dialect's string literal.
+_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" ]*')
+
+
+def sql_constant(value: str | int) -> ColumnElement[Any]:
+    """A constant of lg_sqla's own (a JSON path, a channel name, a format version)
+    written into the SQL rather than bound: the drivers adapt every bound value on
+    every execute (PyMySQL escapes each in Python), and these never change."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"not a SQL constant: {value!r}")
+    if isinstance(value, int):
+        return sa.literal_column(str(value), sa.Integer)
+    if not _PLAIN_CONSTANT.fullmatch(value):
+        raise ValueError(f"not a plain SQL constant: {value!r}")
+    return sa.literal_column(f"'{value}'", sa.String)
 
 
 def ordered_join(left: FromClause, right: FromClause, on: ColumnElement[bool]) -> OrderedJoin:

@@ -28,6 +28,7 @@ from lg_sqla.dialects.base import (
     StoreSQL,
     one_of,
     render_ordered_join,
+    sql_constant,
 )
 from lg_sqla.errors import InvalidInputError
 
@@ -116,10 +117,13 @@ class SQLiteOps(OnConflictOps):
     def union_sharing(self) -> str:
         return "any"  # (a column's values have their own types)
 
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        return sa.cast(sa.func.json_extract(doc, sql_constant(f'$."{key}"')), sa.Integer)
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
-        pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(
-            "key", "value"
-        )
+        pairs: TableValuedAlias = sa.func.json_each(
+            doc, sql_constant("$.channel_versions")
+        ).table_valued("key", "value")
         return pairs, pairs.c.key, pairs.c.value
 
     def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:

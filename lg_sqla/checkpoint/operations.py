@@ -45,7 +45,7 @@ from lg_sqla.checkpoint.statements import (
     LoadLayout,
     PageKey,
     PageQuery,
-    load_layout,
+    layout_of,
     load_statement,
     page_key,
     page_params,
@@ -409,7 +409,7 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     if not ctx.dialect_ops.joins_channel_versions:
         return (yield from _load_page_portable(ctx, q))
     # (the statement and its reader in the same layout, chosen once here)
-    layout = load_layout(ctx.dialect_ops, q.limit == 1)
+    layout = layout_of(ctx.dialect_ops, q)
     rows = (
         yield Step(
             load_statement(ctx.dialect_ops, q, layout),
@@ -421,9 +421,9 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     ).rows
     if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
         # Rows at a state revision: read in the newest shape (or refused: unknown).
-        return state_reads.assemble_page(ctx, layout, rows)
+        return state_reads.assemble_page(ctx, q, layout, rows)
     if not layout.keyed:
-        return _load_one(ctx, layout, rows)
+        return _load_one(ctx, q, layout, rows)
     # Rows by position (statements.LoadLayout).
     checkpoint_rows: list[Record] = []
     blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
@@ -434,7 +434,7 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     for row in rows:
         kind = row[AT_KIND]
         if kind == KIND_CHECKPOINT:
-            checkpoint_rows.append(layout.record(row))
+            checkpoint_rows.append(layout.record(row, q))
         elif kind == KIND_BLOB:
             blobs[key_of(row)].append(blob_of(row))
         else:
@@ -442,7 +442,9 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
 
 
-def _load_one(ctx: Context, layout: LoadLayout, rows: Sequence[Any]) -> list[CheckpointTuple]:
+def _load_one(
+    ctx: Context, q: PageQuery, layout: LoadLayout, rows: Sequence[Any]
+) -> list[CheckpointTuple]:
     """``load_page``'s rows of a page of one (get_tuple): every blob and write is the
     checkpoint's own, so they carry no keys."""
     checkpoint_row: Record | None = None
@@ -455,7 +457,7 @@ def _load_one(ctx: Context, layout: LoadLayout, rows: Sequence[Any]) -> list[Che
         if kind == KIND_BLOB:
             blobs.append(blob_of(row))
         elif kind == KIND_CHECKPOINT:
-            checkpoint_row = layout.record(row)
+            checkpoint_row = layout.record(row, q)
         else:
             (writes if kind == KIND_WRITE else sends).append(write_of(row))
     if checkpoint_row is None:
@@ -517,11 +519,13 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
     checkpoint_id = codec.checkpoint_id_of(config)
+    namespace = _namespace(config)
     q = PageQuery(
         thread_id=codec.thread_id_of(config),
-        ns_hash=key_hash(_namespace(config)),
+        ns_hash=key_hash(namespace),
         checkpoint_id=checkpoint_id,
         limit=1,
+        namespace=namespace,
     )
     tuples = yield from load_page(ctx, q)
     return tuples[0] if tuples else None

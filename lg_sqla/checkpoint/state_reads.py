@@ -39,6 +39,7 @@ from lg_sqla.checkpoint.statements import (
     KIND_WRITE,
     LoadLayout,
     PageKey,
+    PageQuery,
     claim_keyless,
     page_key,
 )
@@ -64,7 +65,9 @@ def _row_name(row: Record) -> str:
     return f"checkpoint {checkpoint!r} of thread {thread!r}"
 
 
-def assemble_page(ctx: Context, layout: LoadLayout, rows: Sequence[Any]) -> list[CheckpointTuple]:
+def assemble_page(
+    ctx: Context, q: PageQuery, layout: LoadLayout, rows: Sequence[Any]
+) -> list[CheckpointTuple]:
     """``operations.load_page``'s tuples, newest first, from the load UNION's rows (by
     position, ``layout``), each in the newest state shape."""
     checkpoint_rows: list[Record] = []
@@ -74,7 +77,7 @@ def assemble_page(ctx: Context, layout: LoadLayout, rows: Sequence[Any]) -> list
     for row in rows:
         kind = row[AT_KIND]
         if kind == KIND_CHECKPOINT:
-            checkpoint_rows.append(layout.record(row))
+            checkpoint_rows.append(layout.record(row, q))
             continue
         revision = row[AT_STATE_REVISION]
         if kind == KIND_BLOB:

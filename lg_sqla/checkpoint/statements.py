@@ -78,7 +78,7 @@ class LoadLayout:
         self.keyed = keyed
         self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
         self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
-        # Each checkpoint column once; ns_hash (None) where the rows carry no keys.
+        # Each checkpoint column the rows carry; the others (keyless: the keys) None.
         self._record = [(name, self.checkpoint_at.get(name)) for name in CHECKPOINT_COLUMNS]
         value_at = self.value_at
         # (in C: a tuple of a row's values in the order of codec.StoredWrite/StoredBlob)
@@ -96,9 +96,13 @@ class LoadLayout:
             else _keyless
         )
 
-    def record(self, row: Sequence[Any]) -> dict[str, Any]:
-        """A checkpoint row's values by name (``CHECKPOINT_COLUMNS``)."""
-        return {name: None if at is None else row[at] for name, at in self._record}
+    def record(self, row: Sequence[Any], q: PageQuery) -> dict[str, Any]:
+        """A checkpoint row's values by name (``CHECKPOINT_COLUMNS``); keyless, its
+        thread and namespace are the query's (``q``: the page's)."""
+        found = {name: None if at is None else row[at] for name, at in self._record}
+        if not self.keyed:
+            found["thread_id"], found["checkpoint_ns"] = q.thread_id, q.namespace
+        return found
 
 
 def _keyless(row: Sequence[Any]) -> PageKey:
@@ -111,14 +115,16 @@ def _keyless(row: Sequence[Any]) -> PageKey:
 # two collations. Where a column may hold any type (SQLite), the JSON documents also
 # share with a write's idx, type or blob; on MariaDB, the checkpoint with the blob
 # (DialectOps.union_sharing).
+# Keyless (get_tuple): the checkpoint row carries no thread_id or checkpoint_ns either,
+# which the query names (PageQuery.namespace).
 _SAME_TYPE_KEYLESS = LoadLayout(
     [
         ("kind", "kind"),
         ("state_revision", "state_revision"),
         ("checkpoint_id", "channel"),
         ("parent_checkpoint_id", "task_id"),
-        ("checkpoint_ns", "task_path"),
-        ("thread_id", "type"),
+        (None, "task_path"),
+        (None, "type"),
         (None, "idx"),
         (None, "blob"),
         ("checkpoint", None),
@@ -144,20 +150,21 @@ _SAME_TYPE_KEYED = LoadLayout(
     ],
     keyed=True,
 )
-_ANY_TYPE_KEYLESS = LoadLayout(
+# PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
+_TEXT_DOCUMENTS_KEYLESS = LoadLayout(
     [
         ("kind", "kind"),
         ("state_revision", "state_revision"),
         ("checkpoint_id", "channel"),
-        ("checkpoint_ns", "task_id"),
-        ("parent_checkpoint_id", "task_path"),
-        ("checkpoint", "idx"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
         ("metadata", "type"),
-        ("thread_id", "blob"),
+        (None, "idx"),
+        (None, "blob"),
     ],
     keyed=False,
 )
-_ANY_TYPE_KEYED = LoadLayout(
+_TEXT_DOCUMENTS_KEYED = LoadLayout(
     [
         ("kind", "kind"),
         ("state_revision", "state_revision"),
@@ -167,25 +174,23 @@ _ANY_TYPE_KEYED = LoadLayout(
         ("checkpoint_ns", "channel"),
         ("parent_checkpoint_id", "task_id"),
         ("checkpoint", "task_path"),
-        ("metadata", "idx"),
-        (None, "type"),
+        ("metadata", "type"),
+        (None, "idx"),
         (None, "blob"),
     ],
     keyed=True,
 )
-
-
+# MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
 _JSON_WITH_BINARY_KEYLESS = LoadLayout(
     [
         ("kind", "kind"),
         ("state_revision", "state_revision"),
         ("checkpoint_id", "channel"),
         ("parent_checkpoint_id", "task_id"),
-        ("checkpoint_ns", "task_path"),
-        ("thread_id", "type"),
+        ("metadata", "task_path"),
+        (None, "type"),
         (None, "idx"),
         ("checkpoint", "blob"),
-        ("metadata", None),
     ],
     keyed=False,
 )
@@ -206,9 +211,39 @@ _JSON_WITH_BINARY_KEYED = LoadLayout(
     ],
     keyed=True,
 )
+_ANY_TYPE_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "idx"),
+        (None, "type"),
+        (None, "blob"),
+    ],
+    keyed=False,
+)
+_ANY_TYPE_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("checkpoint_ns", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "idx"),
+        (None, "type"),
+        (None, "blob"),
+    ],
+    keyed=True,
+)
 # DialectOps.union_sharing -> (keyless, keyed) layouts.
 _LAYOUTS = {
     "none": (_SAME_TYPE_KEYLESS, _SAME_TYPE_KEYED),
+    "documents_as_text": (_TEXT_DOCUMENTS_KEYLESS, _TEXT_DOCUMENTS_KEYED),
     "json_with_binary": (_JSON_WITH_BINARY_KEYLESS, _JSON_WITH_BINARY_KEYED),
     "any": (_ANY_TYPE_KEYLESS, _ANY_TYPE_KEYED),
 }
@@ -216,9 +251,19 @@ _LAYOUTS = {
 
 def load_layout(dialect_ops: DialectOps, one_checkpoint: bool) -> LoadLayout:
     """The columns of ``select_load``'s rows on this database, for a page of one
-    checkpoint (``get_tuple``: no keys on its blobs and writes) or of several."""
+    checkpoint of a thread and namespace the query names (``get_tuple``: no keys on
+    its rows) or of several."""
     keyless, keyed = _LAYOUTS[dialect_ops.union_sharing()]
     return keyless if one_checkpoint else keyed
+
+
+def layout_of(dialect_ops: DialectOps, q: PageQuery) -> LoadLayout:
+    """``load_layout`` of the page ``q`` asks for: keyless where it is one checkpoint of
+    a thread and namespace it names (``PageQuery.namespace``)."""
+    one = q.namespace is not None
+    if one and (q.limit != _LITERAL_LIMIT or q.thread_id is None or q.ns_hash is None):
+        raise ValueError("a page query names its namespace for one checkpoint of a thread")
+    return load_layout(dialect_ops, one)
 
 
 def page_key(row: Record) -> PageKey:
@@ -244,6 +289,9 @@ class PageQuery:
     filter: Mapping[str, Any] | None = None
     after: PageKey | None = None
     limit: int | None = None
+    # The namespace ns_hash is the hash of, where the query is for one checkpoint of
+    # a thread (get_tuple): its rows then need not carry the thread or namespace.
+    namespace: str | None = None
 
 
 def _param(name: str) -> sa.BindParameter[Any]:
@@ -376,7 +424,7 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) ->
             dialect_ops,
             select_page(dialect_ops, q),
             thread,
-            one_checkpoint=q.limit == _LITERAL_LIMIT,
+            one_checkpoint=not layout.keyed,
             layout=layout,
         )
 
@@ -486,6 +534,8 @@ def _loaded_checkpoints(dialect_ops: DialectOps, layout: LoadLayout, page: Any) 
     for at, (name, value_name) in enumerate(layout.slots):
         if at == AT_KIND:
             column: ColumnElement[Any] = sa.literal_column(str(KIND_CHECKPOINT), sa.Integer)
+        elif name in ("checkpoint", "metadata"):
+            column = dialect_ops.document_text(page.c[name])
         elif name is not None:
             column = page.c[name]
         else:

@@ -331,8 +331,13 @@ class DialectOps:
         branches (the load statement's rows share columns: checkpoint.statements.
         load_layout): "any" (dynamic typing), "json_with_binary" (a JSON document and
         a binary value: the column is binary, the documents come back as UTF-8 bytes),
-        or "none" (a column keeps one type, and strings one collation)."""
+        "documents_as_text" (``document_text`` is text, which shares a column with
+        strings), or "none" (a column keeps one type, and strings one collation)."""
         return "none"
+
+    def document_text(self, doc: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A JSON document column as the load statement reads it: as stored here."""
+        return doc
 
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""

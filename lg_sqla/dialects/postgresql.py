@@ -231,6 +231,14 @@ class PostgresOps(OnConflictOps):
         pairs: TableValuedAlias = sa.func.jsonb_each_text(versions).table_valued("key", "value")
         return pairs, pairs.c.key, pairs.c.value
 
+    def union_sharing(self) -> str:
+        return "documents_as_text"
+
+    def document_text(self, doc: ColumnElement[Any]) -> ColumnElement[Any]:
+        # jsonb as its text: parsed by orjson (codec.json_loads) rather than by the
+        # driver's json.loads, and sharing a text column of the load statement.
+        return sa.cast(doc, sa.Text)
+
     def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
         return sa.cast(doc.op("->>", return_type=sa.Text)(sql_constant(key)), sa.Integer)
 

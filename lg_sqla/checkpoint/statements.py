@@ -494,6 +494,8 @@ def select_load(
         layout = load_layout(dialect_ops, one_checkpoint)
     assert layout.keyed != one_checkpoint
     page = dialect_ops.page_cte(page_stmt)
+    if one_checkpoint and thread is not None and dialect_ops.scalar_page_lookups:
+        return _one_by_scalars(dialect_ops, layout, page, page_stmt, thread)
     owner_keys: dict[str, ColumnElement[Any]] = (
         {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}
         if layout.keyed
@@ -518,6 +520,62 @@ def select_load(
         dialect_ops.document_integer(page.c.checkpoint, "v") < sql_constant(4),
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
+
+
+def _one_by_scalars(
+    dialect_ops: DialectOps,
+    layout: LoadLayout,
+    page: Any,
+    page_stmt: sa.Select[Any],
+    thread: ColumnElement[Any],
+) -> sa.CompoundSelect[Any]:
+    """``select_load`` of one checkpoint of a thread and namespace (bound values) where
+    the database runs an uncorrelated scalar subquery once per statement
+    (``DialectOps.scalar_page_lookups``): each branch takes the one value of the page
+    it needs (the document, the id, the parent's id) and looks its rows up by that
+    key, rather than joining the page, whose lookup each join would run again (the
+    id alone is read from the index)."""
+    ns_hash = _param("ns_hash")
+
+    def of_page(value: ColumnElement[Any]) -> ColumnElement[Any]:
+        return page_stmt.with_only_columns(value).scalar_subquery()
+
+    pairs, channel, version = dialect_ops.channel_versions(of_page(C.c.checkpoint))
+    blob, blob_on = dialect_ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == thread,
+            B.c.checkpoint_ns_hash == ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
+        ),
+    )
+    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
+    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
+        ordered_join(pairs, blob, blob_on)
+    )
+    write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
+
+    def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
+        return sa.select(*_value_columns(layout, kind, write_values)).where(
+            W.c.thread_id == thread,
+            W.c.checkpoint_ns_hash == ns_hash,
+            W.c.checkpoint_id == checkpoint_id,
+            *extra,
+        )
+
+    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
+    below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    return sa.union_all(
+        _loaded_checkpoints(dialect_ops, layout, page),
+        blobs,
+        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id)),
+        writes_of(
+            KIND_PARENT_SEND,
+            of_page(sa.case((below_v4, C.c.parent_checkpoint_id))),
+            W.c.channel == sql_constant(TASKS),
+        ),
+    )
 
 
 def _untyped(column: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -97,6 +97,10 @@ class DialectOps:
     # True when `channel_versions` can be expanded into rows inside a statement,
     # so a checkpoint and its blobs come back in one round trip.
     joins_channel_versions = False
+    # True: the load statement of one checkpoint reads the page by uncorrelated scalar
+    # subqueries, which the database runs once per statement (checkpoint.statements:
+    # _one_by_scalars), rather than joining the page in each branch.
+    scalar_page_lookups = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page

@@ -39,6 +39,8 @@ class SQLiteOps(OnConflictOps):
     name = "sqlite"
     one_writer_at_a_time = True
     joins_channel_versions = True
+    # (each branch joining the NOT MATERIALIZED page ran its index lookup again)
+    scalar_page_lookups = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
     # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
     # written by a version from before it.

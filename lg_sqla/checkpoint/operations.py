@@ -36,22 +36,16 @@ from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import delta_channel_history
 from lg_sqla.checkpoint.statements import (
-    AT_BLOB,
-    AT_CHANNEL,
-    AT_CHECKPOINT_ID,
     AT_KIND,
-    AT_NS_HASH,
     AT_STATE_REVISION,
-    AT_THREAD_ID,
-    AT_TYPE,
     KIND_BLOB,
     KIND_CHECKPOINT,
     KIND_PARENT_SEND,
     KIND_WRITE,
-    LOAD_COLUMNS,
+    LoadLayout,
     PageKey,
     PageQuery,
-    claim_keyless,
+    layout_of,
     load_statement,
     page_key,
     page_params,
@@ -424,9 +418,11 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     """Checkpoint tuples of one page, newest first."""
     if not ctx.dialect_ops.joins_channel_versions:
         return (yield from _load_page_portable(ctx, q))
+    # (the statement and its reader in the same layout, chosen once here)
+    layout = layout_of(ctx.dialect_ops, q)
     rows = (
         yield Step(
-            load_statement(ctx.dialect_ops, q),
+            load_statement(ctx.dialect_ops, q, layout),
             page_params(q),
             fetch=True,
             whole_plan=True,
@@ -435,46 +431,45 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     ).rows
     if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
         # Rows at a state revision: read in the newest shape (or refused: unknown).
-        return state_reads.assemble_page(ctx, rows)
-    if q.limit == 1:
-        return _load_one(ctx, rows)
-    # Rows by position (statements.LOAD_COLUMNS). A page of one checkpoint
-    # (get_tuple) sends its blobs and writes without keys: all of them are its own.
+        return state_reads.assemble_page(ctx, q, layout, rows)
+    if not layout.keyed:
+        return _load_one(ctx, q, layout, rows)
+    # Rows by position (statements.LoadLayout).
     checkpoint_rows: list[Record] = []
     blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
     writes: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     sends: dict[PageKey, list[StoredWrite]] = defaultdict(list)
     owned = {KIND_WRITE: writes, KIND_PARENT_SEND: sends}
+    key_of, blob_of, write_of = layout.key_of, layout.blob_of, layout.write_of
     for row in rows:
         kind = row[AT_KIND]
         if kind == KIND_CHECKPOINT:
-            checkpoint_rows.append(dict(zip(LOAD_COLUMNS, row, strict=True)))
+            checkpoint_rows.append(layout.record(row, q))
         elif kind == KIND_BLOB:
-            key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
-            blobs[key].append((row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB]))
+            blobs[key_of(row)].append(blob_of(row))
         else:
-            key = (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
-            owned[kind][key].append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
-    if len(checkpoint_rows) == 1:  # the keyless rows of a page of one are its own
-        claim_keyless(page_key(checkpoint_rows[0]), blobs, writes, sends)
+            owned[kind][key_of(row)].append(write_of(row))
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
 
 
-def _load_one(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
+def _load_one(
+    ctx: Context, q: PageQuery, layout: LoadLayout, rows: Sequence[Any]
+) -> list[CheckpointTuple]:
     """``load_page``'s rows of a page of one (get_tuple): every blob and write is the
-    checkpoint's own, so they are gathered without keys."""
+    checkpoint's own, so they carry no keys."""
     checkpoint_row: Record | None = None
     blobs: list[StoredBlob] = []
     writes: list[StoredWrite] = []
     sends: list[StoredWrite] = []
+    blob_of, write_of = layout.blob_of, layout.write_of
     for row in rows:
         kind = row[AT_KIND]
         if kind == KIND_BLOB:
-            blobs.append((row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB]))
+            blobs.append(blob_of(row))
         elif kind == KIND_CHECKPOINT:
-            checkpoint_row = dict(zip(LOAD_COLUMNS, row, strict=True))
+            checkpoint_row = layout.record(row, q)
         else:
-            (writes if kind == KIND_WRITE else sends).append(tuple(row[AT_CHANNEL : AT_BLOB + 1]))
+            (writes if kind == KIND_WRITE else sends).append(write_of(row))
     if checkpoint_row is None:
         return []
     return [
@@ -534,11 +529,13 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
     checkpoint_id = codec.checkpoint_id_of(config)
+    namespace = _namespace(config)
     q = PageQuery(
         thread_id=codec.thread_id_of(config),
-        ns_hash=key_hash(_namespace(config)),
+        ns_hash=key_hash(namespace),
         checkpoint_id=checkpoint_id,
         limit=1,
+        namespace=namespace,
     )
     tuples = yield from load_page(ctx, q)
     return tuples[0] if tuples else None

@@ -37,13 +37,11 @@ from lg_sqla.checkpoint.statements import (
     KIND_BLOB,
     KIND_CHECKPOINT,
     KIND_WRITE,
-    LOAD_COLUMNS,
+    LoadLayout,
     PageKey,
-    blob_at,
+    PageQuery,
     claim_keyless,
-    key_at,
     page_key,
-    write_at,
 )
 from lg_sqla.plans import Record
 
@@ -67,9 +65,11 @@ def _row_name(row: Record) -> str:
     return f"checkpoint {checkpoint!r} of thread {thread!r}"
 
 
-def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
+def assemble_page(
+    ctx: Context, q: PageQuery, layout: LoadLayout, rows: Sequence[Any]
+) -> list[CheckpointTuple]:
     """``operations.load_page``'s tuples, newest first, from the load UNION's rows (by
-    position, ``statements.LOAD_COLUMNS``), each in the newest state shape."""
+    position, ``layout``), each in the newest state shape."""
     checkpoint_rows: list[Record] = []
     blobs: dict[PageKey, list[RevisedBlob]] = defaultdict(list)
     writes: dict[PageKey, list[RevisedWrite]] = defaultdict(list)
@@ -77,14 +77,14 @@ def assemble_page(ctx: Context, rows: Sequence[Any]) -> list[CheckpointTuple]:
     for row in rows:
         kind = row[AT_KIND]
         if kind == KIND_CHECKPOINT:
-            checkpoint_rows.append(dict(zip(LOAD_COLUMNS, row, strict=True)))
+            checkpoint_rows.append(layout.record(row, q))
             continue
         revision = row[AT_STATE_REVISION]
         if kind == KIND_BLOB:
-            blobs[key_at(row)].append((*blob_at(row), revision))
+            blobs[layout.key_of(row)].append((*layout.blob_of(row), revision))
         else:
             found = writes if kind == KIND_WRITE else sends
-            found[key_at(row)].append((write_at(row), revision))
+            found[layout.key_of(row)].append((layout.write_of(row), revision))
     if len(checkpoint_rows) == 1:
         claim_keyless(page_key(checkpoint_rows[0]), blobs, writes, sends)
     ordered = sorted(checkpoint_rows, key=page_key, reverse=True)

@@ -11,7 +11,8 @@ JSON object into rows fall back to three batched statements per page.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,7 +22,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
-from lg_sqla.dialects import DialectOps, ordered_join
+from lg_sqla.dialects import DialectOps, ordered_join, sql_constant
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
@@ -35,12 +36,8 @@ KIND_CHECKPOINT, KIND_BLOB, KIND_WRITE, KIND_PARENT_SEND = 0, 1, 2, 3
 
 # What a pending write is rebuilt from (with its checkpoint's keys).
 WRITE_VALUE_COLUMNS = ("channel", "task_id", "task_path", "idx", "type", "blob")
-
-# The load UNION's columns, in order: its rows are read by position (a page of a
-# thousand pending writes is a thousand rows; a mapping per row cost more than the
-# rows' values did).
-LOAD_COLUMNS = (
-    "kind",
+# What a checkpoint is rebuilt from (``codec.build_tuple``'s record).
+CHECKPOINT_COLUMNS = (
     "thread_id",
     "checkpoint_ns_hash",
     "checkpoint_id",
@@ -48,45 +45,230 @@ LOAD_COLUMNS = (
     "parent_checkpoint_id",
     "checkpoint",
     "metadata",
-    # The state revision of each row: its checkpoint's, blob's or write's own.
     "state_revision",
-    *WRITE_VALUE_COLUMNS,
 )
-AT_KIND, AT_THREAD_ID, AT_NS_HASH, AT_CHECKPOINT_ID = (
-    LOAD_COLUMNS.index(name)
-    for name in ("kind", "thread_id", "checkpoint_ns_hash", "checkpoint_id")
-)
-AT_STATE_REVISION = LOAD_COLUMNS.index("state_revision")
-AT_CHANNEL, AT_TASK_ID, AT_TASK_PATH, AT_IDX, AT_TYPE, AT_BLOB = (
-    LOAD_COLUMNS.index(name) for name in WRITE_VALUE_COLUMNS
-)
+# Where a checkpoint is rebuilt from a load row (rows read by position: a page of a
+# thousand pending writes is a thousand rows; a mapping per row cost more than the
+# rows' values did).
+AT_KIND, AT_STATE_REVISION = 0, 1
 
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
+# A page of one checkpoint (get_tuple) sends its blobs and writes without keys.
+_KEYLESS: Any = (None, None, None)
+# A load column: (the checkpoint row's value in it, a blob or write row's value in it).
+Slot = tuple[str | None, str | None]
+
+
+class LoadLayout:
+    """The columns of the load UNION: which value each kind of row puts where.
+
+    A checkpoint row and a blob or write row carry different values, so the branches
+    share columns by position (``slots``) instead of each leaving the others' columns
+    NULL: the drivers pay per column of every row (pysqlite a call per value, PyMySQL
+    a field descriptor parsed in Python per column on every execute). ``keyed``: the
+    blob and write rows carry their checkpoint's keys (a page of several); without
+    them (``get_tuple``), every row is the page's one checkpoint's.
+    """
+
+    def __init__(self, slots: Sequence[Slot], *, keyed: bool) -> None:
+        assert slots[AT_KIND] == ("kind", "kind")
+        assert slots[AT_STATE_REVISION] == ("state_revision", "state_revision")
+        self.slots = tuple(slots)
+        self.keyed = keyed
+        self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
+        self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
+        # Each checkpoint column the rows carry; the others (keyless: the keys) None.
+        self._record = [(name, self.checkpoint_at.get(name)) for name in CHECKPOINT_COLUMNS]
+        value_at = self.value_at
+        # (in C: a tuple of a row's values in the order of codec.StoredWrite/StoredBlob)
+        self.write_of: Callable[[Sequence[Any]], StoredWrite] = operator.itemgetter(
+            *(value_at[name] for name in WRITE_VALUE_COLUMNS)
+        )
+        self.blob_of: Callable[[Sequence[Any]], StoredBlob] = operator.itemgetter(
+            value_at["channel"], value_at["type"], value_at["blob"]
+        )
+        self.key_of: Callable[[Sequence[Any]], PageKey] = (
+            operator.itemgetter(
+                value_at["checkpoint_id"], value_at["thread_id"], value_at["checkpoint_ns_hash"]
+            )
+            if keyed
+            else _keyless
+        )
+
+    def record(self, row: Sequence[Any], q: PageQuery) -> dict[str, Any]:
+        """A checkpoint row's values by name (``CHECKPOINT_COLUMNS``); keyless, its
+        thread and namespace are the query's (``q``: the page's)."""
+        found = {name: None if at is None else row[at] for name, at in self._record}
+        if not self.keyed:
+            found["thread_id"], found["checkpoint_ns"] = q.thread_id, q.namespace
+        return found
+
+
+def _keyless(row: Sequence[Any]) -> PageKey:
+    return cast(PageKey, _KEYLESS)
+
+
+# Checkpoint rows and blob/write rows share the key and string columns of the same
+# type on every database (checkpoint_id/channel, parent_checkpoint_id/task_id: key
+# strings; checkpoint_ns/task_path: long text), as MySQL refuses a UNION column of
+# two collations. Where a column may hold any type (SQLite), the JSON documents also
+# share with a write's idx, type or blob; on MariaDB, the checkpoint with the blob
+# (DialectOps.union_sharing).
+# Keyless (get_tuple): the checkpoint row carries no thread_id or checkpoint_ns either,
+# which the query names (PageQuery.namespace).
+_SAME_TYPE_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        (None, "task_path"),
+        (None, "type"),
+        (None, "idx"),
+        (None, "blob"),
+        ("checkpoint", None),
+        ("metadata", None),
+    ],
+    keyed=False,
+)
+_SAME_TYPE_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("parent_checkpoint_id", "channel"),
+        (None, "task_id"),
+        ("checkpoint_ns", "task_path"),
+        (None, "type"),
+        (None, "idx"),
+        (None, "blob"),
+        ("checkpoint", None),
+        ("metadata", None),
+    ],
+    keyed=True,
+)
+# PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
+_TEXT_DOCUMENTS_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "type"),
+        (None, "idx"),
+        (None, "blob"),
+    ],
+    keyed=False,
+)
+_TEXT_DOCUMENTS_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("checkpoint_ns", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "type"),
+        (None, "idx"),
+        (None, "blob"),
+    ],
+    keyed=True,
+)
+# MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
+_JSON_WITH_BINARY_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("metadata", "task_path"),
+        (None, "type"),
+        (None, "idx"),
+        ("checkpoint", "blob"),
+    ],
+    keyed=False,
+)
+_JSON_WITH_BINARY_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("parent_checkpoint_id", "channel"),
+        (None, "task_id"),
+        ("checkpoint_ns", "task_path"),
+        (None, "type"),
+        (None, "idx"),
+        ("checkpoint", "blob"),
+        ("metadata", None),
+    ],
+    keyed=True,
+)
+_ANY_TYPE_KEYLESS = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("checkpoint_id", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "idx"),
+        (None, "type"),
+        (None, "blob"),
+    ],
+    keyed=False,
+)
+_ANY_TYPE_KEYED = LoadLayout(
+    [
+        ("kind", "kind"),
+        ("state_revision", "state_revision"),
+        ("thread_id", "thread_id"),
+        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
+        ("checkpoint_id", "checkpoint_id"),
+        ("checkpoint_ns", "channel"),
+        ("parent_checkpoint_id", "task_id"),
+        ("checkpoint", "task_path"),
+        ("metadata", "idx"),
+        (None, "type"),
+        (None, "blob"),
+    ],
+    keyed=True,
+)
+# DialectOps.union_sharing -> (keyless, keyed) layouts.
+_LAYOUTS = {
+    "none": (_SAME_TYPE_KEYLESS, _SAME_TYPE_KEYED),
+    "documents_as_text": (_TEXT_DOCUMENTS_KEYLESS, _TEXT_DOCUMENTS_KEYED),
+    "json_with_binary": (_JSON_WITH_BINARY_KEYLESS, _JSON_WITH_BINARY_KEYED),
+    "any": (_ANY_TYPE_KEYLESS, _ANY_TYPE_KEYED),
+}
+
+
+def load_layout(dialect_ops: DialectOps, one_checkpoint: bool) -> LoadLayout:
+    """The columns of ``select_load``'s rows on this database, for a page of one
+    checkpoint of a thread and namespace the query names (``get_tuple``: no keys on
+    its rows) or of several."""
+    keyless, keyed = _LAYOUTS[dialect_ops.union_sharing()]
+    return keyless if one_checkpoint else keyed
+
+
+def layout_of(dialect_ops: DialectOps, q: PageQuery) -> LoadLayout:
+    """``load_layout`` of the page ``q`` asks for: keyless where it is one checkpoint of
+    a thread and namespace it names (``PageQuery.namespace``)."""
+    one = q.namespace is not None
+    if one and (q.limit != _LITERAL_LIMIT or q.thread_id is None or q.ns_hash is None):
+        raise ValueError("a page query names its namespace for one checkpoint of a thread")
+    return load_layout(dialect_ops, one)
 
 
 def page_key(row: Record) -> PageKey:
     """A checkpoint row's (by name) place in ``list``'s order."""
     return (row["checkpoint_id"], row["thread_id"], row["checkpoint_ns_hash"])
-
-
-def key_at(row: Sequence[Any]) -> PageKey:
-    """The checkpoint a load row (by position) belongs to."""
-    return (row[AT_CHECKPOINT_ID], row[AT_THREAD_ID], row[AT_NS_HASH])
-
-
-def blob_at(row: Sequence[Any]) -> StoredBlob:
-    """A blob load row's (channel, type, blob)."""
-    return (row[AT_CHANNEL], row[AT_TYPE], row[AT_BLOB])
-
-
-def write_at(row: Sequence[Any]) -> StoredWrite:
-    """A write load row's value columns (``WRITE_VALUE_COLUMNS``)."""
-    return cast("StoredWrite", tuple(row[AT_CHANNEL : AT_BLOB + 1]))
-
-
-# A page of one checkpoint (get_tuple) sends its blobs and writes without keys.
-_KEYLESS: Any = (None, None, None)
 
 
 def claim_keyless(owner: PageKey, *grouped: dict[PageKey, Any]) -> None:
@@ -107,6 +289,9 @@ class PageQuery:
     filter: Mapping[str, Any] | None = None
     after: PageKey | None = None
     limit: int | None = None
+    # The namespace ns_hash is the hash of, where the query is for one checkpoint of
+    # a thread (get_tuple): its rows then need not carry the thread or namespace.
+    namespace: str | None = None
 
 
 def _param(name: str) -> sa.BindParameter[Any]:
@@ -220,8 +405,10 @@ def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     return stmt
 
 
-def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
-    """``select_load`` of the page, built once per query shape and dialect.
+def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) -> Executable:
+    """``select_load`` of the page in the columns of ``layout`` (``load_layout``: its
+    reader's, which may depend on what the engine learned when it connected), built
+    once per query shape, layout and dialect.
 
     Building a UNION of this size costs about as much as running it on SQLite,
     so statements without metadata filters (get_tuple, history paging) are kept
@@ -237,12 +424,13 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery) -> Executable:
             dialect_ops,
             select_page(dialect_ops, q),
             thread,
-            one_checkpoint=q.limit == _LITERAL_LIMIT,
+            one_checkpoint=not layout.keyed,
+            layout=layout,
         )
 
     if q.filter:
         return build()
-    return dialect_ops.cached(("load", *_shape(q)), build)
+    return dialect_ops.cached(("load", layout, *_shape(q)), build)
 
 
 def _null() -> ColumnElement[Any]:
@@ -292,64 +480,141 @@ def select_load(
     thread: ColumnElement[Any] | None = None,
     *,
     one_checkpoint: bool = False,
+    layout: LoadLayout | None = None,
 ) -> sa.CompoundSelect[Any]:
     """One statement: the page's checkpoint rows, their blobs, writes and parent sends
     (``thread``: the page's one thread, as a bound value, where it has one), in the
-    columns of ``LOAD_COLUMNS``.
+    columns of ``layout`` (by default ``load_layout(dialect_ops, one_checkpoint)``).
 
     ``one_checkpoint``: the page holds one checkpoint at most (``get_tuple``), so every
-    other row is its own: those rows carry no checkpoint keys (NULL), which would
-    only repeat its three key strings on each of its blobs and writes.
+    other row is its own: those rows carry no checkpoint keys, which would only
+    repeat its three key strings on each of its blobs and writes.
     """
+    if layout is None:
+        layout = load_layout(dialect_ops, one_checkpoint)
+    assert layout.keyed != one_checkpoint
     page = dialect_ops.page_cte(page_stmt)
-    keys = (page.c.thread_id, page.c.checkpoint_ns_hash, page.c.checkpoint_id)
-    owner_keys = (_null(), _null(), _null()) if one_checkpoint else keys
-    checkpoints = _loaded_checkpoints(dialect_ops, page)
+    if one_checkpoint and thread is not None and dialect_ops.scalar_page_lookups:
+        return _one_by_scalars(dialect_ops, layout, page, page_stmt, thread)
+    owner_keys: dict[str, ColumnElement[Any]] = (
+        {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}
+        if layout.keyed
+        else {}
+    )
+    checkpoints = _loaded_checkpoints(dialect_ops, layout, page)
     found = versioned_blobs(dialect_ops, page, thread)
     blob = found.blob
-    blobs = sa.select(
-        _kind(KIND_BLOB),
-        *owner_keys,
-        *(_null() for _ in range(4)),
-        blob.c.state_revision,
-        blob.c.channel,
-        _null(),
-        _null(),
-        _null(),
-        blob.c.type,
-        blob.c.blob,
-    ).select_from(found.joined)
-    writes = _LoadedWrites(dialect_ops, page, thread, owner_keys)
+    blob_values = {
+        **owner_keys,
+        "state_revision": blob.c.state_revision,
+        **{name: blob.c[name] for name in ("channel", "type", "blob")},
+    }
+    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(found.joined)
+    writes = _LoadedWrites(dialect_ops, layout, page, thread, owner_keys)
     own_writes = writes.select(KIND_WRITE, page.c.checkpoint_id)
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
     parent_sends = writes.select(
         KIND_PARENT_SEND,
         page.c.parent_checkpoint_id,
-        W.c.channel == TASKS,
-        page.c.checkpoint["v"].as_integer() < 4,
+        W.c.channel == sql_constant(TASKS),
+        dialect_ops.document_integer(page.c.checkpoint, "v") < sql_constant(4),
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 
 
-def _loaded_checkpoints(dialect_ops: DialectOps, page: Any) -> sa.Select[Any]:
-    """``select_load``'s checkpoint rows: their own columns, the others NULL."""
-    return sa.select(
-        _kind(KIND_CHECKPOINT),
-        page.c.thread_id,
-        page.c.checkpoint_ns_hash,
-        page.c.checkpoint_id,
-        page.c.checkpoint_ns,
-        page.c.parent_checkpoint_id,
-        page.c.checkpoint,
-        page.c.metadata,
-        page.c.state_revision,
-        dialect_ops.typed_null(W.c.channel.type).label("channel"),
-        dialect_ops.typed_null(W.c.task_id.type).label("task_id"),
-        dialect_ops.typed_null(W.c.task_path.type).label("task_path"),
-        dialect_ops.typed_null(W.c.idx.type).label("idx"),
-        dialect_ops.typed_null(B.c.type.type).label("type"),
-        dialect_ops.typed_null(B.c.blob.type).label("blob"),
+def _one_by_scalars(
+    dialect_ops: DialectOps,
+    layout: LoadLayout,
+    page: Any,
+    page_stmt: sa.Select[Any],
+    thread: ColumnElement[Any],
+) -> sa.CompoundSelect[Any]:
+    """``select_load`` of one checkpoint of a thread and namespace (bound values) where
+    the database runs an uncorrelated scalar subquery once per statement
+    (``DialectOps.scalar_page_lookups``): each branch takes the one value of the page
+    it needs (the document, the id, the parent's id) and looks its rows up by that
+    key, rather than joining the page, whose lookup each join would run again (the
+    id alone is read from the index)."""
+    ns_hash = _param("ns_hash")
+
+    def of_page(value: ColumnElement[Any]) -> ColumnElement[Any]:
+        return page_stmt.with_only_columns(value).scalar_subquery()
+
+    pairs, channel, version = dialect_ops.channel_versions(of_page(C.c.checkpoint))
+    blob, blob_on = dialect_ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == thread,
+            B.c.checkpoint_ns_hash == ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
+        ),
     )
+    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
+    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
+        ordered_join(pairs, blob, blob_on)
+    )
+    write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
+
+    def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
+        return sa.select(*_value_columns(layout, kind, write_values)).where(
+            W.c.thread_id == thread,
+            W.c.checkpoint_ns_hash == ns_hash,
+            W.c.checkpoint_id == checkpoint_id,
+            *extra,
+        )
+
+    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
+    below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    return sa.union_all(
+        _loaded_checkpoints(dialect_ops, layout, page),
+        blobs,
+        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id)),
+        writes_of(
+            KIND_PARENT_SEND,
+            of_page(sa.case((below_v4, C.c.parent_checkpoint_id))),
+            W.c.channel == sql_constant(TASKS),
+        ),
+    )
+
+
+def _untyped(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    # A column of the load is read as the driver returns it, on Core as on the direct
+    # path (no result processor: a shared column holds values of several types).
+    return sa.type_coerce(column, sa.types.NullType())
+
+
+def _loaded_checkpoints(dialect_ops: DialectOps, layout: LoadLayout, page: Any) -> sa.Select[Any]:
+    """``select_load``'s checkpoint rows: their columns where ``layout`` puts them. The
+    first branch of the UNION: its NULLs carry the type of the column they stand in for
+    (PostgreSQL types a UNION's columns from its first branch)."""
+    columns = []
+    for at, (name, value_name) in enumerate(layout.slots):
+        if at == AT_KIND:
+            column: ColumnElement[Any] = sa.literal_column(str(KIND_CHECKPOINT), sa.Integer)
+        elif name in ("checkpoint", "metadata"):
+            column = dialect_ops.document_text(page.c[name])
+        elif name is not None:
+            column = page.c[name]
+        else:
+            assert value_name is not None
+            column = dialect_ops.typed_null(_VALUE_TYPES[value_name])
+        columns.append(_untyped(column).label(f"c{at}"))
+    return sa.select(*columns)
+
+
+# The type of each value a blob or write row carries (for the checkpoint branch's NULLs).
+_VALUE_TYPES = {name: W.c[name].type for name in WRITE_VALUE_COLUMNS}
+
+
+def _value_columns(
+    layout: LoadLayout, kind: int, values: Mapping[str, ColumnElement[Any]]
+) -> list[ColumnElement[Any]]:
+    """A blob or write branch's columns: ``values`` where ``layout`` puts them, NULL elsewhere."""
+    return [
+        _kind(kind) if at == AT_KIND else _null() if name is None else values.get(name, _null())
+        for at, (_, name) in enumerate(layout.slots)
+    ]
 
 
 @dataclass(frozen=True)
@@ -357,9 +622,10 @@ class _LoadedWrites:
     """``select_load``'s write rows of a page (``thread``: its one thread, bound)."""
 
     dialect_ops: DialectOps
+    layout: LoadLayout
     page: Any
     thread: ColumnElement[Any] | None
-    owner_keys: tuple[ColumnElement[Any], ...]
+    owner_keys: Mapping[str, ColumnElement[Any]]
 
     def select(self, kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
         """The writes of ``checkpoint_id`` (and ``extra``'s conditions), as ``kind``."""
@@ -374,13 +640,14 @@ class _LoadedWrites:
             ),
             one_thread=self.thread is not None,
         )
-        return sa.select(
-            _kind(kind),
-            *self.owner_keys,
-            *(_null() for _ in range(4)),
-            write.c.state_revision,
-            *(write.c[name] for name in WRITE_VALUE_COLUMNS),
-        ).select_from(ordered_join(page, write, write_on))
+        values = {
+            **self.owner_keys,
+            "state_revision": write.c.state_revision,
+            **{name: write.c[name] for name in WRITE_VALUE_COLUMNS},
+        }
+        return sa.select(*_value_columns(self.layout, kind, values)).select_from(
+            ordered_join(page, write, write_on)
+        )
 
 
 # --- the portable fallback: three batched statements per page ---------------

@@ -41,6 +41,7 @@ from lg_sqla.dialects.base import (
     OrderedJoin,
     StoreSQL,
     ordered_join,
+    sql_constant,
 )
 from lg_sqla.dialects.generic import GenericOps
 from lg_sqla.dialects.mysql import (
@@ -82,6 +83,7 @@ __all__ = [
     "ops_for",
     "ordered_join",
     "prepare_offline_ddl",
+    "sql_constant",
     "sqlite_vec_engine_options",
     "store_sql_for",
 ]

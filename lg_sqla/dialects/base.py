@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import struct
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -96,6 +97,10 @@ class DialectOps:
     # True when `channel_versions` can be expanded into rows inside a statement,
     # so a checkpoint and its blobs come back in one round trip.
     joins_channel_versions = False
+    # True: the load statement of one checkpoint reads the page by uncorrelated scalar
+    # subqueries, which the database runs once per statement (checkpoint.statements:
+    # _one_by_scalars), rather than joining the page in each branch.
+    scalar_page_lookups = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page
@@ -246,6 +251,12 @@ class DialectOps:
         once; MySQL/MariaDB once per reference, each an index range of the page)."""
         return page.cte("page")
 
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        """``doc[key]`` as an integer (NULL where missing or null); ``key``, a plain
+        name of lg_sqla's own (``sql_constant``), written into the SQL."""
+        member: ColumnElement[int] = doc[key].as_integer()
+        return member
+
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
         return self.as_key(doc[("channel_versions", channel)].as_string())
@@ -318,6 +329,19 @@ class DialectOps:
         """Settings lg_sqla needs on a DBAPI session before a call runs on it, made once
         per DBAPI connection (remembered in ``pooled.info``). ``options``: the engine's
         execution options. Raw DBAPI errors propagate (the runtime wraps them)."""
+
+    def union_sharing(self) -> str:
+        """Which values of different types one column of a UNION may hold in its
+        branches (the load statement's rows share columns: checkpoint.statements.
+        load_layout): "any" (dynamic typing), "json_with_binary" (a JSON document and
+        a binary value: the column is binary, the documents come back as UTF-8 bytes),
+        "documents_as_text" (``document_text`` is text, which shares a column with
+        strings), or "none" (a column keeps one type, and strings one collation)."""
+        return "none"
+
+    def document_text(self, doc: ColumnElement[Any]) -> ColumnElement[Any]:
+        """A JSON document column as the load statement reads it: as stored here."""
+        return doc
 
     def typed_null(self, type_: sa.types.TypeEngine[Any]) -> ColumnElement[Any]:
         """A NULL that fixes a UNION column's type (result processing follows it)."""
@@ -440,6 +464,24 @@ def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[boo
     """Rows of ``table`` whose primary key equals one of ``rows``' keys (portable SQL)."""
     pk = list(table.primary_key.columns)
     return sa.or_(*(sa.and_(*(col == row[col.name] for col in pk)) for row in rows))
+
+
+# What a constant written into a statement's SQL may hold: no quote, backslash or
+# percent sign, so it reads the same in every dialect's string literal.
+_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" ]*')
+
+
+def sql_constant(value: str | int) -> ColumnElement[Any]:
+    """A constant of lg_sqla's own (a JSON path, a channel name, a format version)
+    written into the SQL rather than bound: the drivers adapt every bound value on
+    every execute (PyMySQL escapes each in Python), and these never change."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"not a SQL constant: {value!r}")
+    if isinstance(value, int):
+        return sa.literal_column(str(value), sa.Integer)
+    if not _PLAIN_CONSTANT.fullmatch(value):
+        raise ValueError(f"not a plain SQL constant: {value!r}")
+    return sa.literal_column(f"'{value}'", sa.String)
 
 
 def ordered_join(left: FromClause, right: FromClause, on: ColumnElement[bool]) -> OrderedJoin:

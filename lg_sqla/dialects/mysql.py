@@ -37,6 +37,7 @@ from lg_sqla.dialects.base import (
     as_text,
     one_of,
     render_ordered_join,
+    sql_constant,
 )
 from lg_sqla.dialects.galera import (
     _DEFAULT,
@@ -272,6 +273,13 @@ class MySQLOps(DialectOps):
             {name: sa.case((replace, stmt.inserted[name]), else_=table.c[name]) for name in update}
         )
 
+    def union_sharing(self) -> str:
+        # MariaDB's JSON is LONGTEXT: in a UNION with a LONGBLOB, the column is binary
+        # (PyMySQL and asyncmy then parse no charset for it). MySQL's JSON is a type
+        # of its own, and a key string and a text column have different collations
+        # on both, which a UNION refuses to mix.
+        return "json_with_binary" if getattr(self._dialect, "is_mariadb", False) else "none"
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
         keys = _MySQLChannelKeys(doc).table_valued(
             sa.column("channel_n", sa.Integer), sa.column("channel_key", sa.String)
@@ -281,12 +289,21 @@ class MySQLOps(DialectOps):
         # document byte for byte), not the decoded name re-quoted, which MariaDB
         # would compare with the stored escapes and miss (see mysql_json_text).
         spelled = sa.func.json_extract(
-            sa.func.json_keys(doc, "$.channel_versions"),
-            sa.func.concat("$[", keys.c.channel_n - 1, "]"),
+            sa.func.json_keys(doc, sql_constant("$.channel_versions")),
+            sa.func.concat(
+                sql_constant("$["), keys.c.channel_n - sql_constant(1), sql_constant("]")
+            ),
         )
-        path = sa.func.concat("$.channel_versions.", spelled)
+        path = sa.func.concat(sql_constant("$.channel_versions."), spelled)
         version = sa.func.json_unquote(sa.func.json_extract(doc, path))
         return keys, self.as_key(keys.c.channel_key), self.as_key(version)
+
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        # JSON null reads as NULL, as SQLAlchemy's as_integer() does here.
+        member = sa.func.json_extract(doc, sql_constant(mysql_member_path(key)))
+        return sa.case(
+            (sql_constant("null"), sa.null()), value=member, else_=sa.cast(member, sa.Integer)
+        )
 
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         path = sa.bindparam(None, mysql_member_path("channel_versions", channel), sa.String)

@@ -31,6 +31,7 @@ from lg_sqla.dialects.base import (
     OnConflictOps,
     StoreSQL,
     decimal_param,
+    sql_constant,
 )
 from lg_sqla.dialects.citus import (
     coordinator_address,
@@ -226,10 +227,20 @@ class PostgresOps(OnConflictOps):
     _insert = staticmethod(pg_dialect.insert)
 
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
-        pairs: TableValuedAlias = sa.func.jsonb_each_text(doc["channel_versions"]).table_valued(
-            "key", "value"
-        )
+        versions = doc.op("->", return_type=pg_dialect.JSONB)(sql_constant("channel_versions"))
+        pairs: TableValuedAlias = sa.func.jsonb_each_text(versions).table_valued("key", "value")
         return pairs, pairs.c.key, pairs.c.value
+
+    def union_sharing(self) -> str:
+        return "documents_as_text"
+
+    def document_text(self, doc: ColumnElement[Any]) -> ColumnElement[Any]:
+        # jsonb as its text: parsed by orjson (codec.json_loads) rather than by the
+        # driver's json.loads, and sharing a text column of the load statement.
+        return sa.cast(doc, sa.Text)
+
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        return sa.cast(doc.op("->>", return_type=sa.Text)(sql_constant(key)), sa.Integer)
 
     def json_member(self, doc: ColumnElement[Any], *keys: str) -> ColumnElement[Any]:
         # One `->` per key, each a bound text value. A path (`#>>`) is bound as a text[]
@@ -265,7 +276,7 @@ class PostgresOps(OnConflictOps):
         # (the official saver: 0.33 and 0.41). A LATERAL subquery with OFFSET 0 is
         # not merged into the join: it runs once per preceding row, one primary-key
         # probe each, whatever the thread's length.
-        found = sa.select(table).where(on).offset(0).lateral(f"{table.name}_found")
+        found = sa.select(table).where(on).offset(sql_constant(0)).lateral(f"{table.name}_found")
         return found, sa.true()
 
     def metadata_equals(

@@ -28,6 +28,7 @@ from lg_sqla.dialects.base import (
     StoreSQL,
     one_of,
     render_ordered_join,
+    sql_constant,
 )
 from lg_sqla.errors import InvalidInputError
 
@@ -38,6 +39,8 @@ class SQLiteOps(OnConflictOps):
     name = "sqlite"
     one_writer_at_a_time = True
     joins_channel_versions = True
+    # (each branch joining the NOT MATERIALIZED page ran its index lookup again)
+    scalar_page_lookups = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
     # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
     # written by a version from before it.
@@ -113,10 +116,16 @@ class SQLiteOps(OnConflictOps):
             cte = cte.prefix_with("NOT MATERIALIZED")
         return cte
 
+    def union_sharing(self) -> str:
+        return "any"  # (a column's values have their own types)
+
+    def document_integer(self, doc: ColumnElement[Any], key: str) -> ColumnElement[int]:
+        return sa.cast(sa.func.json_extract(doc, sql_constant(f'$."{key}"')), sa.Integer)
+
     def channel_versions(self, doc: ColumnElement[Any]) -> ChannelVersionsSource:
-        pairs: TableValuedAlias = sa.func.json_each(doc, "$.channel_versions").table_valued(
-            "key", "value"
-        )
+        pairs: TableValuedAlias = sa.func.json_each(
+            doc, sql_constant("$.channel_versions")
+        ).table_valued("key", "value")
         return pairs, pairs.c.key, pairs.c.value
 
     def json_byte_length(self, document: ColumnElement[Any]) -> ColumnElement[int]:

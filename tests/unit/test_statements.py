@@ -4,14 +4,23 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
-from lg_sqla.checkpoint.statements import PageQuery, select_load, select_page
+from lg_sqla.checkpoint.statements import (
+    WRITE_VALUE_COLUMNS,
+    PageQuery,
+    load_layout,
+    select_load,
+    select_page,
+)
 from lg_sqla.dialects import GenericOps, MySQLOps, PostgresOps, SQLiteOps, ops_for
-from lg_sqla.models import checkpoint_blobs, checkpoints
+from lg_sqla.models import checkpoint_blobs, checkpoint_writes, checkpoints
 
 HOSTILE = "x') OR 1=1; DROP TABLE checkpoints; --"
 
@@ -108,3 +117,59 @@ def test_blob_lookup_join_order_is_fixed_where_planners_get_it_wrong() -> None:
     postgresql_sql = load_sql("postgresql")
     assert "JOIN LATERAL (SELECT checkpoint_blobs." in postgresql_sql
     assert "OFFSET" in postgresql_sql  # (what keeps the planner from merging it back)
+
+
+def _sql_type(column: sa.Column[Any], dialect: Dialect) -> str:
+    """The column's type as the database declares it, lengths aside."""
+    return re.sub(r"\(\d+\)", "", str(column.type.compile(dialect)))
+
+
+# Types a UNION column may mix beyond one type (DialectOps.union_sharing): PostgreSQL
+# reads the JSON documents as text; MariaDB's JSON is utf8mb4_bin LONGTEXT, binary
+# with a LONGBLOB.
+_MIXABLE = {
+    "documents_as_text": [{"JSONB", "TEXT", "VARCHAR"}],
+    "json_with_binary": [
+        {"JSON", "LONGBLOB"},
+        {"JSON", "MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"},
+    ],
+}
+
+
+@pytest.mark.parametrize("one_checkpoint", [True, False])
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_load_rows_share_columns_the_database_can_union(name: str, one_checkpoint: bool) -> None:
+    """A column two kinds of rows share holds values of one type and collation (MySQL
+    refuses a UNION of two collations; PostgreSQL of two types), but where the dialect
+    says a mix is read back as it was (SQLite's dynamic types, ``_MIXABLE``); and every
+    value a reader takes has a column."""
+    dialect = DIALECTS[name]
+    ops = ops_for(dialect)
+    layout = load_layout(ops, one_checkpoint)
+    keys = {"thread_id", "checkpoint_ns_hash", "checkpoint_id"}
+    assert set(layout.value_at) == {"kind", "state_revision", *WRITE_VALUE_COLUMNS} | (
+        set() if one_checkpoint else keys
+    )
+    carried = {"kind", "checkpoint_id", "parent_checkpoint_id", "checkpoint", "metadata"}
+    expected = (
+        carried | {"state_revision"} | (set() if one_checkpoint else keys | {"checkpoint_ns"})
+    )
+    assert set(layout.checkpoint_at) == expected
+    sharing = ops.union_sharing()
+    for checkpoint_name, value_name in layout.slots:
+        if checkpoint_name is None or value_name is None or checkpoint_name == value_name:
+            continue
+        if sharing == "any":
+            continue
+        types = {
+            _sql_type(checkpoints.c[checkpoint_name], dialect),
+            _sql_type(checkpoint_writes.c[value_name], dialect),
+        }
+        assert len(types) == 1 or any(types <= mix for mix in _MIXABLE.get(sharing, ())), (
+            checkpoint_name,
+            value_name,
+            types,
+        )
+    # The statement has the layout's columns (every branch: a UNION requires it).
+    statement = select_load(ops, select_page(ops, PageQuery(limit=1)), one_checkpoint=False)
+    assert len(statement.selected_columns) == len(load_layout(ops, False).slots)

@@ -112,6 +112,18 @@ INTERNALS: tuple[Internal, ...] = (
         "BaseStore.get",
     ),
     Internal(
+        "langgraph.store.base",
+        "_validate_namespace",
+        "BaseStore.put's own checks in SQLAlchemyStore.put",
+        "BaseStore.put",
+    ),
+    Internal(
+        "langgraph.store.base",
+        "_ensure_ttl",
+        "BaseStore.put's own checks in SQLAlchemyStore.put",
+        "BaseStore.put",
+    ),
+    Internal(
         "langgraph.checkpoint.serde.types",
         "_DeltaSnapshot",
         "a DeltaChannel snapshot's value given unwrapped to a state migration function",
@@ -165,6 +177,8 @@ def _present(internal: Internal) -> bool:
         "_bind_processors": _compiled_shape_present,
         "_validate_namespace_labels": lambda: langgraph_get_checks() is not None,
         "_ensure_refresh": lambda: langgraph_get_checks() is not None,
+        "_validate_namespace": lambda: langgraph_put_checks() is not None,
+        "_ensure_ttl": lambda: langgraph_put_checks() is not None,
         "_DeltaSnapshot": lambda: langgraph_delta_snapshot() is not None,
     }
     check = checks.get(internal.name)
@@ -411,6 +425,21 @@ def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[
         return None
     validate = getattr(base, "_validate_namespace_labels", None)
     ensure = getattr(base, "_ensure_refresh", None)
+    if callable(validate) and callable(ensure):
+        return validate, ensure
+    return None
+
+
+@functools.cache
+def langgraph_put_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., Any]] | None:
+    """``BaseStore.put``'s own checks (the namespace, the ttl default), or None where
+    LangGraph lacks them (SQLAlchemyStore.put is then BaseStore's)."""
+    try:
+        from langgraph.store import base
+    except ImportError:  # pragma: no cover
+        return None
+    validate = getattr(base, "_validate_namespace", None)
+    ensure = getattr(base, "_ensure_ttl", None)
     if callable(validate) and callable(ensure):
         return validate, ensure
     return None

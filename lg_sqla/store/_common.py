@@ -244,17 +244,6 @@ class GotRow(NamedTuple):
             prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
         )
 
-    @classmethod
-    def of_lone(cls, row: Sequence[Any], prefix_hash: str, item_hash: str) -> GotRow:
-        """A row of ``_read.lone_get_statement`` (no key-hash columns), read by position,
-        whose hashes the caller knows."""
-        prefix, key, value, created_at, updated_at, ttl = row
-        if isinstance(value, (str, bytes)):
-            value = parse_json(value)
-        return cls(
-            prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
-        )
-
 
 # GotRow's columns of a row's mapping, in one C call.
 _GOT_COLUMNS = operator.itemgetter(*GotRow._fields)

@@ -22,6 +22,11 @@ def _check_text(field: str, value: Any) -> str:
     return value
 
 
+def check_key(key: Any) -> None:
+    """An item's key: text without NUL."""
+    _check_text("key", key)
+
+
 def check_json_value(where: str, value: Any, *, stored: bool = True) -> None:
     """Refuse what would not round-trip as JSON on every dialect (PostgreSQL's JSONB
     holds no U+0000 and no NaN), naming the culprit. A filter's operand is not
@@ -79,11 +84,19 @@ def _check_item_address(op: GetOp | PutOp) -> None:
 
 
 def _check_put(op: PutOp) -> None:
-    """A put: its address, a non-empty namespace, a JSON dict value (or None: a delete),
-    a positive TTL, index fields as text."""
-    _check_item_address(op)
+    """A put: its namespace labels, a non-empty namespace, :func:`check_put_fields`."""
+    for label in op.namespace:
+        _check_text("namespace label", label)
     if not op.namespace:
         raise InvalidInputError("namespace of a put must not be empty")
+    check_put_fields(op)
+
+
+def check_put_fields(op: PutOp) -> None:
+    """A put's key as text, a JSON dict value (or None: a delete), a positive TTL, index
+    fields as text: all of :func:`check_op` but the namespace, for a put whose
+    namespace ``BaseStore.put``'s own check passed (labels: text without ".", NUL)."""
+    check_key(op.key)
     if op.value is not None:
         if type(op.value) is not dict and not isinstance(op.value, Mapping):
             raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")

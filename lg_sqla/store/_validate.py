@@ -64,32 +64,19 @@ def check_op(op: Op) -> None:
         validate_op_namespace(op)
     except ValueError as error:
         raise InvalidInputError(f"namespace: {error}") from error
+    # (validate_op_namespace checked the labels: text, without "." or NUL, not empty)
     if isinstance(op, GetOp):
-        _check_item_address(op)
+        check_key(op.key)
     elif isinstance(op, PutOp):
-        _check_put(op)
+        if not op.namespace:
+            raise InvalidInputError("namespace of a put must not be empty")
+        check_put_fields(op)
     elif isinstance(op, SearchOp):
         _check_search(op)
     elif isinstance(op, ListNamespacesOp):
         _check_list_namespaces(op)
     else:
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
-
-
-def _check_item_address(op: GetOp | PutOp) -> None:
-    """A get's or put's key and namespace labels: text without NUL."""
-    _check_text("key", op.key)
-    for label in op.namespace:
-        _check_text("namespace label", label)
-
-
-def _check_put(op: PutOp) -> None:
-    """A put: its namespace labels, a non-empty namespace, :func:`check_put_fields`."""
-    for label in op.namespace:
-        _check_text("namespace label", label)
-    if not op.namespace:
-        raise InvalidInputError("namespace of a put must not be empty")
-    check_put_fields(op)
 
 
 def check_put_fields(op: PutOp) -> None:

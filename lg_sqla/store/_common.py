@@ -276,10 +276,11 @@ def parse_json(text: str | bytes) -> Any:
 _WIDE = 2.0**63
 
 
-def _holds_wide_float(value: dict[str, Any] | list[Any]) -> bool:
-    """Whether a parsed value holds, at any depth, a float of at least ``_WIDE``'s
-    magnitude."""
-    for member in value.values() if type(value) is dict else value:
+def _holds_wide_float(value: Any) -> bool:
+    """Whether a parsed dict or list holds, at any depth, a float of at least
+    ``_WIDE``'s magnitude."""
+    members: Iterable[Any] = value.values() if type(value) is dict else value
+    for member in members:
         kind = type(member)
         if kind is float:
             if not -_WIDE < member < _WIDE:

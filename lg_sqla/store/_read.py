@@ -92,10 +92,16 @@ def keys_statement(settings: Settings, count: int) -> sa.Select[Any]:
 
 def keys_statement_params(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     params: dict[str, str] = {}
-    for n, (prefix_hash, item_hash) in enumerate(pairs):
-        params[f"kp{n}"] = prefix_hash
-        params[f"kh{n}"] = item_hash
+    for (prefix_name, key_name), (prefix_hash, item_hash) in zip(
+        _KEY_NAMES[: len(pairs)], pairs, strict=True
+    ):
+        params[prefix_name] = prefix_hash
+        params[key_name] = item_hash
     return params
+
+
+# keys_statement's parameter names, made once.
+_KEY_NAMES = [(f"kp{n}", f"kh{n}") for n in range(FIXED_KEYS_MAX)]
 
 
 def lone_get_statement(settings: Settings) -> sa.Select[Any]:

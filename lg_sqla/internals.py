@@ -430,6 +430,7 @@ def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[
     return None
 
 
+@functools.cache
 def langgraph_put_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., Any]] | None:
     """``BaseStore.put``'s own checks (the namespace, the ttl default), or None where
     LangGraph lacks them (SQLAlchemyStore.put is then BaseStore's)."""

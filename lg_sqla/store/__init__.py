@@ -56,7 +56,7 @@ from lg_sqla.store._gather import Gatherers
 from lg_sqla.store._lane import lone_get_plan, lone_put_plan, takes_put_lane
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._read import FIXED_KEYS_MAX, get_statement
-from lg_sqla.store._validate import check_op
+from lg_sqla.store._validate import check_key, check_op, check_put_fields
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
@@ -485,7 +485,7 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         validate_labels, ensure_refresh = base_get_checks
         validate_labels(namespace)
         op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
-        check_op(op)
+        check_key(op.key)  # (check_op less the namespace labels: checked just now)
         if self.read_only and op.refresh_ttl:
             op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
         settings, now = self._settings, utc_now()
@@ -509,26 +509,32 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
         """``BaseStore.put``, the same checks and errors, straight to the lean plan of a
-        lone put (``_lane.py``) where ``batch`` of it would take it, rather than through
-        ``batch``'s list of ops (``_plan_of``, ``_kind``)."""
+        lone put (``_lane.py``) where a batch of it would take that plan, rather than
+        through ``batch``'s list of ops; else that batch."""
         base_put_checks = internals.langgraph_put_checks()
-        if base_put_checks is None or type(self).batch is not SQLAlchemyStore.batch:
-            super().put(namespace, key, value, index, ttl=ttl)  # (as in get)
-            return
+        if (
+            base_put_checks is None
+            or type(self).batch is not SQLAlchemyStore.batch
+            or not self.supports_ttl
+        ):
+            # (as get: a subclass's batch sees every op; a LangGraph without these
+            # helpers, or a subclass without TTLs, gets BaseStore's own put.)
+            return super().put(namespace, key, value, index, ttl=ttl)
         validate_namespace, ensure_ttl = base_put_checks
-        validate_namespace(namespace)  # (TTLs: supported, as BaseStore.put asks)
-        op = PutOp(namespace, str(key), value, index=index, ttl=ensure_ttl(self.ttl_config, ttl))
-        check_op(op)
+        validate_namespace(namespace)
+        op = PutOp(namespace, str(key), value, index, ensure_ttl(self.ttl_config, ttl))
+        check_put_fields(op)  # (check_op less the namespace labels: checked just now)
         settings = self._settings
         if self.read_only or not takes_put_lane(settings, op):
-            self._batch_now([op])  # (refused, or the batch plan's)
-            return
+            self._batch_now([op])  # (a read-only store refuses it there: _read_only)
+            return None
         now = utc_now()
-        # (_kind of a lone put on the lane: prebuilt where the store's statements are)
+        # (_kind of a lone put: prebuilt where the store's statements are)
         if self.sql.in_sql:
             self._run(lambda: declared_prebuilt(lone_put_plan(settings, op, now)))
         else:
             self._run(lambda: lone_put_plan(settings, op, now))
+        return None
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:
         ops, documents, queries = self._prepare(checked)

@@ -4,9 +4,9 @@ namespaces, the conditions and rows every read uses, and the batch's own state."
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import operator
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -260,23 +260,46 @@ class GotRow(NamedTuple):
 _GOT_COLUMNS = operator.itemgetter(*GotRow._fields)
 
 
-# Twenty digits in a row: possibly an integer beyond 64 bits, which orjson would
-# read as a float (json.loads: an int).
-# (Spelled so: the fastest form of the search measured, 0.7 µs for a small value.)
-_LONG_DIGITS = re.compile(r"[0-9][0-9]{19}", re.ASCII)
-
-
 def parse_json(text: str | bytes) -> Any:
     """A stored JSON value, as ``json.loads`` reads it. orjson parses a small item's
     value several times faster (0.5 against 4.5 µs of thread CPU), so it does where
     it reads the same value: not where it refuses the text (lone surrogates, NaN)
-    nor where the text may hold an integer beyond 64 bits (orjson's: a float)."""
-    if not _LONG_DIGITS.search(text if isinstance(text, str) else text.decode()):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    nor where the text may hold an integer beyond 64 bits, which orjson reads as a
+    float (json.loads: an int): then the value holds a float of such a magnitude.
+
+    (Looked for in the parsed value, not in the text: a regular expression finding
+    twenty digits in a row cost twice orjson's parse, ~7k instructions a small item,
+    140k a search of twenty.)"""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    kind = type(value)
+    if kind is dict or kind is list:
+        if _holds_wide_float(value):
+            return json.loads(text)
+    elif kind is float and not -_WIDE < value < _WIDE:
+        return json.loads(text)
+    return value
+
+
+# The magnitude from which orjson's float may be an integer beyond 64 bits it read
+# (it reads integers up to 2**64 - 1 and down to -2**63 as ints).
+_WIDE = 2.0**63
+
+
+def _holds_wide_float(value: Any) -> bool:
+    """Whether a parsed dict or list holds, at any depth, a float of at least
+    ``_WIDE``'s magnitude."""
+    members: Iterable[Any] = value.values() if type(value) is dict else value
+    for member in members:
+        kind = type(member)
+        if kind is float:
+            if not -_WIDE < member < _WIDE:
+                return True
+        elif (kind is dict or kind is list) and _holds_wide_float(member):
+            return True
+    return False
 
 
 _UTC = dt.timezone.utc
@@ -285,18 +308,54 @@ _UTC = dt.timezone.utc
 def utc(value: Any) -> dt.datetime:
     # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
     if isinstance(value, str):
-        # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
-        # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
-        # CPython 3.11; two timestamps per item read).
-        try:
-            return dt.datetime.fromisoformat(value + "+00:00")
-        except ValueError:  # text with an offset of its own
-            value = dt.datetime.fromisoformat(value)
-    if value.tzinfo is _UTC:
+        return _utc_of_text(value)
+    return _utc_of_time(value)
+
+
+# (Cached: searches read the same items again and again, two timestamps each; a
+# hit costs a tenth of the parse. Datetimes are immutable: one may be shared.)
+@functools.lru_cache(maxsize=4096)
+def _utc_of_text(value: str) -> dt.datetime:
+    # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
+    # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
+    # CPython 3.11; two timestamps per item read).
+    try:
+        return dt.datetime.fromisoformat(value + "+00:00")
+    except ValueError:  # text with an offset of its own
+        return _utc_of_time(dt.datetime.fromisoformat(value))
+
+
+def _utc_of_time(value: Any) -> dt.datetime:
+    zone = value.tzinfo
+    if zone is _UTC:
         return value  # type: ignore[no-any-return]
-    if value.tzinfo is None:
+    if zone is None:
         return value.replace(tzinfo=dt.timezone.utc)  # type: ignore[no-any-return]
+    if _is_utc_zone(zone):
+        # Already UTC, as the database's session zone gives it (psycopg: the server's
+        # TimeZone, e.g. ZoneInfo("Etc/UTC")), as the official stores return it:
+        # astimezone cost ~4.6k instructions a value, two a row.
+        return value  # type: ignore[no-any-return]
     return value.astimezone(dt.timezone.utc)  # type: ignore[no-any-return]
+
+
+# The IANA names of UTC itself (ZoneInfo.key): a zone of these is UTC at every instant.
+_UTC_KEYS = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "UCT", "Universal", "Zulu"}
+)
+# Each time zone object seen (a session's, one per database zone name): whether it
+# is UTC. Bounded: past its size, zones are asked each time.
+_ZONES_SEEN: dict[dt.tzinfo, bool] = {}
+_ZONES_SEEN_MAX = 64
+
+
+def _is_utc_zone(zone: dt.tzinfo) -> bool:
+    known = _ZONES_SEEN.get(zone)
+    if known is None:
+        known = getattr(zone, "key", None) in _UTC_KEYS
+        if len(_ZONES_SEEN) < _ZONES_SEEN_MAX:
+            _ZONES_SEEN[zone] = known
+    return known
 
 
 def as_item(row: Any, cls: type[Item] = Item, score: float | None = None) -> Item:

@@ -20,12 +20,14 @@ the same row written).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from typing import Any, cast
 
-from langgraph.store.base import GetOp, PutOp, Result
+from langgraph.store.base import GetOp, Item, PutOp, Result
 
 from lg_sqla.plans import Plan, Step
 from lg_sqla.shared import key_hash
-from lg_sqla.store._common import GotRow, Settings, as_item, join_namespace
+from lg_sqla.store._common import Settings, join_namespace, parse_json, utc
 from lg_sqla.store._read import lone_get_statement, refresh_statement
 from lg_sqla.store._write import lone_upsert
 
@@ -59,21 +61,32 @@ def lone_get_plan(settings: Settings, op: GetOp, now: dt.datetime) -> Plan[list[
     for fetched in outcome.rows:
         # (the statement leaves out the key hashes, and maybe the names the SQL
         # compared: they are the parameters')
-        named = (prefix, op.key, *fetched) if names_in_sql else fetched
-        row = GotRow.of_lone(named, prefix_hash, item_hash)
+        row = (prefix, op.key, *fetched) if names_in_sql else fetched
+        prefix_text, key, value, created_at, updated_at, ttl_minutes = cast(Sequence[Any], row)
         # (by hash, as the batch plan: then the row whose names are the op's)
-        if row.prefix != prefix or row.key != op.key:
+        if prefix_text != prefix or key != op.key:
             continue
-        if op.refresh_ttl and row.ttl_minutes is not None:
+        if op.refresh_ttl and ttl_minutes is not None:
             yield Step(
                 refresh_statement(settings),
                 [
                     {
                         "b_prefix_hash": prefix_hash,
                         "b_key_hash": item_hash,
-                        "b_expires_at": now + dt.timedelta(minutes=row.ttl_minutes),
+                        "b_expires_at": now + dt.timedelta(minutes=ttl_minutes),
                     }
                 ],
             )
-        return [as_item(row)]
+        # The Item as_item makes of the row's GotRow, without the GotRow: its
+        # namespace is the op's (the same labels: the prefix is their join).
+        if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
+            value = parse_json(value)
+        item = Item(
+            value=value,
+            key=key,
+            namespace=op.namespace,
+            created_at=utc(created_at),
+            updated_at=utc(updated_at),
+        )
+        return [item]
     return [None]

@@ -175,9 +175,7 @@ def _search_select(
     shape, values = flatten_filter(sop.filter) if sql.in_sql else ((), [])
     paged = sql.in_sql and not ranked
 
-    def name(n: int | str) -> str:
-        return f"s{j}_{n}"
-
+    name = functools.partial(_param_name, j)
     text = join_namespace(sop.namespace_prefix)
     low, high = subtree_bounds(text)
 
@@ -248,6 +246,13 @@ def _search_select(
     if paged:
         params.update({name("limit"): sop.limit, name("offset"): sop.offset})
     return settings.statements.get(key, build), params
+
+
+@functools.lru_cache(maxsize=1024)
+def _param_name(j: int, n: int | str) -> str:
+    """The name of the ``j``-th search's parameter ``n`` (``s<j>_<n>``), made once: a
+    search binds six or more per call."""
+    return f"s{j}_{n}"
 
 
 class _Found(NamedTuple):

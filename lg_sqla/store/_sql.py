@@ -65,6 +65,36 @@ Shape = tuple[Any, ...]
 
 def flatten_filter(wanted: Mapping[str, Any] | None) -> tuple[Shape, list[Any]]:
     """The shape of a search filter (validated by ``check_op``) and its slot values."""
+    if type(wanted) is dict:
+        plain = _plain_filter(wanted)
+        if plain is not None:
+            return plain
+    return _walked_filter(wanted)
+
+
+def _plain_filter(wanted: dict[str, Any]) -> tuple[Shape, list[Any]] | None:
+    """:func:`_walked_filter` of a filter whose members are all text, 64-bit ints or
+    None (the usual: ``{"tag": 0}``), without its walk's closures (a search's
+    bookkeeping); None for any other filter."""
+    shape: list[tuple[str, Shape]] = []
+    values: list[Any] = []
+    for key, w in wanted.items():
+        kind = type(w)
+        if kind is str:
+            shape.append((key, ("text", len(values))))
+            values.append(w)
+        elif kind is int and -_INT64 <= w <= _INT64:
+            shape.append((key, ("number", len(values))))
+            values.append(w)
+        elif w is None:
+            shape.append((key, ("null",)))
+        else:
+            return None
+    return tuple(shape), values
+
+
+def _walked_filter(wanted: Mapping[str, Any] | None) -> tuple[Shape, list[Any]]:
+    """:func:`flatten_filter` of any filter."""
     values: list[Any] = []
 
     def slot(value: Any) -> int:

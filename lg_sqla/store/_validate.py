@@ -22,6 +22,11 @@ def _check_text(field: str, value: Any) -> str:
     return value
 
 
+def check_key(key: Any) -> None:
+    """An item's key: text without NUL."""
+    _check_text("key", key)
+
+
 def check_json_value(where: str, value: Any, *, stored: bool = True) -> None:
     """Refuse what would not round-trip as JSON on every dialect (PostgreSQL's JSONB
     holds no U+0000 and no NaN), naming the culprit. A filter's operand is not
@@ -59,10 +64,13 @@ def check_op(op: Op) -> None:
         validate_op_namespace(op)
     except ValueError as error:
         raise InvalidInputError(f"namespace: {error}") from error
+    # (validate_op_namespace checked the labels: text, without "." or NUL, not empty)
     if isinstance(op, GetOp):
-        _check_item_address(op)
+        check_key(op.key)
     elif isinstance(op, PutOp):
-        _check_put(op)
+        if not op.namespace:
+            raise InvalidInputError("namespace of a put must not be empty")
+        check_put_fields(op)
     elif isinstance(op, SearchOp):
         _check_search(op)
     elif isinstance(op, ListNamespacesOp):
@@ -71,19 +79,11 @@ def check_op(op: Op) -> None:
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 
 
-def _check_item_address(op: GetOp | PutOp) -> None:
-    """A get's or put's key and namespace labels: text without NUL."""
-    _check_text("key", op.key)
-    for label in op.namespace:
-        _check_text("namespace label", label)
-
-
-def _check_put(op: PutOp) -> None:
-    """A put: its address, a non-empty namespace, a JSON dict value (or None: a delete),
-    a positive TTL, index fields as text."""
-    _check_item_address(op)
-    if not op.namespace:
-        raise InvalidInputError("namespace of a put must not be empty")
+def check_put_fields(op: PutOp) -> None:
+    """A put's key as text, a JSON dict value (or None: a delete), a positive TTL, index
+    fields as text: all of :func:`check_op` but the namespace, for a put whose
+    namespace ``BaseStore.put``'s own check passed (labels: text without ".", NUL)."""
+    check_key(op.key)
     if op.value is not None:
         if type(op.value) is not dict and not isinstance(op.value, Mapping):
             raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")

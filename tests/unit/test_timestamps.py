@@ -37,6 +37,34 @@ def test_sqlite_text_is_sqlalchemys_datetime_text_of_the_utc_instant(
     assert ours(aware) == reference(naive_utc)
 
 
+@given(
+    moments=st.lists(
+        st.datetimes(min_value=dt.datetime(1000, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+        min_size=1,
+        max_size=12,
+    ),
+    zone=st.sampled_from(ZONES),
+    seconds=st.integers(min_value=-130, max_value=130),
+)
+def test_one_sqlite_processor_writes_each_instant_of_a_sequence(
+    moments: list[dt.datetime], zone: dt.timezone, seconds: int
+) -> None:
+    """One processor binds every timestamp of an engine: what it keeps between values
+    (the last value's text, its minute's) never leaks into the next value's text, nor
+    does a repeated value (the same object, as a put binds it twice) read differently."""
+    dialect = sqlite.dialect()
+    ours = UTCDateTime().bind_processor(dialect)
+    reference = sqlite.DATETIME().bind_processor(dialect)
+    # Each moment, a moment a few seconds off (often the same minute, or the next),
+    # and each again as the same object.
+    for moment in moments:
+        near = moment + dt.timedelta(seconds=seconds) if moment.year < 9999 else moment
+        for aware in (moment.replace(tzinfo=zone), near.replace(tzinfo=dt.timezone.utc)):
+            naive_utc = aware.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            assert ours(aware) == reference(naive_utc)
+            assert ours(aware) == reference(naive_utc)
+
+
 def test_sqlite_text_keeps_zero_microseconds_and_refuses_naive_times() -> None:
     process = UTCDateTime().bind_processor(sqlite.dialect())
     assert process(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)) == (

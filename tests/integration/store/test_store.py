@@ -371,6 +371,8 @@ async def test_invalid_input_names_the_field_and_writes_nothing(
         for bad_ns in [(r, "a.b"), (r, ""), (r, "x\x00")]:
             with pytest.raises((InvalidInputError, InvalidNamespaceError)):
                 await s.batch([PutOp(bad_ns, "k", {"a": 1})])
+            with pytest.raises((InvalidInputError, InvalidNamespaceError)):
+                await s.batch([GetOp(bad_ns, "k")])
         with pytest.raises(InvalidNamespaceError):
             await s.put(("langgraph", "x"), "k", {"a": 1})
 

@@ -13,6 +13,8 @@ import pytest
 import sqlalchemy as sa
 from backends import Backend
 from helpers import count_statements
+from hypothesis import given
+from hypothesis import strategies as st
 from langgraph.store.base import GetOp, Item
 from sqlalchemy.pool import QueuePool
 from store_helpers import Stores, open_store, root
@@ -177,9 +179,56 @@ def test_parse_json_reads_as_json_loads() -> None:
         '"\\ud800"',  # a lone surrogate (orjson refuses it)
         "[NaN, Infinity]",
         '{"phone": "123456789012345678901"}',
+        '{"a": {"b": [1, {"c": -123456789012345678901}]}}',  # deep, negative
+        '{"a": [1e20, 9.3e18, -9223372036854775809]}',
+        "18446744073709551616",
+        "1e300",
     ):
         assert repr(parse_json(text)) == repr(json.loads(text)), text
         assert repr(parse_json(text.encode())) == repr(json.loads(text)), text
+
+
+def test_read_timestamps_are_the_same_instant_in_utc() -> None:
+    """A session zone that is UTC (psycopg's ZoneInfo of the server's TimeZone) is kept
+    as it is; any other zone's time is converted; naive and text times are UTC."""
+    from zoneinfo import ZoneInfo
+
+    from lg_sqla.store._common import utc
+
+    moment = dt.datetime(2026, 3, 29, 1, 30, 0, 7, tzinfo=dt.timezone.utc)
+    for zone in ("Etc/UTC", "UTC", "Europe/Paris", "America/New_York"):
+        local = moment.astimezone(ZoneInfo(zone))
+        for _ in range(2):  # (the second time, the zone is one already seen)
+            read = utc(local)
+            assert read == moment and read.utcoffset() == dt.timedelta(0), zone
+    assert utc(moment.replace(tzinfo=None)) == moment
+    for _ in range(2):  # (the second time, from the cache of texts read)
+        assert utc("2026-03-29 01:30:00.000007") == moment
+        with_offset = utc("2026-03-29 03:30:00.000007+02:00")
+        assert with_offset == moment and with_offset.tzinfo is dt.timezone.utc
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON_VALUES)
+def test_parse_json_reads_any_value_as_json_loads(value: Any) -> None:
+    """Integers beyond 64 bits at any depth (orjson's floats) read as json.loads reads
+    them, and every other value as orjson reads it: the same."""
+    import json
+
+    text = json.dumps(value)
+    assert repr(parse_json(text)) == repr(json.loads(text)), text
 
 
 @pytest.mark.sqlite

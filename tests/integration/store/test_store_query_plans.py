@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
-from langgraph.store.base import PutOp
+from langgraph.store.base import GetOp, Item, PutOp
 from store_helpers import fake_index, root
 from test_query_plans import _captured, _work_of
 
@@ -123,3 +123,31 @@ def test_a_semantic_search_sends_the_same_statements_for_few_and_many_candidates
     on_many = _sent_parameters(engine, lambda: store.search(many, query="memory 1", limit=3))
     assert on_few == on_many and len(on_few) <= 2, (on_few, on_many)
     assert [item.key for item in store.search(many, query="memory 7", limit=1)] == ["k7"]
+
+
+def test_a_get_of_a_few_keys_does_not_grow_with_the_items(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """A batch's gets of a few keys (``_read.keys_statement``) are primary-key lookups:
+    the same work with 20 items in the table as with 1,000 more (a row-value ``IN`` of
+    the pairs found no index on SQLite 3.40 and, with the expiry condition, read every
+    item of the table)."""
+    engine = make_engine(backend)
+    store = SQLAlchemyStore(engine)
+    space, other = f"space-{uuid.uuid4().hex[:8]}", f"other-{uuid.uuid4().hex[:8]}"
+    ops = [GetOp((space, "n1"), "k1"), GetOp((space, "n2"), "k2"), GetOp((space, "n3"), "k9")]
+
+    def fill(root: str, n: int) -> None:
+        store.batch([PutOp((root, f"n{i % 5}"), f"k{i}", {"i": i}) for i in range(n)])
+        if backend.name == "postgres":
+            with engine.begin() as conn:
+                conn.exec_driver_sql("ANALYZE")
+
+    fill(space, 20)
+    on_few = _work_of(backend, engine, lambda: store.batch(ops))
+    fill(other, 1000)
+    found = store.batch(ops)
+    assert [item.value["i"] if isinstance(item, Item) else item for item in found] == [1, 2, None]
+    on_many = _work_of(backend, engine, lambda: store.batch(ops))
+    assert on_few > 0
+    assert on_many <= 1.5 * on_few + 50, (on_few, on_many)

@@ -4,7 +4,6 @@ namespaces, the conditions and rows every read uses, and the batch's own state."
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import operator
 import threading
@@ -308,24 +307,13 @@ _UTC = dt.timezone.utc
 def utc(value: Any) -> dt.datetime:
     # SQLite's timestamps are text, MySQL's naive UTC (see types.UTCDateTime).
     if isinstance(value, str):
-        return _utc_of_text(value)
-    return _utc_of_time(value)
-
-
-# (Cached: searches read the same items again and again, two timestamps each; a
-# hit costs a tenth of the parse. Datetimes are immutable: one may be shared.)
-@functools.lru_cache(maxsize=4096)
-def _utc_of_text(value: str) -> dt.datetime:
-    # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
-    # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
-    # CPython 3.11; two timestamps per item read).
-    try:
-        return dt.datetime.fromisoformat(value + "+00:00")
-    except ValueError:  # text with an offset of its own
-        return _utc_of_time(dt.datetime.fromisoformat(value))
-
-
-def _utc_of_time(value: Any) -> dt.datetime:
+        # lg_sqla writes naive UTC text: parsed with its offset appended, not parsed
+        # then .replace(tzinfo=...)d (measured 5-10x slower on the benchmark's
+        # CPython 3.11; two timestamps per item read).
+        try:
+            return dt.datetime.fromisoformat(value + "+00:00")
+        except ValueError:  # text with an offset of its own
+            value = dt.datetime.fromisoformat(value)
     zone = value.tzinfo
     if zone is _UTC:
         return value  # type: ignore[no-any-return]

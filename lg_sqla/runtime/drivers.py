@@ -213,6 +213,29 @@ def _mysql_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     return _nothing_to_restore
 
 
+@functools.cache
+def _split_once_cursor() -> type:
+    """PyMySQL's own cursor, its ``executemany`` splitting each INSERT's SQL once
+    (``internals.pymysql_executemany``) instead of per call."""
+    from pymysql.cursors import Cursor
+
+    class SplitOnceCursor(Cursor):  # type: ignore[misc]
+        def executemany(self, query: str, args: Any) -> Any:
+            return internals.pymysql_executemany(self, query, args, super().executemany)
+
+    return SplitOnceCursor
+
+
+def _pymysql_cursor(dbapi_connection: Any) -> tuple[Any, bool]:
+    """A plan's cursor on PyMySQL: the split-once cursor where the connection makes
+    PyMySQL's plain ones (a user's ``cursorclass`` is kept)."""
+    from pymysql.cursors import Cursor
+
+    if getattr(dbapi_connection, "cursorclass", None) is Cursor:
+        return dbapi_connection.cursor(_split_once_cursor()), False
+    return dbapi_connection.cursor(), False
+
+
 def _mysql_begin(dbapi_connection: Any) -> None:
     """Before a plan of several statements (and after its COMMIT steps): ``BEGIN`` on a
     session in autocommit; without autocommit, the first statement begins one. Sent
@@ -349,6 +372,7 @@ _PSYCOPG_OWN = replace(
 _MYSQL = DirectDriver(
     autocommit=_mysql_autocommit, begin=_mysql_begin, one_statement=_mysql_one_statement
 )
+_PYMYSQL = replace(_MYSQL, open_cursor=_pymysql_cursor, plain_cursors=False)
 
 DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
     ("sqlite", "pysqlite"): _SQLITE,
@@ -356,9 +380,9 @@ DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
     ("sqlite", "aiosqlite"): _SQLITE,
     ("postgresql", "psycopg"): _PSYCOPG,  # (sync psycopg: _PSYCOPG_OWN, see direct_driver)
     ("postgresql", "psycopg_async"): _PSYCOPG,
-    ("mysql", "pymysql"): _MYSQL,
+    ("mysql", "pymysql"): _PYMYSQL,
     ("mysql", "asyncmy"): _MYSQL,
-    ("mariadb", "pymysql"): _MYSQL,
+    ("mariadb", "pymysql"): _PYMYSQL,
     ("mariadb", "asyncmy"): _MYSQL,
 }
 

@@ -214,25 +214,24 @@ def _mysql_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
 
 
 @functools.cache
-def _split_once_cursor() -> type:
-    """PyMySQL's own cursor, its ``executemany`` splitting each INSERT's SQL once
-    (``internals.pymysql_executemany``) instead of per call."""
+def _pymysql_cursors() -> tuple[type, type]:
+    """PyMySQL's own cursor class, and its subclass whose ``executemany`` splits each
+    INSERT's SQL once (``internals.pymysql_executemany``) instead of per call."""
     from pymysql.cursors import Cursor
 
     class SplitOnceCursor(Cursor):  # type: ignore[misc]
         def executemany(self, query: str, args: Any) -> Any:
             return internals.pymysql_executemany(self, query, args, super().executemany)
 
-    return SplitOnceCursor
+    return Cursor, SplitOnceCursor
 
 
 def _pymysql_cursor(dbapi_connection: Any) -> tuple[Any, bool]:
     """A plan's cursor on PyMySQL: the split-once cursor where the connection makes
     PyMySQL's plain ones (a user's ``cursorclass`` is kept)."""
-    from pymysql.cursors import Cursor
-
-    if getattr(dbapi_connection, "cursorclass", None) is Cursor:
-        return dbapi_connection.cursor(_split_once_cursor()), False
+    plain, split_once = _pymysql_cursors()
+    if getattr(dbapi_connection, "cursorclass", None) is plain:
+        return dbapi_connection.cursor(split_once), False
     return dbapi_connection.cursor(), False
 
 

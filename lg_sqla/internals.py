@@ -100,6 +100,12 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("psycopg Connection", "_pipeline", "set autocommit client-side", "the setter"),
     Internal("psycopg Cursor", "_reset", "keep a read's cursor", "close it"),
     Internal(
+        "PyMySQL Cursor",
+        "_do_execute_many",
+        "an executemany's multi-row INSERT without matching its SQL per call",
+        "executemany (a regular expression per call)",
+    ),
+    Internal(
         "langgraph.store.base",
         "_validate_namespace_labels",
         "BaseStore.get's own checks in SQLAlchemyStore.get",
@@ -410,6 +416,36 @@ def psycopg_drop_own_results(cursor: Any) -> bool:
         return False
     reset()
     return True
+
+
+@functools.lru_cache(maxsize=2048)  # (the direct path's statements: built once, bounded)
+def pymysql_insert_parts(sql: str) -> tuple[str, str, str] | None:
+    """PyMySQL's ``executemany`` split of ``INSERT ... VALUES (...) [ON DUPLICATE ...]``
+    into its prefix, one row's values and its postfix, as that method makes it per
+    call with a regular expression (about 160k instructions for put_writes' upsert on
+    MariaDB); None: not such an INSERT, or a PyMySQL without that expression."""
+    from pymysql import cursors
+
+    pattern = getattr(cursors, "RE_INSERT_VALUES", None)
+    match = pattern.match(sql) if pattern is not None else None
+    if match is None:
+        return None
+    return match.group(1) % (), match.group(2).rstrip(), (match.group(3) or "") % ()
+
+
+def pymysql_executemany(
+    cursor: Any, sql: str, rows: Any, executemany: Callable[[str, Any], Any]
+) -> Any:
+    """``executemany(sql, rows)`` (PyMySQL's, of ``cursor``), its SQL split once
+    (:func:`pymysql_insert_parts`) rather than per call; PyMySQL's own where it lacks
+    what this reads."""
+    parts = pymysql_insert_parts(sql) if rows else None
+    execute_many = getattr(cursor, "_do_execute_many", None)
+    if parts is None or not callable(execute_many):
+        return executemany(sql, rows)
+    prefix, values, postfix = parts
+    encoding = cursor.connection.encoding
+    return execute_many(prefix, values, postfix, rows, cursor.max_stmt_length, encoding)
 
 
 # --- LangGraph ------------------------------------------------------------------------

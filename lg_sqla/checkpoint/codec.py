@@ -538,6 +538,29 @@ def inline_values_json(text: str | bytes) -> dict[str, Any]:
     return inline_values({INLINE_KEY: json_loads(text)})
 
 
+def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """The config's thread id, namespace and checkpoint id, checked (as
+    :func:`thread_id_of`, :func:`namespace_of` and :func:`checkpoint_id_of`). A
+    graph's ``put_writes`` names the checkpoint its ``put`` returned, whose strings
+    passed already: then one frame, not eight."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    namespace = configurable.get("checkpoint_ns", "")
+    checkpoint_id = configurable.get("checkpoint_id")
+    passed = _PASSED_KEYS
+    if (
+        type(thread_id) is str
+        and type(namespace) is str
+        and type(checkpoint_id) is str
+        and checkpoint_id
+        and (thread_id, limits.THREAD_ID_MAX) in passed
+        and (namespace, -1) in passed
+        and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in passed
+    ):
+        return thread_id, namespace, checkpoint_id
+    return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
+
+
 def dump_writes(
     serde: SerializerProtocol,
     writes: Sequence[tuple[str, Any]],
@@ -546,18 +569,24 @@ def dump_writes(
     shared: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Write rows (``shared``'s columns, then the write's own); special channels get
-    fixed negative idx."""
-    checked_key("task_id", task_id, limits.TASK_ID_MAX)
-    checked_text("task_path", task_path)
+    fixed negative idx, and a special channel written twice keeps its last write (one
+    task: the key is the idx; only special channels can repeat one)."""
+    passed = _PASSED_KEYS
+    if type(task_id) is not str or (task_id, limits.TASK_ID_MAX) not in passed:
+        checked_key("task_id", task_id, limits.TASK_ID_MAX)
+    if type(task_path) is not str or (task_path, -1) not in passed:
+        checked_text("task_path", task_path)
     rows = []
     special = WRITES_IDX_MAP
     channels = _PASSED_CHANNELS
+    repeats = False
     for position, (channel, value) in enumerate(writes):
         type_, blob = serde.dumps_typed(value)
         row = {} if shared is None else dict(shared)
         row["task_id"] = task_id
         row["task_path"] = task_path
-        row["idx"] = special.get(channel, position)
+        idx = row["idx"] = special.get(channel, position)
+        repeats = repeats or idx < 0
         if type(channel) is str and channel in channels:
             row["channel"] = channel
         else:
@@ -565,6 +594,8 @@ def dump_writes(
         row["type"] = type_
         row["blob"] = blob
         rows.append(row)
+    if repeats:  # (a special channel: maybe written twice)
+        rows = list({row["idx"]: row for row in rows}.values())
     return rows
 
 

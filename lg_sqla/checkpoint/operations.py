@@ -338,9 +338,7 @@ def put_writes(
     task_path: str,
 ) -> Plan[None]:
     """Special-channel writes replace earlier ones; regular writes are first-wins."""
-    thread_id = codec.thread_id_of(config)
-    checkpoint_ns = _namespace(config)
-    checkpoint_id = codec.checkpoint_id_of(config)
+    thread_id, checkpoint_ns, checkpoint_id = codec.written_checkpoint(config)
     if checkpoint_id is None:
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
@@ -358,10 +356,7 @@ def put_writes(
     # stored one; a regular write never does, so a retried task is idempotent.
     # (Deciding per call, as the official SQL savers do, keeps a stale resume
     # value when a call mixes both, e.g. Command(resume=..., update=...).)
-    # Within one call, a repeated special key keeps the last write (one task: the
-    # key is the idx; only special channels can repeat one).
-    if any(row["idx"] < 0 for row in rows):
-        rows = list({row["idx"]: row for row in rows}.values())
+    # Within one call, a repeated special key keeps the last write (dump_writes).
     if not rows:
         return
     if ctx.dialect_ops.writes_in_one_statement:

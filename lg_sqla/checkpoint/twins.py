@@ -178,7 +178,7 @@ def runs_on_engine(
 
     def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         source, checkpointer, writes = call(self, *args, **kwargs)
-        if writes:
+        if writes and self.read_only:  # (_writing refuses: its frame only then)
             self._writing(name)
         # (No typing.cast here: it is a call, and this is the hot calls' path.)
         result: _R = self._checkpointer_call(source) if checkpointer else self.run(source)
@@ -196,7 +196,7 @@ def aruns_on_engine(
 
     async def face(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         source, checkpointer, writes = call(self, *args, **kwargs)
-        if writes:
+        if writes and self.read_only:  # (see runs_on_engine)
             self._writing(name)
         runs = self._checkpointer_call if checkpointer else self.arun
         result: _R = await runs(source)

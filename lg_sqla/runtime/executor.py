@@ -332,16 +332,16 @@ class Runtime:
         connection lost at COMMIT) within the reconnect window.
         """
         if not callable(source):
-            return self.attempt(engine, source, writes=writes)
+            return self.attempt(engine, source, writes)
         # The first attempt, as the retry loop would make it: the loop's bookkeeping
         # (a closure, the window, the attempts) is paid from the first failure on.
         try:
-            return self.attempt(engine, source(), writes=writes)
+            return self.attempt(engine, source(), writes)  # (positional: cheaper)
         except (DBAPIError, ConnectionError) as error:
             failed = error
         try:
             return retry.with_retries(
-                lambda: self.attempt(engine, source(), writes=writes),
+                lambda: self.attempt(engine, source(), writes),
                 self.dialect_ops,
                 idempotent,
                 self._window_of,  # (positional, and bound once)
@@ -359,7 +359,6 @@ class Runtime:
         self,
         engine: Engine,
         plan: Plan[T],
-        *,
         writes: bool | None = None,
     ) -> T:
         """One attempt at ``plan`` on a connection of ``engine``, in one transaction."""
@@ -512,7 +511,7 @@ class Runtime:
                 driver,
                 plan,
                 first,
-                autocommit=first.whole_plan
+                first.whole_plan
                 and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
             )
         except BaseException as error:

@@ -34,3 +34,26 @@ def test_the_memory_is_bounded() -> None:
     for n in range(codec._PASSED_KEYS_MAX + 10):
         codec.checked_key("task_id", f"task-{n}", 64)
     assert len(codec._PASSED_KEYS) <= codec._PASSED_KEYS_MAX
+
+
+def test_a_checkpoints_keys_are_checked_whether_or_not_they_passed_before() -> None:
+    """``written_checkpoint`` (put_writes): keys that passed are taken as they are, and
+    the same keys as ``thread_id_of``, ``namespace_of`` and ``checkpoint_id_of`` give;
+    a key that did not pass is checked, every time."""
+    config = {"configurable": {"thread_id": "t-w", "checkpoint_ns": "", "checkpoint_id": "c1"}}
+    for _ in range(2):  # (unknown, then passed)
+        assert codec.written_checkpoint(config) == ("t-w", "", "c1")  # type: ignore[arg-type]
+    assert codec.written_checkpoint({"configurable": {"thread_id": 7}}) == ("7", "", None)
+    assert codec.written_checkpoint(
+        {"configurable": {"thread_id": "t-w", "checkpoint_ns": None, "checkpoint_id": ""}}
+    ) == ("t-w", "", None)
+    refused = [
+        ({"thread_id": None, "checkpoint_id": "c1"}, "thread_id.. is required"),
+        ({"thread_id": "t-w", "checkpoint_ns": "a\x00", "checkpoint_id": "c1"}, "checkpoint_ns"),
+        ({"thread_id": "t-w", "checkpoint_id": "c" * 65}, "checkpoint_id is 65 characters"),
+        ({"thread_id": "t" * 256, "checkpoint_id": "c1"}, "thread_id is 256 characters"),
+    ]
+    for _ in range(2):
+        for configurable, message in refused:
+            with pytest.raises(InvalidInputError, match=message):
+                codec.written_checkpoint({"configurable": configurable})  # type: ignore[typeddict-item]

@@ -20,3 +20,25 @@ def test_sync_psycopg_skips_the_adapter_and_async_psycopg_looks_behind_it() -> N
     assert async_driver.autocommit is drivers._psycopg_autocommit
     assert sync_driver.autocommit is drivers._psycopg_own_autocommit
     assert sync_driver.keeps_cursors and async_driver.keeps_cursors
+
+
+def test_pymysql_splits_an_insert_for_executemany_as_pymysql_does() -> None:
+    """The split PyMySQL's executemany makes of an INSERT per call, made once
+    (``internals.pymysql_insert_parts``): the same prefix, row and postfix, ``%%``
+    unescaped as PyMySQL unescapes it; None for what it would not split."""
+    from pymysql.cursors import RE_INSERT_VALUES
+
+    from lg_sqla import internals
+
+    upsert = (
+        "INSERT INTO t (a, `b`) VALUES (%s, %s) ON DUPLICATE KEY UPDATE "
+        "a = CASE WHEN (t.a LIKE 'x%%') THEN VALUES(a) ELSE t.a END"
+    )
+    match = RE_INSERT_VALUES.match(upsert)
+    assert match is not None
+    assert internals.pymysql_insert_parts(upsert) == (
+        "INSERT INTO t (a, `b`) VALUES ",
+        "(%s, %s)",
+        " ON DUPLICATE KEY UPDATE a = CASE WHEN (t.a LIKE 'x%') THEN VALUES(a) ELSE t.a END",
+    )
+    assert internals.pymysql_insert_parts("UPDATE t SET a = %s WHERE b = %s") is None

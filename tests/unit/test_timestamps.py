@@ -75,6 +75,20 @@ def test_sqlite_text_keeps_zero_microseconds_and_refuses_naive_times() -> None:
         process(dt.datetime(2026, 1, 2))
 
 
+def test_sqlite_text_of_instants_in_and_out_of_the_last_second_formatted() -> None:
+    """The SQLite processor reuses the text of the last second it formatted: instants
+    in that second (in any zone), before and after it, each get their own text."""
+    process = UTCDateTime().bind_processor(sqlite.dialect())
+    reference = sqlite.DATETIME().bind_processor(sqlite.dialect())
+    start = dt.datetime(2026, 12, 31, 23, 59, 58, tzinfo=dt.timezone.utc)
+    offsets_us = [0, 999_999, 1, 1_000_000, 999_999, 1_000_001, 2_000_000, 7, 1_500_000]
+    for offset in offsets_us:
+        for zone in ZONES:
+            aware = (start + dt.timedelta(microseconds=offset)).astimezone(zone)
+            naive_utc = aware.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            assert process(aware) == reference(naive_utc)
+
+
 @pytest.mark.parametrize("driver", ["psycopg", "pymysql", "asyncmy"])
 def test_server_drivers_get_the_utc_instant(driver: str) -> None:
     """PostgreSQL keeps the zone (timestamptz); MySQL's DATETIME gets naive UTC: the

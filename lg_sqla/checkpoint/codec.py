@@ -603,7 +603,12 @@ def parent_id_of(config: RunnableConfig) -> str | None:
     return checkpoint_id_of(config, "parent checkpoint_id")
 
 
-def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any:
+def load_value(serde: SerializerProtocol, type_: str, blob: bytes | memoryview | None) -> Any:
+    if type(blob) is memoryview:
+        # psycopg2 reads BYTEA as memoryview, and a load row's shared column has no
+        # LargeBinary type to convert it (statements.LoadLayout): a "bytes" value
+        # would come back as a view of the row's buffer.
+        blob = bytes(blob)
     try:
         return serde.loads_typed((type_, blob if blob is not None else b""))
     except SerdeError:

@@ -735,22 +735,21 @@ def build_tuple(
     *,
     next_version: Callable[[], Any],
 ) -> CheckpointTuple:
-    """Assemble a CheckpointTuple from a checkpoint row and its blobs and writes
-    (plain tuples: a checkpoint may have thousands of writes).
-
-    ``parent_sends`` are the parent's ``TASKS`` writes, only used for checkpoints
-    older than format v4, whose pending sends LangGraph now expects as a channel.
-    """
-    document = json_object(row["checkpoint"])
-    inline = inline_values(document)
-    checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
-    checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
+    """A CheckpointTuple from a checkpoint row and its blobs and writes (plain tuples:
+    a checkpoint may have thousands of writes). ``parent_sends``: the parent's ``TASKS``
+    writes, for checkpoints older than format v4 (LangGraph now expects a channel)."""
+    # (json_object, inline_values and typing.cast written out: get_tuple's path)
+    document: dict[str, Any] = row["checkpoint"]
+    if isinstance(document, (str, bytes)):
+        document = json_loads(document)
+    checkpoint: Checkpoint = {**document, "channel_values": {}}  # type: ignore[typeddict-item]
+    stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     values = checkpoint["channel_values"]
+    inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
     for channel, type_, blob in blobs:
         if type_ != EMPTY_TYPE and channel not in inline:
             values[channel] = load_value(serde, type_, blob)
     values.update(inline)
-
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
 
@@ -760,6 +759,9 @@ def build_tuple(
     thread_id = row["thread_id"]
     checkpoint_ns = row["checkpoint_ns"]
     parent_id = row["parent_checkpoint_id"]
+    metadata: CheckpointMetadata = row["metadata"]
+    if isinstance(metadata, (str, bytes)):
+        metadata = json_loads(metadata)
     return CheckpointTuple(
         config={
             "configurable": {
@@ -769,7 +771,7 @@ def build_tuple(
             }
         },
         checkpoint=checkpoint,
-        metadata=cast(CheckpointMetadata, json_object(row["metadata"])),
+        metadata=metadata,
         parent_config=(
             {
                 "configurable": {

@@ -118,6 +118,9 @@ def checked_key(field: str, value: Any, maximum: int) -> str:
         key = (value, maximum)
         if key in _PASSED_KEYS:
             return value
+        # A new id (each put's checkpoint id): check_length's checks without its calls.
+        if value.isascii() and "\x00" not in value and len(value) <= maximum:
+            return _remembered(key)
     else:
         key = None
     if maximum < 0:
@@ -125,10 +128,15 @@ def checked_key(field: str, value: Any, maximum: int) -> str:
     else:
         check_length(field, value, maximum)
     if key is not None:
-        if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
-            _PASSED_KEYS.clear()
-        _PASSED_KEYS.add(key)
+        _remembered(key)
     return cast(str, value)
+
+
+def _remembered(key: tuple[str, int]) -> str:
+    if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
+        _PASSED_KEYS.clear()
+    _PASSED_KEYS.add(key)
+    return key[0]
 
 
 def checked_text(field: str, value: Any) -> str:
@@ -223,7 +231,10 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
             v = str(v)
         if type(ch) is not str or ch not in channels:
             ch = _passed(channels, channel_name(ch))
-        stringified[ch] = v if v in known else _passed(known, version_str(v))
+        if v not in known:  # (version_str inline for a new short ASCII version)
+            short = v.isascii() and "\x00" not in v and len(v) <= limits.VERSION_MAX
+            v = _passed(known, v if short else version_str(v))
+        stringified[ch] = v
     return stringified
 
 
@@ -353,7 +364,7 @@ def _check_json_named(where: str, value: Any, depth: int) -> Any:
 
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    merged = _strip_nul(dict(get_serializable_checkpoint_metadata(config, metadata)))
+    merged = _strip_nul(get_serializable_checkpoint_metadata(config, metadata))
     return cast(dict[str, Any], check_json("metadata", merged))
 
 
@@ -503,7 +514,9 @@ def dump_values(
                     continue
             elif kind is int and not _INT64_MIN <= value <= _INT64_MAX:
                 continue
-            inline[channel_name(channel)] = [value]
+            if type(channel) is not str or channel not in _PASSED_CHANNELS:
+                channel = _passed(_PASSED_CHANNELS, channel_name(channel))
+            inline[channel] = [value]
     rows = []
     for channel, version in new_versions.items():
         if channel in inline or channel not in values:

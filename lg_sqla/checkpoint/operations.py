@@ -197,11 +197,11 @@ def _put_rows(
     )
     if inline:
         document[codec.INLINE_KEY] = inline
-    named = complete.named_blobs(values, versions, inline)
-    new_keys = [(row["channel"], row["version"]) for row in blob_rows]
-    new = set(new_keys)
-    if not new.issubset(named):  # a new version the document does not name
-        named = list(dict.fromkeys([*named, *new_keys]))
+    # (inline keys are among versions': as many means every value is inline)
+    named = [] if len(inline) == len(versions) else complete.named_blobs(values, versions, inline)
+    new = {(row["channel"], row["version"]) for row in blob_rows} if blob_rows else set()
+    if blob_rows and not new.issubset(named):  # a new version the document does not name
+        named = list(dict.fromkeys([*named, *((r["channel"], r["version"]) for r in blob_rows)]))
     return _PutRows(
         checkpoint={
             "thread_id": thread_id,

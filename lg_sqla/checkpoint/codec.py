@@ -114,29 +114,18 @@ _PASSED_KEYS_MAX = 8192
 def checked_key(field: str, value: Any, maximum: int) -> str:
     """:func:`check_length` (``maximum`` < 0: :func:`check_text`), remembering the str
     values that passed."""
-    if type(value) is str:  # (anything else is refused below, uncached)
-        key = (value, maximum)
-        if key in _PASSED_KEYS:
-            return value
-        # A new id (each put's checkpoint id): check_length's checks without its calls.
-        if value.isascii() and "\x00" not in value and len(value) <= maximum:
-            return _remembered(key)
-    else:
-        key = None
-    if maximum < 0:
-        check_text(field, value)
-    else:
-        check_length(field, value, maximum)
-    if key is not None:
-        _remembered(key)
-    return cast(str, value)
-
-
-def _remembered(key: tuple[str, int]) -> str:
+    if type(value) is not str:  # refused, uncached
+        return check_text(field, value)
+    key = (value, maximum)
+    if key in _PASSED_KEYS:
+        return value
+    # A new id (each put's checkpoint id): short ASCII without NUL passes without calls.
+    if not (value.isascii() and "\x00" not in value and len(value) <= maximum):
+        check_text(field, value) if maximum < 0 else check_length(field, value, maximum)
     if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
         _PASSED_KEYS.clear()
     _PASSED_KEYS.add(key)
-    return key[0]
+    return value
 
 
 def checked_text(field: str, value: Any) -> str:
@@ -165,12 +154,15 @@ def thread_id_of(config: RunnableConfig) -> str:
             'config["configurable"]["thread_id"] is required: '
             'invoke the graph with {"configurable": {"thread_id": ...}}'
         )
-    return thread_id_str(configurable["thread_id"])
+    thread_id = configurable["thread_id"]
+    if type(thread_id) is str:  # (the common case, without thread_id_str's call)
+        return checked_key("thread_id", thread_id, limits.THREAD_ID_MAX)
+    return thread_id_str(thread_id)
 
 
 def namespace_of(config: RunnableConfig) -> str:
     checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
-    return checked_text("checkpoint_ns", checkpoint_ns)
+    return checked_key("checkpoint_ns", checkpoint_ns, -1)
 
 
 def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id") -> str | None:
@@ -365,7 +357,8 @@ def _check_json_named(where: str, value: Any, depth: int) -> Any:
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
     merged = _strip_nul(get_serializable_checkpoint_metadata(config, metadata))
-    return cast(dict[str, Any], check_json("metadata", merged))
+    checked: dict[str, Any] = check_json("metadata", merged)  # (no typing.cast: a call)
+    return checked
 
 
 def run_id_of(metadata: Mapping[str, Any]) -> str | None:
@@ -383,7 +376,9 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest = {k: v for k, v in checkpoint.items() if k not in _CHECKED_PARTS}
+    rest = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
+    for part in _CHECKED_PARTS:
+        rest.pop(part, None)
     document: dict[str, Any] = _strip_nul(rest)
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
     versions_seen = {}
@@ -610,10 +605,6 @@ def dump_writes(
     if repeats:  # (a special channel: maybe written twice)
         rows = list({row["idx"]: row for row in rows}.values())
     return rows
-
-
-def parent_id_of(config: RunnableConfig) -> str | None:
-    return checkpoint_id_of(config, "parent checkpoint_id")
 
 
 def load_value(serde: SerializerProtocol, type_: str, blob: bytes | None) -> Any:

@@ -177,7 +177,7 @@ def _put_rows(
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    parent_id = codec.parent_id_of(config)
+    parent_id = codec.checkpoint_id_of(config, "parent checkpoint_id")
     nsh = key_hash(checkpoint_ns)
     now = utc_now()
     document = codec.dump_checkpoint_document(checkpoint)
@@ -209,7 +209,9 @@ def _put_rows(
             "checkpoint_id": checkpoint_id,
             "checkpoint_ns": checkpoint_ns,
             "parent_checkpoint_id": parent_id,
-            "run_id": codec.run_id_of(stored_metadata),
+            "run_id": (
+                None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
+            ),
             "checkpoint": document,
             "metadata": stored_metadata,
             "created_at": now,
@@ -285,7 +287,7 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
     or found until the commit."""
     new = rows.new
-    checked = [key for key in rows.named if key not in new]
+    checked = [key for key in rows.named if key not in new] if rows.named else []
     if not checked and not rows.blobs:
         # Every value inline (or none new): the put is this one statement, atomic by
         # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT).

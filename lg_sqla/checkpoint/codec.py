@@ -356,8 +356,10 @@ def _check_json_named(where: str, value: Any, depth: int) -> Any:
 
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    merged = _strip_nul(get_serializable_checkpoint_metadata(config, metadata))
-    checked: dict[str, Any] = check_json("metadata", merged)  # (no typing.cast: a call)
+    merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
+    if _plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
+        return merged
+    checked: dict[str, Any] = check_json("metadata", _strip_nul(merged))
     return checked
 
 

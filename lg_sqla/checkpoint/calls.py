@@ -11,6 +11,7 @@ whether it writes). ``twins.runs_on_engine`` makes the sync saver's method of it
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,6 @@ from lg_sqla.checkpoint.maintenance import SweepReport
 from lg_sqla.checkpoint.operations import Pages
 from lg_sqla.checkpoint.ttl_sweep import ApplyReport
 from lg_sqla.checkpoint.twins import Call
-from lg_sqla.plans import Plan
 
 if TYPE_CHECKING:
     from lg_sqla.checkpoint.base import SaverBase
@@ -85,9 +85,10 @@ def put(
             JSON; nothing is written. A serializer error also writes nothing.
     """
 
-    def stored() -> Plan[RunnableConfig]:
-        return operations.put(saver.context, config, checkpoint, metadata, new_versions)
-
+    # (a partial, not a closure: one Python frame less on the hot path)
+    stored = functools.partial(
+        operations.put, saver.context, config, checkpoint, metadata, new_versions
+    )
     if (keep_last := saver._keep_last()) is not None:  # shallow-like: prune in the put
         return lambda: retention.pruned_put(saver.context, stored(), keep_last), False, True
     return stored, True, True

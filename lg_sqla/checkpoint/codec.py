@@ -114,21 +114,18 @@ _PASSED_KEYS_MAX = 8192
 def checked_key(field: str, value: Any, maximum: int) -> str:
     """:func:`check_length` (``maximum`` < 0: :func:`check_text`), remembering the str
     values that passed."""
-    if type(value) is str:  # (anything else is refused below, uncached)
-        key = (value, maximum)
-        if key in _PASSED_KEYS:
-            return value
-    else:
-        key = None
-    if maximum < 0:
-        check_text(field, value)
-    else:
-        check_length(field, value, maximum)
-    if key is not None:
-        if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
-            _PASSED_KEYS.clear()
-        _PASSED_KEYS.add(key)
-    return cast(str, value)
+    if type(value) is not str:  # refused, uncached
+        return check_text(field, value)
+    key = (value, maximum)
+    if key in _PASSED_KEYS:
+        return value
+    # A new id (each put's checkpoint id): short ASCII without NUL passes without calls.
+    if not (value.isascii() and "\x00" not in value and len(value) <= maximum):
+        check_text(field, value) if maximum < 0 else check_length(field, value, maximum)
+    if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
+        _PASSED_KEYS.clear()
+    _PASSED_KEYS.add(key)
+    return value
 
 
 def checked_text(field: str, value: Any) -> str:
@@ -157,12 +154,15 @@ def thread_id_of(config: RunnableConfig) -> str:
             'config["configurable"]["thread_id"] is required: '
             'invoke the graph with {"configurable": {"thread_id": ...}}'
         )
-    return thread_id_str(configurable["thread_id"])
+    thread_id = configurable["thread_id"]
+    if type(thread_id) is str:  # (the common case, without thread_id_str's call)
+        return checked_key("thread_id", thread_id, limits.THREAD_ID_MAX)
+    return thread_id_str(thread_id)
 
 
 def namespace_of(config: RunnableConfig) -> str:
     checkpoint_ns = (config.get("configurable") or {}).get("checkpoint_ns", "") or ""
-    return checked_text("checkpoint_ns", checkpoint_ns)
+    return checked_key("checkpoint_ns", checkpoint_ns, -1)
 
 
 def checkpoint_id_of(config: RunnableConfig | None, field: str = "checkpoint_id") -> str | None:
@@ -223,7 +223,10 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
             v = str(v)
         if type(ch) is not str or ch not in channels:
             ch = _passed(channels, channel_name(ch))
-        stringified[ch] = v if v in known else _passed(known, version_str(v))
+        if v not in known:  # (version_str inline for a new short ASCII version)
+            short = v.isascii() and "\x00" not in v and len(v) <= limits.VERSION_MAX
+            v = _passed(known, v if short else version_str(v))
+        stringified[ch] = v
     return stringified
 
 
@@ -353,8 +356,11 @@ def _check_json_named(where: str, value: Any, depth: int) -> Any:
 
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    merged = _strip_nul(dict(get_serializable_checkpoint_metadata(config, metadata)))
-    return cast(dict[str, Any], check_json("metadata", merged))
+    merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
+    if _plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
+        return merged
+    checked: dict[str, Any] = check_json("metadata", _strip_nul(merged))
+    return checked
 
 
 def run_id_of(metadata: Mapping[str, Any]) -> str | None:
@@ -372,7 +378,9 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest = {k: v for k, v in checkpoint.items() if k not in _CHECKED_PARTS}
+    rest = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
+    for part in _CHECKED_PARTS:
+        rest.pop(part, None)
     document: dict[str, Any] = _strip_nul(rest)
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
     versions_seen = {}
@@ -503,7 +511,9 @@ def dump_values(
                     continue
             elif kind is int and not _INT64_MIN <= value <= _INT64_MAX:
                 continue
-            inline[channel_name(channel)] = [value]
+            if type(channel) is not str or channel not in _PASSED_CHANNELS:
+                channel = _passed(_PASSED_CHANNELS, channel_name(channel))
+            inline[channel] = [value]
     rows = []
     for channel, version in new_versions.items():
         if channel in inline or channel not in values:
@@ -599,15 +609,8 @@ def dump_writes(
     return rows
 
 
-def parent_id_of(config: RunnableConfig) -> str | None:
-    return checkpoint_id_of(config, "parent checkpoint_id")
-
-
 def load_value(serde: SerializerProtocol, type_: str, blob: bytes | memoryview | None) -> Any:
-    if type(blob) is memoryview:
-        # psycopg2 reads BYTEA as memoryview, and a load row's shared column has no
-        # LargeBinary type to convert it (statements.LoadLayout): a "bytes" value
-        # would come back as a view of the row's buffer.
+    if type(blob) is memoryview:  # psycopg2's BYTEA, in a load row's untyped column
         blob = bytes(blob)
     try:
         return serde.loads_typed((type_, blob if blob is not None else b""))
@@ -740,22 +743,21 @@ def build_tuple(
     *,
     next_version: Callable[[], Any],
 ) -> CheckpointTuple:
-    """Assemble a CheckpointTuple from a checkpoint row and its blobs and writes
-    (plain tuples: a checkpoint may have thousands of writes).
-
-    ``parent_sends`` are the parent's ``TASKS`` writes, only used for checkpoints
-    older than format v4, whose pending sends LangGraph now expects as a channel.
-    """
-    document = json_object(row["checkpoint"])
-    inline = inline_values(document)
-    checkpoint = cast(Checkpoint, {**document, "channel_values": {}})
-    checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
+    """A CheckpointTuple from a checkpoint row and its blobs and writes (plain tuples:
+    a checkpoint may have thousands of writes). ``parent_sends``: the parent's ``TASKS``
+    writes, for checkpoints older than format v4 (LangGraph now expects a channel)."""
+    # (json_object, inline_values and typing.cast written out: get_tuple's path)
+    document: dict[str, Any] = row["checkpoint"]
+    if isinstance(document, (str, bytes)):
+        document = json_loads(document)
+    checkpoint: Checkpoint = {**document, "channel_values": {}}  # type: ignore[typeddict-item]
+    stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     values = checkpoint["channel_values"]
+    inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
     for channel, type_, blob in blobs:
         if type_ != EMPTY_TYPE and channel not in inline:
             values[channel] = load_value(serde, type_, blob)
     values.update(inline)
-
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
 
@@ -765,6 +767,9 @@ def build_tuple(
     thread_id = row["thread_id"]
     checkpoint_ns = row["checkpoint_ns"]
     parent_id = row["parent_checkpoint_id"]
+    metadata: CheckpointMetadata = row["metadata"]
+    if isinstance(metadata, (str, bytes)):
+        metadata = json_loads(metadata)
     return CheckpointTuple(
         config={
             "configurable": {
@@ -774,7 +779,7 @@ def build_tuple(
             }
         },
         checkpoint=checkpoint,
-        metadata=cast(CheckpointMetadata, json_object(row["metadata"])),
+        metadata=metadata,
         parent_config=(
             {
                 "configurable": {

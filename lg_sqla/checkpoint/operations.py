@@ -177,7 +177,7 @@ def _put_rows(
     thread_id = codec.thread_id_of(config)
     checkpoint_ns = _namespace(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    parent_id = codec.parent_id_of(config)
+    parent_id = codec.checkpoint_id_of(config, "parent checkpoint_id")
     nsh = key_hash(checkpoint_ns)
     now = utc_now()
     document = codec.dump_checkpoint_document(checkpoint)
@@ -197,11 +197,11 @@ def _put_rows(
     )
     if inline:
         document[codec.INLINE_KEY] = inline
-    named = complete.named_blobs(values, versions, inline)
-    new_keys = [(row["channel"], row["version"]) for row in blob_rows]
-    new = set(new_keys)
-    if not new.issubset(named):  # a new version the document does not name
-        named = list(dict.fromkeys([*named, *new_keys]))
+    # (inline keys are among versions': as many means every value is inline)
+    named = [] if len(inline) == len(versions) else complete.named_blobs(values, versions, inline)
+    new = {(row["channel"], row["version"]) for row in blob_rows} if blob_rows else set()
+    if blob_rows and not new.issubset(named):  # a new version the document does not name
+        named = list(dict.fromkeys([*named, *((r["channel"], r["version"]) for r in blob_rows)]))
     return _PutRows(
         checkpoint={
             "thread_id": thread_id,
@@ -209,7 +209,9 @@ def _put_rows(
             "checkpoint_id": checkpoint_id,
             "checkpoint_ns": checkpoint_ns,
             "parent_checkpoint_id": parent_id,
-            "run_id": codec.run_id_of(stored_metadata),
+            "run_id": (
+                None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
+            ),
             "checkpoint": document,
             "metadata": stored_metadata,
             "created_at": now,
@@ -285,7 +287,7 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     writer at a time, and InnoDB's insert-or-ignore keeps a lock on each row it wrote
     or found until the commit."""
     new = rows.new
-    checked = [key for key in rows.named if key not in new]
+    checked = [key for key in rows.named if key not in new] if rows.named else []
     if not checked and not rows.blobs:
         # Every value inline (or none new): the put is this one statement, atomic by
         # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT).

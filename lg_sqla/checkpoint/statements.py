@@ -79,7 +79,13 @@ class LoadLayout:
         self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
         self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
         # Each checkpoint column the rows carry; the others (keyless: the keys) None.
-        self._record = [(name, self.checkpoint_at.get(name)) for name in CHECKPOINT_COLUMNS]
+        # (in C: the present ones by one itemgetter, the others None; record()'s path)
+        present = [n for n in CHECKPOINT_COLUMNS if self.checkpoint_at.get(n) is not None]
+        self._present_names = tuple(present)
+        self._present_of = _getter([self.checkpoint_at[n] for n in present])
+        self._absent: dict[str, Any] = {
+            n: None for n in CHECKPOINT_COLUMNS if n not in self.checkpoint_at
+        }
         value_at = self.value_at
         # (in C: a tuple of a row's values in the order of codec.StoredWrite/StoredBlob)
         self.write_of: Callable[[Sequence[Any]], StoredWrite] = operator.itemgetter(
@@ -99,10 +105,18 @@ class LoadLayout:
     def record(self, row: Sequence[Any], q: PageQuery) -> dict[str, Any]:
         """A checkpoint row's values by name (``CHECKPOINT_COLUMNS``); keyless, its
         thread and namespace are the query's (``q``: the page's)."""
-        found = {name: None if at is None else row[at] for name, at in self._record}
+        found = dict(self._absent)
+        found.update(zip(self._present_names, self._present_of(row), strict=True))
         if not self.keyed:
             found["thread_id"], found["checkpoint_ns"] = q.thread_id, q.namespace
         return found
+
+
+def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A row's values at ``positions``, as a tuple (itemgetter's, even for one)."""
+    if len(positions) == 1:
+        return lambda row: (row[positions[0]],)
+    return operator.itemgetter(*positions)
 
 
 def _keyless(row: Sequence[Any]) -> PageKey:
@@ -263,7 +277,8 @@ def layout_of(dialect_ops: DialectOps, q: PageQuery) -> LoadLayout:
     one = q.namespace is not None
     if one and (q.limit != _LITERAL_LIMIT or q.thread_id is None or q.ns_hash is None):
         raise ValueError("a page query names its namespace for one checkpoint of a thread")
-    return load_layout(dialect_ops, one)
+    keyless, keyed = _LAYOUTS[dialect_ops.union_sharing()]  # (load_layout, without a call)
+    return keyless if one else keyed
 
 
 def page_key(row: Record) -> PageKey:
@@ -340,16 +355,23 @@ def _keyset_after(q: PageQuery) -> ColumnElement[bool]:
 
 def page_params(q: PageQuery) -> dict[str, Any]:
     """Values for the bound parameters of ``select_page(q)`` (filters carry their own)."""
-    params: dict[str, Any] = {
-        "thread_id": q.thread_id,
-        "ns_hash": q.ns_hash,
-        "checkpoint_id": q.checkpoint_id,
-        "before_id": q.before_id,
-        "limit": None if q.limit == _LITERAL_LIMIT else q.limit,
-    }
+    # (the values set, one by one: a comprehension is a call, and this is get_tuple's path)
+    params: dict[str, Any] = {}
+    if q.thread_id is not None:
+        params["thread_id"] = q.thread_id
+    if q.ns_hash is not None:
+        params["ns_hash"] = q.ns_hash
+    if q.checkpoint_id is not None:
+        params["checkpoint_id"] = q.checkpoint_id
+    if q.before_id is not None:
+        params["before_id"] = q.before_id
+    if q.limit is not None and q.limit != _LITERAL_LIMIT:
+        params["limit"] = q.limit
     if q.after is not None:
-        params["after_cid"], params["after_tid"], params["after_nsh"] = q.after
-    return {k: v for k, v in params.items() if v is not None}
+        for name, value in zip(("after_cid", "after_tid", "after_nsh"), q.after, strict=True):
+            if value is not None:
+                params[name] = value
+    return params
 
 
 def _shape(q: PageQuery) -> tuple[bool, ...]:

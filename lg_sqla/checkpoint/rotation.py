@@ -25,7 +25,8 @@ moved is not found again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,24 +78,51 @@ def reencrypt(
     for table in (checkpoint_blobs, checkpoint_writes):
         counters = report.tables.setdefault(table.name, TableProgress())
         key = list(table.primary_key.columns)
-        after: tuple[Any, ...] | None = None
-        while True:
-            page = sa.select(*key, table.c.type).where(table.c.type != EMPTY_TYPE)
-            if after is not None:
-                page = page.where(sa.tuple_(*key) > sa.tuple_(*after))
-            rows = (yield Step(page.order_by(*key).limit(batch_size), fetch=True)).rows
-            if not rows:
-                break
-            after = tuple(rows[-1])[: len(key)]
-            counters.scanned += len(rows)
-            stale = [r for r in rows if needs_rewrite(r.type, ctx.serde)]
-            if stale:
-                yield from _rewrite_rows(ctx, table, key, stale, source, counters)
-            report.batches += 1
-            yield COMMIT
-            if progress is not None:
-                progress(report)
+        typed = sa.select(*key, table.c.type).where(table.c.type != EMPTY_TYPE)
+        rewrite = functools.partial(_rewrite_stale, ctx, table, key, source, counters)
+        yield from _in_batches(typed, key, batch_size, counters, report, progress, rewrite)
     return report
+
+
+def _rewrite_stale(
+    ctx: Context,
+    table: sa.Table,
+    key: list[Any],
+    source: SerializerProtocol | None,
+    counters: TableProgress,
+    rows: Sequence[Any],
+) -> Plan[None]:
+    """Rewrite the ``rows`` of ``table`` not in ``ctx.serde``'s current form."""
+    stale = [r for r in rows if needs_rewrite(r.type, ctx.serde)]
+    if stale:
+        yield from _rewrite_rows(ctx, table, key, stale, source, counters)
+
+
+def _in_batches(
+    rows: sa.Select[Any],
+    key: list[Any],
+    batch_size: int,
+    counters: TableProgress,
+    report: RotationReport,
+    progress: Callable[[RotationReport], None] | None,
+    each: Callable[[Sequence[Any]], Plan[None]],
+) -> Plan[None]:
+    """``rows`` in ``key`` order, ``batch_size`` at a time, each batch given to ``each``
+    and committed (a rerun resumes where a failed one stopped: what is done is not
+    found again)."""
+    after: tuple[Any, ...] | None = None
+    while True:
+        page = rows if after is None else rows.where(sa.tuple_(*key) > sa.tuple_(*after))
+        found = (yield Step(page.order_by(*key).limit(batch_size), fetch=True)).rows
+        if not found:
+            return
+        after = tuple(found[-1])[: len(key)]
+        counters.scanned += len(found)
+        yield from each(found)
+        report.batches += 1
+        yield COMMIT
+        if progress is not None:
+            progress(report)
 
 
 def _rewrite_rows(
@@ -159,16 +187,8 @@ def _move_inline_values(
         start = sa.select(*key, inline.label("inline")).where(inline.is_not(None))
     else:  # (a database without JSON functions lg_sqla knows: every whole document)
         start = sa.select(*key, table.c.checkpoint.label("inline"))
-    after: tuple[Any, ...] | None = None
-    while True:
-        page = start
-        if after is not None:
-            page = page.where(sa.tuple_(*key) > sa.tuple_(*after))
-        rows = (yield Step(page.order_by(*key).limit(batch_size), fetch=True)).rows
-        if not rows:
-            break
-        after = tuple(rows[-1])[: len(key)]
-        counters.scanned += len(rows)
+
+    def move_values(rows: Sequence[Any]) -> Plan[None]:
         stale = [
             tuple(r)[: len(key)]
             for r in rows
@@ -181,10 +201,8 @@ def _move_inline_values(
         ]
         if stale:
             counters.rewritten += yield from _move_rows(ctx, key, stale)
-        report.batches += 1
-        yield COMMIT
-        if progress is not None:
-            progress(report)
+
+    yield from _in_batches(start, key, batch_size, counters, report, progress, move_values)
 
 
 def _move_rows(ctx: Context, key: list[sa.Column[Any]], stale: list[tuple[Any, ...]]) -> Plan[int]:

@@ -123,6 +123,21 @@ def _keyless(row: Sequence[Any]) -> PageKey:
     return cast(PageKey, _KEYLESS)
 
 
+def _layout(shared: str, *, keyed: bool) -> LoadLayout:
+    """A :class:`LoadLayout` from its columns after the ones every layout begins with
+    (kind, state_revision; keyed, the three keys): ``"checkpoint column/value column"``
+    pairs, ``-`` where that kind of row leaves the column NULL."""
+    first = ["kind/kind", "state_revision/state_revision"]
+    if keyed:
+        first += ["thread_id/thread_id", "checkpoint_ns_hash/checkpoint_ns_hash"]
+        first += ["checkpoint_id/checkpoint_id"]
+    slots: list[Slot] = []
+    for pair in [*first, *shared.split()]:
+        checkpoint_column, value_column = (None if n == "-" else n for n in pair.split("/"))
+        slots.append((checkpoint_column, value_column))
+    return LoadLayout(slots, keyed=keyed)
+
+
 # Checkpoint rows and blob/write rows share the key and string columns of the same
 # type on every database (checkpoint_id/channel, parent_checkpoint_id/task_id: key
 # strings; checkpoint_ns/task_path: long text), as MySQL refuses a UNION column of
@@ -131,127 +146,46 @@ def _keyless(row: Sequence[Any]) -> PageKey:
 # (DialectOps.union_sharing).
 # Keyless (get_tuple): the checkpoint row carries no thread_id or checkpoint_ns either,
 # which the query names (PageQuery.namespace).
-_SAME_TYPE_KEYLESS = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("checkpoint_id", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        (None, "task_path"),
-        (None, "type"),
-        (None, "idx"),
-        (None, "blob"),
-        ("checkpoint", None),
-        ("metadata", None),
-    ],
+_SAME_TYPE_KEYLESS = _layout(
+    "checkpoint_id/channel parent_checkpoint_id/task_id -/task_path -/type -/idx -/blob"
+    " checkpoint/- metadata/-",
     keyed=False,
 )
-_SAME_TYPE_KEYED = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("thread_id", "thread_id"),
-        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
-        ("checkpoint_id", "checkpoint_id"),
-        ("parent_checkpoint_id", "channel"),
-        (None, "task_id"),
-        ("checkpoint_ns", "task_path"),
-        (None, "type"),
-        (None, "idx"),
-        (None, "blob"),
-        ("checkpoint", None),
-        ("metadata", None),
-    ],
+_SAME_TYPE_KEYED = _layout(
+    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx -/blob"
+    " checkpoint/- metadata/-",
     keyed=True,
 )
 # PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
-_TEXT_DOCUMENTS_KEYLESS = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("checkpoint_id", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        ("checkpoint", "task_path"),
-        ("metadata", "type"),
-        (None, "idx"),
-        (None, "blob"),
-    ],
+_TEXT_DOCUMENTS_KEYLESS = _layout(
+    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
+    " -/idx -/blob",
     keyed=False,
 )
-_TEXT_DOCUMENTS_KEYED = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("thread_id", "thread_id"),
-        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
-        ("checkpoint_id", "checkpoint_id"),
-        ("checkpoint_ns", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        ("checkpoint", "task_path"),
-        ("metadata", "type"),
-        (None, "idx"),
-        (None, "blob"),
-    ],
+_TEXT_DOCUMENTS_KEYED = _layout(
+    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
+    " -/idx -/blob",
     keyed=True,
 )
 # MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
-_JSON_WITH_BINARY_KEYLESS = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("checkpoint_id", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        ("metadata", "task_path"),
-        (None, "type"),
-        (None, "idx"),
-        ("checkpoint", "blob"),
-    ],
+_JSON_WITH_BINARY_KEYLESS = _layout(
+    "checkpoint_id/channel parent_checkpoint_id/task_id metadata/task_path -/type -/idx"
+    " checkpoint/blob",
     keyed=False,
 )
-_JSON_WITH_BINARY_KEYED = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("thread_id", "thread_id"),
-        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
-        ("checkpoint_id", "checkpoint_id"),
-        ("parent_checkpoint_id", "channel"),
-        (None, "task_id"),
-        ("checkpoint_ns", "task_path"),
-        (None, "type"),
-        (None, "idx"),
-        ("checkpoint", "blob"),
-        ("metadata", None),
-    ],
+_JSON_WITH_BINARY_KEYED = _layout(
+    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx"
+    " checkpoint/blob metadata/-",
     keyed=True,
 )
-_ANY_TYPE_KEYLESS = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("checkpoint_id", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        ("checkpoint", "task_path"),
-        ("metadata", "idx"),
-        (None, "type"),
-        (None, "blob"),
-    ],
+_ANY_TYPE_KEYLESS = _layout(
+    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
+    " -/type -/blob",
     keyed=False,
 )
-_ANY_TYPE_KEYED = LoadLayout(
-    [
-        ("kind", "kind"),
-        ("state_revision", "state_revision"),
-        ("thread_id", "thread_id"),
-        ("checkpoint_ns_hash", "checkpoint_ns_hash"),
-        ("checkpoint_id", "checkpoint_id"),
-        ("checkpoint_ns", "channel"),
-        ("parent_checkpoint_id", "task_id"),
-        ("checkpoint", "task_path"),
-        ("metadata", "idx"),
-        (None, "type"),
-        (None, "blob"),
-    ],
+_ANY_TYPE_KEYED = _layout(
+    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
+    " -/type -/blob",
     keyed=True,
 )
 # DialectOps.union_sharing -> (keyless, keyed) layouts.

@@ -84,6 +84,12 @@ def wrong_database_url(backend: Backend, tmp_path: Path) -> str:
     return url.render_as_string(hide_password=False)
 
 
+def _tag() -> str:
+    """A run's ``suite`` metadata value: a letter first, as ``--filter suite=VALUE``
+    reads VALUE as JSON when it parses (hex digits alone may make a number)."""
+    return "t" + uuid.uuid4().hex[:12]
+
+
 READS = (["current"], ["check"], ["sweep", "--older-than-days", "1"], ["prune", "t-1"])
 
 
@@ -207,7 +213,7 @@ def parsed_json(done: subprocess.CompletedProcess[str]) -> Any:
 
 
 def test_read_commands_json_and_tables(backend: Backend) -> None:
-    tag = uuid.uuid4().hex[:12]
+    tag = _tag()
     a, b = f"cli-{tag}-a", f"cli-{tag}-b"
     tuples = populate(backend, tag, {a: 1, b: 2})
     url = backend.sync_url
@@ -329,7 +335,7 @@ def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:
     from langchain_core.messages import HumanMessage, messages_from_dict
     from langgraph.types import Command
 
-    tag = uuid.uuid4().hex[:12]
+    tag = _tag()
     waiting, done_id = f"chat-{tag}-waiting", f"chat-{tag}-done"
     question = "Paris, " + "please " * 30  # longer than any --width below
     with fresh_saver(backend) as saver:
@@ -436,7 +442,7 @@ def _rows(backend: Backend, thread_ids: Sequence[str]) -> dict[str, int]:
 
 @pytest.mark.parametrize("command", ["prune", "delete-thread"])
 def test_dry_run_reports_exactly_what_the_real_run_removes(backend: Backend, command: str) -> None:
-    tag = uuid.uuid4().hex[:12]
+    tag = _tag()
     threads = [f"dry-{tag}-{n}" for n in range(2)]
     populate(backend, tag, {t: 2 for t in threads})
     url = backend.sync_url
@@ -475,7 +481,7 @@ def test_prune_of_unknown_threads_removes_nothing_and_says_so(backend: Backend) 
 def test_sweep_reports_pruned_not_removed_threads(
     make_engine: EngineFactory, backend: Backend
 ) -> None:
-    tag = uuid.uuid4().hex[:12]
+    tag = _tag()
     threads = [f"sweep-{tag}-{n}" for n in range(2)]
     populate(backend, tag, {t: 1 for t in threads})
     engine = make_engine(backend)
@@ -561,7 +567,7 @@ def on_terminal(args: Sequence[str], url: str, *, answer: str) -> str:
 
 
 def test_tables_and_progress_bar_on_a_terminal(backend: Backend) -> None:
-    tag = uuid.uuid4().hex[:12]
+    tag = _tag()
     thread_id = f"tty-{tag}"
     populate(backend, tag, {thread_id: 2})
     screen = on_terminal(["threads", "--filter", f"suite={tag}"], backend.sync_url, answer="n")

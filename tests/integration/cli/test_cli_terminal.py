@@ -46,7 +46,9 @@ LONG = "weather in Paris? " * 12  # a 216-character message
 def threads(backend: Backend) -> dict[str, str]:
     """Threads in every status, with uuid ids (36 characters), tagged ``suite`` (the
     session's database holds other tests' threads too), and a store item."""
-    tag = uuid.uuid4().hex[:8]
+    # (a letter first: `--filter suite=VALUE` reads VALUE as JSON when it parses, and
+    # eight hex digits may be all digits, or digits around an "e": a number)
+    tag = "t" + uuid.uuid4().hex[:8]
     ids = {status: str(uuid.uuid4()) for status in ("interrupted", "error", "idle")}
     with fresh_saver(backend) as saver:
         chat = build_tool_chat_graph().compile(checkpointer=saver)

@@ -14,7 +14,12 @@ from sqlalchemy import JSON, DateTime, Dialect, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from lg_sqla.dialects import is_mysql_family, mysql_json_text, mysql_key_collation
+from lg_sqla.dialects import (
+    is_mysql_family,
+    mysql_binds_literals,
+    mysql_json_text,
+    mysql_key_collation,
+)
 from lg_sqla.shared import json_text
 
 # The table options of every lg_sqla table on MySQL and MariaDB. SQLAlchemy reads a
@@ -151,10 +156,9 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         # process_bind_param's conversion in one closure, without TypeDecorator's
         # layers: with three timestamps per put, they took 20 of its 45 us of
         # parameter processing on SQLite (SQLAlchemy's DATETIME formatting included).
-        if dialect.name == "sqlite" or (is_mysql_family(dialect) and dialect.driver in _QUOTING):
-            # On MySQL, the very literal the text-protocol drivers (_QUOTING) send for
-            # a naive datetime, which they format in Python (PyMySQL: str.format of
-            # seven fields); a string they only quote.
+        if dialect.name == "sqlite" or mysql_binds_literals(dialect):
+            # On MySQL, the very literal those drivers send for a naive datetime; a
+            # string they only quote.
             return naive_datetime_text()
         if self.load_dialect_impl(dialect).bind_processor(dialect) is not None:
             return super().bind_processor(dialect)  # a driver that needs its own conversion
@@ -180,11 +184,6 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.timezone.utc)
         return value.astimezone(dt.timezone.utc)
-
-
-# The MySQL drivers that put parameters into the SQL text as literals (no server-side
-# prepared statements): a timestamp's literal is the same for its text and its datetime.
-_QUOTING = frozenset({"pymysql", "asyncmy", "mysqldb"})
 
 
 def naive_datetime_text() -> Callable[[dt.datetime | None], str | None]:

@@ -58,6 +58,18 @@ def is_mysql_family(dialect: Dialect) -> bool:
     return dialect.name in MYSQL_FAMILY
 
 
+# The MySQL drivers that put parameters into the SQL text as literals (no server-side
+# prepared statements): a timestamp's literal is the same for its text and its datetime.
+_LITERAL_DRIVERS = frozenset({"pymysql", "asyncmy", "mysqldb"})
+
+
+def mysql_binds_literals(dialect: Dialect) -> bool:
+    """MySQL/MariaDB through a driver that writes each parameter into the SQL as a
+    literal it formats in Python (PyMySQL: a datetime by str.format of seven fields),
+    so that a value bound as that literal's text is sent the same and costs less."""
+    return is_mysql_family(dialect) and dialect.driver in _LITERAL_DRIVERS
+
+
 def mysql_key_collation(dialect: Dialect) -> str:
     """Binary, NO PAD utf8mb4 collation: "a" != "A" != "a " (utf8mb4_bin pads spaces).
 

@@ -385,7 +385,8 @@ async def test_sweep_reports_the_rows_it_removed(target: Target) -> None:
     async with target.saver() as saver:
         for n in range(2):
             config: Any = {"configurable": {"thread_id": f"barrido-ñ-{n}-{uuid.uuid4().hex[:6]}"}}
-            cp = checkpoint({"ç": n, "键": "v"})
+            # (lists: blob rows of its own; small ints and strs are kept in the document)
+            cp = checkpoint({"ç": [n], "键": ["v"]})
             if isinstance(saver, AsyncSQLAlchemySaver):
                 stored = await saver.aput(config, cp, {}, cp["channel_versions"])
                 await saver.aput_writes(stored, [("ç", 1)], "t", "")

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,6 +175,20 @@ def key_value(text: str) -> tuple[str, Any]:
     if isinstance(value, float) and not math.isfinite(value):
         return key, raw
     return key, value
+
+
+def note_values_read_as_json(option: str, pairs: list[tuple[str, Any]]) -> None:
+    """After a listing that found nothing, on stderr: each VALUE that ``key_value`` read
+    as a JSON number, boolean or null. ``suite=46176614`` looks for the number, so text
+    stored under the same characters is no match, and nothing else would say why."""
+    for key, value in pairs:
+        if value is None or isinstance(value, bool | int | float):
+            shown = json.dumps(value)
+            print(
+                f"note: {option} {key}={shown} compared {key} with the JSON {shown}, not "
+                f"the text; to match the text, quote it as JSON: {option} '{key}=\"{shown}\"'",
+                file=sys.stderr,
+            )
 
 
 def positive_number(text: str) -> float:

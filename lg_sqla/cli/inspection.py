@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import make_url
 
 from lg_sqla.cli import disk
-from lg_sqla.cli.common import Commands, key_value, non_negative, positive, when
+from lg_sqla.cli.common import (
+    Commands,
+    key_value,
+    non_negative,
+    note_values_read_as_json,
+    positive,
+    when,
+)
 from lg_sqla.cli.output import emit_json, human_bytes, table, utc_time
 from lg_sqla.cli.values import (
     cut,
@@ -395,6 +402,9 @@ def _print_threads(args: argparse.Namespace, result: Any) -> None:
             ],
             optional=["FIRST WRITE", "NS", "CHECKPOINTS", "SIZE"],
         )
+    if not result.threads:
+        note_values_read_as_json("--filter", args.filter)
+        note_values_read_as_json("--value", args.value)
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}")
 

@@ -22,6 +22,7 @@ from lg_sqla.cli.common import (
     CommandError,
     Commands,
     key_value,
+    note_values_read_as_json,
     positive,
     storage_of,
     sync_url,
@@ -30,7 +31,7 @@ from lg_sqla.cli.common import (
 from lg_sqla.cli.output import confirm, emit_json, human_bytes, say, table, utc_time
 
 if TYPE_CHECKING:
-    from langgraph.store.base import Item
+    from langgraph.store.base import Item, SearchItem
 
     from lg_sqla.store import SQLAlchemyStore
 
@@ -228,16 +229,22 @@ def search(args: argparse.Namespace) -> int:
             args.namespace, filter=dict(args.filter) or None, limit=args.limit, offset=args.offset
         ),
         _item_json,
-        lambda items: table(
-            f"store items under {dotted(args.namespace) or '(root)'}",
-            ["NAMESPACE", "KEY", "UPDATED (UTC)", "VALUE"],
-            [
-                [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
-                for i in items
-            ],
-            text=["VALUE"],
-        ),
+        lambda items: _print_items(args, items),
     )
+
+
+def _print_items(args: argparse.Namespace, items: list[SearchItem]) -> None:
+    table(
+        f"store items under {dotted(args.namespace) or '(root)'}",
+        ["NAMESPACE", "KEY", "UPDATED (UTC)", "VALUE"],
+        [
+            [dotted(i.namespace), i.key, utc_time(i.updated_at), _preview(i.value, args.width)]
+            for i in items
+        ],
+        text=["VALUE"],
+    )
+    if not items:
+        note_values_read_as_json("--filter", args.filter)
 
 
 def get(args: argparse.Namespace) -> int:

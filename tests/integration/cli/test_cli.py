@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from backends import Backend, EngineFactory, checked_engine, fresh_saver
 from graph_helpers import build_fan_graph
 from helpers import table_counts
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Send
 from sqlalchemy.engine import make_url
 
@@ -326,6 +327,31 @@ def test_read_commands_json_and_tables(backend: Backend) -> None:
     done = tables["no-such"]
     assert done.returncode == 1
     assert_one_error_line(done, "has no checkpoint 'no-such-checkpoint'")
+
+
+def test_a_filter_value_read_as_a_number_says_how_to_match_the_text(backend: Backend) -> None:
+    # `--filter KEY=VALUE` reads VALUE as JSON when it parses: digits are a number, and
+    # text stored under the same characters is no match. The empty listing says so,
+    # with the quoted form that matches the text.
+    digits = str(uuid.uuid4().int % 10**12 + 10**12)
+    thread = f"cli-digits-{digits}"
+    with fresh_saver(backend) as saver:
+        checkpoint = empty_checkpoint()
+        saver.put(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            checkpoint,
+            {"source": "input", "step": -1, "suite": digits},
+            {},
+        )
+    url = backend.sync_url
+    as_number = run_cli(["threads", "--filter", f"suite={digits}"], url)
+    assert as_number.returncode == 0, as_number.stderr
+    assert "0 thread(s)" in as_number.stdout
+    assert f"""--filter 'suite="{digits}"'""" in as_number.stderr
+    found = read_json(["threads", "--filter", f'suite="{digits}"'], url)
+    assert [t["thread_id"] for t in found["threads"]] == [thread]
+    matched = run_cli(["threads", "--filter", f'suite="{digits}"'], url)
+    assert matched.returncode == 0 and matched.stderr == "", matched.stderr
 
 
 def test_a_conversation_its_status_and_its_changes(backend: Backend) -> None:

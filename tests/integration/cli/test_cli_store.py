@@ -99,6 +99,10 @@ def test_store_commands(fresh_database: Backend) -> None:
     assert all(i["value"]["kind"] == "note" for i in found["items"])
     rest = read_json(["store", "search", "users.ada", "--offset", "20", "--limit", "10"], url)
     assert len(rest["items"]) == NOTES - 20 and rest["next_offset"] is None
+    # A VALUE of digits is a JSON number: an empty listing says how to match text.
+    as_number = lg_sqla(["store", "search", "users", "--filter", "kind=7"], url)
+    assert as_number.returncode == 0, as_number.stderr
+    assert """--filter 'kind="7"'""" in as_number.stderr
     shown = lg_sqla(["store", "search", "users.bob"], url)
     assert shown.returncode == 0 and "theme" in shown.stdout and "users.bob.prefs" in shown.stdout
 

@@ -17,14 +17,14 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory, checked_engine, fresh_saver
 from graph_helpers import build_fan_graph
 from helpers import table_counts
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import CheckpointMetadata, empty_checkpoint
 from langgraph.types import Send
 from sqlalchemy.engine import make_url
 
@@ -340,7 +340,7 @@ def test_a_filter_value_read_as_a_number_says_how_to_match_the_text(backend: Bac
         saver.put(
             {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
             checkpoint,
-            {"source": "input", "step": -1, "suite": digits},
+            cast(CheckpointMetadata, {"source": "input", "step": -1, "suite": digits}),
             {},
         )
     url = backend.sync_url

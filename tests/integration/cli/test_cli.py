@@ -549,7 +549,8 @@ def test_downgrade_dry_run_and_confirmation_on_a_terminal(fresh_database: Backen
     dry = run_cli(["downgrade", "base", "--dry-run"], url)
     assert dry.returncode == 0, dry.stderr
     assert (
-        "would undo 9 migration(s) (0009_state_revision, 0008_checkpoint_expiry, "
+        "would undo 10 migration(s) (0010_partial_indexes, 0009_state_revision, "
+        "0008_checkpoint_expiry, "
         "0007_store_namespace_index, "
         "0006_checkpoint_retention, "
         "0005_scale_indexes, "

@@ -259,6 +259,7 @@ def test_upgrade_dry_run_and_sql_start_from_the_current_revision(
         "0007_store_namespace_index",
         "0008_checkpoint_expiry",
         "0009_state_revision",
+        "0010_partial_indexes",
     ]
     assert report["creates"] == ["checkpoint_retention"]
     # (Alembic prints the offline SQL through its own stdout handle: a process of its own)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -41,6 +42,7 @@ from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
+from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -138,10 +140,15 @@ class AsyncSQLAlchemySaver(
         """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
         ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
         user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
-        pysqlite engine in a worker thread (``Runtime.arun``). Each is idempotent
-        (``runtime.retry``), so it may run again after an unknown outcome."""
+        pysqlite engine in a worker thread (``runtime.workers``: ``Runtime.run`` there,
+        what ``Runtime.arun`` given ``threaded`` does, for a cheaper hop). Each is
+        idempotent (``runtime.retry``), so it may run again after an unknown outcome."""
         if self._binding is not None:
             return await self._binding.run(source)
+        if self._threaded is not None:
+            return await in_worker_thread(
+                partial(self._runtime.run, self._threaded, source, idempotent=True)
+            )
         return await self._runtime.arun(
             self.engine, source, threaded=self._threaded, calls_user_code=False, idempotent=True
         )

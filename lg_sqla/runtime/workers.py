@@ -44,6 +44,7 @@ none is in flight when a loop closes normally).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import os
 import queue
@@ -80,25 +81,35 @@ class _Pool:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._guard = threading.Lock()
-        self._idle = 0  # threads done with their last call, not yet given another
+        # One entry per thread done with its last call and not given another yet:
+        # a deque's append and pop are atomic, so a call takes one without a lock.
+        # (Calls queued past the most threads take none, so entries then outnumber the
+        # idle threads: harmless, as no thread is started past the most anyway.)
+        self._idle: collections.deque[None] = collections.deque()
+        self._guard = threading.Lock()  # (the count of threads, when one starts)
         self._threads = 0
 
     def submit(self, job: _Job) -> None:
-        with self._guard:
-            started = not self._idle and self._threads < MOST_THREADS
-            if started:
-                self._threads += 1
-            elif self._idle:  # an idle thread takes it (else the next thread done)
-                self._idle -= 1
-        if started:  # (before the call is queued: a thread that fails to start runs none)
-            try:
-                threading.Thread(target=self._work, name="lg_sqla-worker", daemon=True).start()
-            except BaseException:
-                with self._guard:
-                    self._threads -= 1
-                raise
+        try:
+            self._idle.pop()  # an idle thread takes it
+        except IndexError:
+            self._start_thread()
         self._jobs.put(job)
+
+    def _start_thread(self) -> None:
+        """A thread for a call that found none idle (past the most, the next thread
+        done takes it). Started before the call is queued: a thread that fails to
+        start leaves no call behind it."""
+        with self._guard:
+            if self._threads >= MOST_THREADS:
+                return
+            self._threads += 1
+        try:
+            threading.Thread(target=self._work, name="lg_sqla-worker", daemon=True).start()
+        except BaseException:
+            with self._guard:
+                self._threads -= 1
+            raise
 
     def _work(self) -> None:
         take = self._jobs.get
@@ -115,8 +126,7 @@ class _Pool:
             value, setter = error, outcome.set_exception
         # Idle from now on, before the caller hears of it: its next call, made as soon
         # as it does, finds this thread rather than starting another.
-        with self._guard:
-            self._idle += 1
+        self._idle.append(None)
         try:
             loop.call_soon_threadsafe(setter, value)
         except RuntimeError:  # the loop is closed: nobody awaits the outcome any more

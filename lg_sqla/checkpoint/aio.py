@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -41,6 +42,7 @@ from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
 from lg_sqla.runtime.owning import aowned
+from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.sweeper import TaskSweeper
 
 
@@ -134,17 +136,21 @@ class AsyncSQLAlchemySaver(
             return await self._binding.run(source)
         return await self._runtime.arun(self.engine, source, calls_user_code=True)
 
-    async def _checkpointer_call(self, source: PlanSource[T]) -> T:
+    def _checkpointer_call(self, source: PlanSource[T]) -> Awaitable[T]:
         """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
         ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
         user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
-        pysqlite engine in a worker thread (``Runtime.arun``). Each is idempotent
-        (``runtime.retry``), so it may run again after an unknown outcome."""
+        pysqlite engine in a worker thread (``runtime.workers``: ``Runtime.run`` there,
+        what ``Runtime.arun`` given ``threaded`` does, for a cheaper hop). Each is
+        idempotent (``runtime.retry``), so it may run again after an unknown outcome.
+        What to await at once (not a coroutine function: one frame less per call)."""
         if self._binding is not None:
-            return await self._binding.run(source)
-        return await self._runtime.arun(
-            self.engine, source, threaded=self._threaded, calls_user_code=False, idempotent=True
-        )
+            return self._binding.run(source)
+        if self._threaded is not None:
+            return in_worker_thread(
+                partial(self._runtime.run, self._threaded, source, idempotent=True)
+            )
+        return self._runtime.arun(self.engine, source, calls_user_code=False, idempotent=True)
 
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
         """This saver's calls on your ``AsyncConnection`` or ``AsyncSession``, inside your

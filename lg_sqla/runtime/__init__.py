@@ -17,6 +17,7 @@ timeouts   the call timeout: a watchdog that cuts a connection waited on too lon
 locks      SQLite's in-process writer lock (sync and async)
 kept       the pooled connection an owner keeps between direct-path calls
 forks      what a forked child resets (kept connections, own pools, locks)
+workers    the threads a SQLite file's async calls run in, whole (one hop each)
 owning     what ``from_conn_string`` opens: keep, stop the sweeper, release, dispose
 bound      ``bound(target)``: plans on the caller's connection or session, inside
            its transaction, one SAVEPOINT per call, never retried

@@ -20,6 +20,7 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
+from functools import partial
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
@@ -50,6 +51,7 @@ from lg_sqla.plans import Plan, T, declared_prebuilt
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding, bound_view, refuse_on_view
 from lg_sqla.runtime.owning import aowned, owned
+from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
@@ -654,9 +656,14 @@ class AsyncSQLAlchemyStore(
 
     async def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
-        # pysqlite engine in a worker thread (lg_sqla.runtime.executor).
+        # pysqlite engine in a worker thread (``runtime.workers``: what Runtime.arun
+        # given ``threaded`` does, with a cheaper hop).
         if self._binding is not None:
             return await self._binding.run(factory)
+        if self._threaded is not None:
+            return await in_worker_thread(
+                partial(self._runtime.run, self._threaded, factory, writes=writes)
+            )
         return await self._runtime.arun(
             self.engine, factory, writes=writes, threaded=self._threaded
         )

@@ -10,7 +10,9 @@ SQLite, PostgreSQL and MySQL/MariaDB: ``runtime.kept``), then forks. What users 
   the parent goes on with the same kept connection;
 * each child's calls succeed on connections of its own and read the right rows;
 * a fork while a thread of the parent is inside a SQLite write (holding the
-  in-process writer lock) leaves no child waiting on that lock forever.
+  in-process writer lock) leaves no child waiting on that lock forever;
+* the async saver and store on a SQLite file, whose calls run in lg_sqla's worker
+  threads, work in a child, which has none of the parent's threads.
 
 Children run through multiprocessing with the ``fork`` start method. Every wait on a
 child has a deadline that fails the test loudly: a guard against a hang, not a timing
@@ -19,11 +21,12 @@ assertion.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import threading
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +35,9 @@ import sqlalchemy as sa
 from backends import Backend
 from helpers import checkpoint, config, new_thread
 
-from lg_sqla import SQLAlchemySaver
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.runtime import locks
-from lg_sqla.store import SQLAlchemyStore
+from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 # Deadlock guard: a child, or a thread waiting on an event, that takes longer is hung.
 DEADLINE = 60.0
@@ -326,3 +329,59 @@ def test_a_fork_during_a_parents_sqlite_write_leaves_no_child_waiting(
         assert owner.read(parent_key) == 2
         for i in range(CHILDREN):
             assert owner.read(f"{parent_key}-child-{i}") == 100 + i
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_forked_children_run_async_calls_in_worker_threads_of_their_own(
+    backend: Backend,
+) -> None:
+    """The async saver and store opened on a SQLite file by from_conn_string run each
+    call whole in a worker thread of lg_sqla's (``runtime.workers``). A child forked
+    after the parent's calls started some has none of those threads: its calls must
+    run on threads of its own, not wait in a queue for the parent's, and the parent
+    goes on with its own."""
+    loop = asyncio.new_event_loop()
+    stack = AsyncExitStack()
+    try:
+        saver = loop.run_until_complete(
+            stack.enter_async_context(AsyncSQLAlchemySaver.from_conn_string(backend.async_url))
+        )
+        store = loop.run_until_complete(
+            stack.enter_async_context(AsyncSQLAlchemyStore.from_conn_string(backend.async_url))
+        )
+        loop.run_until_complete(saver.setup())
+        loop.run_until_complete(store.setup())
+
+        async def write(key: str, value: int) -> None:
+            versions: dict[str, str | int | float] = {"v": value}
+            await saver.aput(config(key), checkpoint(versions, versions), {}, versions)
+            await store.aput(("fork",), key, {"v": value})
+
+        async def read(key: str) -> tuple[int | None, int | None]:
+            found = await saver.aget_tuple(config(key))
+            item = await store.aget(("fork",), key)
+            return (
+                None if found is None else int(found.checkpoint["channel_values"]["v"]),
+                None if item is None else int(item.value["v"]),
+            )
+
+        parent_key = new_thread()
+        loop.run_until_complete(write(parent_key, 1))  # (worker threads started)
+
+        def child(i: int) -> tuple[tuple[int | None, int | None], ...]:
+            async def calls() -> tuple[tuple[int | None, int | None], ...]:
+                own_key = f"{parent_key}-child-{i}"
+                await write(own_key, 100 + i)
+                return await read(own_key), await read(parent_key)
+
+            return asyncio.run(calls())
+
+        reports = run_in_children(CHILDREN, child)
+        assert reports == [((100 + i, 100 + i), (1, 1)) for i in range(CHILDREN)]
+        loop.run_until_complete(write(parent_key, 2))
+        assert loop.run_until_complete(read(parent_key)) == (2, 2)
+        for i in range(CHILDREN):
+            assert loop.run_until_complete(read(f"{parent_key}-child-{i}")) == (100 + i,) * 2
+    finally:
+        loop.run_until_complete(stack.aclose())
+        loop.close()

@@ -53,10 +53,18 @@ from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
-from lg_sqla.store._lane import lone_get_plan, lone_put_plan, takes_put_lane
+from lg_sqla.store._lane import (
+    lone_get_plan,
+    lone_plan_of,
+    lone_put_plan,
+    named,
+    put_lane_open,
+    takes_put_lane,
+    undeclared,
+)
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._read import FIXED_KEYS_MAX, get_statement
-from lg_sqla.store._validate import check_key, check_op, check_put_fields
+from lg_sqla.store._validate import check_key, check_op, check_put_values
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
@@ -327,16 +335,11 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         on the ops and the store's index."""
         settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        if len(ops) == 1 and type(ops[0]) is GetOp:
-            get = ops[0]
-            if prebuilt:
-                return lambda: declared_prebuilt(lone_get_plan(settings, get, now)), writes
-            return lambda: lone_get_plan(settings, get, now), writes
-        if len(ops) == 1 and type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]):
-            put = ops[0]
-            if prebuilt:
-                return lambda: declared_prebuilt(lone_put_plan(settings, put, now)), writes
-            return lambda: lone_put_plan(settings, put, now), writes
+        if len(ops) == 1 and (
+            type(ops[0]) is GetOp or (type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]))
+        ):
+            lone = lone_plan_of(settings, ops[0], now)  # (declared prebuilt)
+            return (lone if prebuilt else lambda: undeclared(lone())), writes
         if prebuilt:
             return lambda: declared_prebuilt(batch_plan(settings, ops, embedded, now)), writes
         return lambda: batch_plan(settings, ops, embedded, now), writes
@@ -483,20 +486,24 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
             # gets BaseStore's own get.)
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
         validate_labels, ensure_refresh = base_get_checks
-        validate_labels(namespace)
-        op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
-        check_key(op.key)  # (check_op less the namespace labels: checked just now)
-        if self.read_only and op.refresh_ttl:
-            op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
-        settings, now = self._settings, utc_now()
+        settings = self._settings
+        name = named(settings.get_named, namespace, validate_labels)
+        key = str(key)
+        check_key(key)  # (check_op less the namespace labels: checked just now)
+        refresh = ensure_refresh(self.ttl_config, refresh_ttl) and not self.read_only
+        # (a read-only store refreshes no TTL: _read_only)
+        now = utc_now()
         # (_kind of a lone get: prebuilt where the store's statements are, without
         # the loop over a batch of ops)
         if self.embeddings is None and self.sql.in_sql:
             found = self._run(
-                lambda: declared_prebuilt(lone_get_plan(settings, op, now)), writes=False
+                lambda: lone_get_plan(settings, name, namespace, key, refresh, now), writes=False
             )
         else:
-            found = self._run(lambda: lone_get_plan(settings, op, now), writes=False)
+            found = self._run(
+                lambda: undeclared(lone_get_plan(settings, name, namespace, key, refresh, now)),
+                writes=False,
+            )
         return cast("Item | None", found[0])  # (a get's result)
 
     def put(
@@ -521,19 +528,21 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
             # helpers, or a subclass without TTLs, gets BaseStore's own put.)
             return super().put(namespace, key, value, index, ttl=ttl)
         validate_namespace, ensure_ttl = base_put_checks
-        validate_namespace(namespace)
-        op = PutOp(namespace, str(key), value, index, ensure_ttl(self.ttl_config, ttl))
-        check_put_fields(op)  # (check_op less the namespace labels: checked just now)
         settings = self._settings
-        if self.read_only or not takes_put_lane(settings, op):
-            self._batch_now([op])  # (a read-only store refuses it there: _read_only)
+        name = named(settings.put_named, namespace, validate_namespace)
+        key = str(key)
+        minutes: float | None = ensure_ttl(self.ttl_config, ttl)
+        check_put_values(key, value, minutes, index)  # (check_op less the namespace: just now)
+        if value is None or self.read_only or not put_lane_open(settings):
+            # (a read-only store refuses it there: _read_only)
+            self._batch_now([PutOp(namespace, key, value, index, minutes)])
             return None
         now = utc_now()
         # (_kind of a lone put: prebuilt where the store's statements are)
         if self.sql.in_sql:
-            self._run(lambda: declared_prebuilt(lone_put_plan(settings, op, now)))
+            self._run(lambda: lone_put_plan(settings, name, key, value, minutes, now))
         else:
-            self._run(lambda: lone_put_plan(settings, op, now))
+            self._run(lambda: undeclared(lone_put_plan(settings, name, key, value, minutes, now)))
         return None
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:

@@ -95,21 +95,10 @@ def upsert_statement(settings: Settings) -> Any:
     )
 
 
-def lone_upsert(settings: Settings, op: PutOp, now: dt.datetime) -> tuple[Any, dict[str, Any]]:
-    """The upsert of one put's row and its parameters, in fewer parameters than
-    ``upsert_statement``'s: both timestamps one (``stamped``), and for an item without
-    TTL its two columns NULL in the SQL. Every parameter costs per call (PyMySQL
-    escapes each in Python, SQLite binds each); the row written is the same."""
-    row = item_row(op, now)
-    del row["created_at"], row["updated_at"]
-    row["stamped"] = now
-    expires = op.ttl is not None
-    if not expires:
-        del row["expires_at"], row["ttl_minutes"]
-    return _lone_upsert_statement(settings, expires), row
+def lone_upsert_statement(settings: Settings, expires: bool) -> Any:
+    """``upsert_statement`` of one row, in fewer parameters (``_lane.lone_put_plan``):
+    both timestamps one, ``stamped``; without ``expires``, the TTL columns NULL."""
 
-
-def _lone_upsert_statement(settings: Settings, expires: bool) -> Any:
     def build() -> Any:
         t = store_items.c
         given = ("prefix_hash", "key_hash", "prefix", "prefix_head", "key", "value")

@@ -20,7 +20,7 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -401,6 +401,20 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         return float(minutes)
 
 
+class _Lanes(NamedTuple):
+    """The sync store's lean ``get`` and ``put`` (``_lane.py``): its settings,
+    LangGraph's own checks, whether a lone put with a value is one upsert, and whether
+    the lane plans are declared prebuilt."""
+
+    settings: Settings
+    validate_get: Callable[[tuple[str, ...]], None]
+    ensure_refresh: Callable[..., bool]
+    validate_put: Callable[[tuple[str, ...]], None]
+    ensure_ttl: Callable[..., Any]
+    puts: bool
+    declared: bool
+
+
 class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore"]]):
     """LangGraph's ``BaseStore`` on a sync SQLAlchemy ``Engine`` (any thread).
 
@@ -475,27 +489,50 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
         return self._batch_now(self._checked(ops))
 
+    def _lanes(self) -> _Lanes | None:
+        """What ``get`` and ``put`` read on every call, found once; None: they are
+        BaseStore's (a subclass's batch sees every op, or LangGraph lacks the helpers
+        of its checks)."""
+        get_checks, put_checks = internals.langgraph_get_checks(), internals.langgraph_put_checks()
+        if (
+            get_checks is None
+            or put_checks is None
+            or type(self).batch is not SQLAlchemyStore.batch
+        ):
+            return None
+        settings = self._settings
+        lanes = _Lanes(
+            settings,
+            *get_checks,
+            *put_checks,
+            # (a read-only store refuses a put in the batch: _read_only)
+            puts=not self.read_only and put_lane_open(settings),
+            # (_kind of a lone op: prebuilt where the store's statements are)
+            declared=self.embeddings is None and self.sql.in_sql,
+        )
+        self.__dict__["_lanes_once"] = lanes
+        return lanes
+
     def get(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         """``BaseStore.get``, the same checks and errors, straight to the lean plan of a
         lone get (``_lane.py``) rather than through ``batch``'s list of ops."""
-        base_get_checks = internals.langgraph_get_checks()
-        if base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+        lanes = self.__dict__.get("_lanes_once") or self._lanes()
+        if lanes is None:
             # (A subclass's batch sees every op; a LangGraph without these helpers
             # gets BaseStore's own get.)
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        validate_labels, ensure_refresh = base_get_checks
-        settings = self._settings
-        name = named(settings.get_named, namespace, validate_labels)
+        settings = lanes.settings
+        name = named(settings.get_named, namespace, lanes.validate_get)
         key = str(key)
         check_key(key)  # (check_op less the namespace labels: checked just now)
-        refresh = ensure_refresh(self.ttl_config, refresh_ttl) and not self.read_only
         # (a read-only store refreshes no TTL: _read_only)
+        refresh = lanes.ensure_refresh(self.ttl_config, refresh_ttl) and not self.read_only
         now = utc_now()
         # (_kind of a lone get: prebuilt where the store's statements are, without
         # the loop over a batch of ops)
-        if self.embeddings is None and self.sql.in_sql:
+        if lanes.declared:
             found = self._run(
                 lambda: lone_get_plan(settings, name, namespace, key, refresh, now), writes=False
             )
@@ -518,28 +555,23 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         """``BaseStore.put``, the same checks and errors, straight to the lean plan of a
         lone put (``_lane.py``) where a batch of it would take that plan, rather than
         through ``batch``'s list of ops; else that batch."""
-        base_put_checks = internals.langgraph_put_checks()
-        if (
-            base_put_checks is None
-            or type(self).batch is not SQLAlchemyStore.batch
-            or not self.supports_ttl
-        ):
+        lanes = self.__dict__.get("_lanes_once") or self._lanes()
+        if lanes is None or not self.supports_ttl:
             # (as get: a subclass's batch sees every op; a LangGraph without these
             # helpers, or a subclass without TTLs, gets BaseStore's own put.)
             return super().put(namespace, key, value, index, ttl=ttl)
-        validate_namespace, ensure_ttl = base_put_checks
-        settings = self._settings
-        name = named(settings.put_named, namespace, validate_namespace)
+        settings = lanes.settings
+        name = named(settings.put_named, namespace, lanes.validate_put)
         key = str(key)
-        minutes: float | None = ensure_ttl(self.ttl_config, ttl)
+        minutes: float | None = lanes.ensure_ttl(self.ttl_config, ttl)
         check_put_values(key, value, minutes, index)  # (check_op less the namespace: just now)
-        if value is None or self.read_only or not put_lane_open(settings):
+        if value is None or not lanes.puts:
             # (a read-only store refuses it there: _read_only)
             self._batch_now([PutOp(namespace, key, value, index, minutes)])
             return None
         now = utc_now()
         # (_kind of a lone put: prebuilt where the store's statements are)
-        if self.sql.in_sql:
+        if lanes.declared:
             self._run(lambda: lone_put_plan(settings, name, key, value, minutes, now))
         else:
             self._run(lambda: undeclared(lone_put_plan(settings, name, key, value, minutes, now)))

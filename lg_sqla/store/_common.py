@@ -271,9 +271,15 @@ class GotRow(NamedTuple):
         prefix, key, value, created_at, updated_at, ttl = row
         if isinstance(value, (str, bytes)):
             value = parse_json(value)
-        return cls(
-            prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
-        )
+        if type(created_at) is str:  # SQLite's naive UTC text: ``utc``'s first case, inline
+            try:
+                created_at = from_text(created_at + "+00:00")
+                updated_at = from_text(updated_at + "+00:00")
+            except ValueError:  # (text with an offset of its own)
+                created_at, updated_at = utc(created_at), utc(updated_at)
+        else:
+            created_at, updated_at = utc(created_at), utc(updated_at)
+        return cls(prefix, key, value, created_at, updated_at, ttl, prefix_hash, item_hash)
 
 
 # GotRow's columns of a row's mapping, in one C call.
@@ -323,6 +329,8 @@ def _holds_wide_float(value: Any) -> bool:
 
 
 _UTC = dt.timezone.utc
+# (what ``utc`` parses text with, for the readers that inline its first case)
+from_text = dt.datetime.fromisoformat
 
 
 def utc(value: Any) -> dt.datetime:

@@ -23,6 +23,7 @@ from lg_sqla.store._common import (
     Settings,
     alive_at_now,
     as_item,
+    from_text,
     head_in,
     in_keys,
     join_namespace,
@@ -155,8 +156,8 @@ def _plain_pages(
             value = parse_json(value)
         if type(created_at) is str:  # SQLite's naive UTC text: ``utc``'s first case, inline
             try:
-                created_at = _from_text(created_at + "+00:00")
-                updated_at = _from_text(updated_at + "+00:00")
+                created_at = from_text(created_at + "+00:00")
+                updated_at = from_text(updated_at + "+00:00")
             except ValueError:  # (text with an offset of its own)
                 created_at, updated_at = utc(created_at), utc(updated_at)
         else:
@@ -166,10 +167,6 @@ def _plain_pages(
             batch.refresh[(key_hash(prefix), key_hash(key))] = ttl
     for i, page in pages.items():
         batch.results[i] = page
-
-
-# (what ``utc`` parses text with; a frame less per timestamp of a page: 40 a search of 20)
-_from_text = dt.datetime.fromisoformat
 
 
 def _search_select(

@@ -92,8 +92,22 @@ def check_put_values(key: Any, value: Any, ttl: Any, index: Any) -> None:
     per put."""
     if type(key) is not str or "\x00" in key:
         check_key(key)
-    if value is not None:
-        if type(value) is not dict and not isinstance(value, Mapping):
+    if type(value) is dict:
+        # check_json_value's loop, inline for the usual members (a text key, a plain
+        # scalar); any other member is judged by it, as a one-member value: the same
+        # checks, the same error (``value[...]``, ``value key ...``).
+        for k, v in value.items():
+            kind = type(v)
+            if (
+                type(k) is not str
+                or "\x00" in k
+                or not (
+                    v is None or kind is int or kind is bool or (kind is str and "\x00" not in v)
+                )
+            ):
+                check_json_value("value", {k: v})
+    elif value is not None:
+        if not isinstance(value, Mapping):
             raise InvalidInputError(f"value must be a dict, got {type(value).__name__}")
         check_json_value("value", value)
     if ttl is not None and (

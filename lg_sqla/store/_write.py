@@ -45,8 +45,13 @@ def write_plan(
     one insert of their vectors."""
     if not puts:
         return
-    keys = sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
     dialect_ops = settings.dialect_ops
+    # Every put's key pair: what an index or the lack of an upsert deletes first.
+    keys = (
+        sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
+        if settings.indexed or not dialect_ops.native_upsert
+        else []
+    )
     # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
     if settings.indexed:
         delete_vectors = dialect_ops.cached(
@@ -75,9 +80,10 @@ def write_plan(
         rows = _item_rows(written, now)
         # One row: a plain execute, not the executemany machinery.
         yield step(upsert_statement(settings), rows[0] if len(rows) == 1 else rows)
-    vector_rows = _vector_rows(settings, embedded, now)
-    if settings.indexed and vector_rows:
-        yield Step(sa.insert(store_vectors), vector_rows)
+    if settings.indexed:
+        vector_rows = _vector_rows(settings, embedded, now)
+        if vector_rows:
+            yield Step(sa.insert(store_vectors), vector_rows)
 
 
 def upsert_statement(settings: Settings) -> Any:

@@ -21,7 +21,7 @@ from contextlib import (
     contextmanager,
 )
 from functools import partial
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -55,10 +55,18 @@ from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
 from lg_sqla.store._gather import Gatherers
-from lg_sqla.store._lane import lone_get_plan, lone_put_plan, takes_put_lane
+from lg_sqla.store._lane import (
+    lone_get_plan,
+    lone_plan_of,
+    lone_put_plan,
+    named,
+    put_lane_open,
+    takes_put_lane,
+    undeclared,
+)
 from lg_sqla.store._plan import batch_plan
 from lg_sqla.store._read import FIXED_KEYS_MAX, get_statement
-from lg_sqla.store._validate import check_key, check_op, check_put_fields
+from lg_sqla.store._validate import check_key, check_op, check_put_values
 from lg_sqla.store._vectors import ann_index_of, distance_of
 from lg_sqla.store._write import effective_puts, sweep_plan, texts_to_embed
 from lg_sqla.sweeper import TaskSweeper, ThreadSweeper
@@ -329,16 +337,11 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         on the ops and the store's index."""
         settings, now = self._settings, utc_now()
         prebuilt, writes = self._kind(ops)
-        if len(ops) == 1 and type(ops[0]) is GetOp:
-            get = ops[0]
-            if prebuilt:
-                return lambda: declared_prebuilt(lone_get_plan(settings, get, now)), writes
-            return lambda: lone_get_plan(settings, get, now), writes
-        if len(ops) == 1 and type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]):
-            put = ops[0]
-            if prebuilt:
-                return lambda: declared_prebuilt(lone_put_plan(settings, put, now)), writes
-            return lambda: lone_put_plan(settings, put, now), writes
+        if len(ops) == 1 and (
+            type(ops[0]) is GetOp or (type(ops[0]) is PutOp and takes_put_lane(settings, ops[0]))
+        ):
+            lone = lone_plan_of(settings, ops[0], now)  # (declared prebuilt)
+            return (lone if prebuilt else lambda: undeclared(lone())), writes
         if prebuilt:
             return lambda: declared_prebuilt(batch_plan(settings, ops, embedded, now)), writes
         return lambda: batch_plan(settings, ops, embedded, now), writes
@@ -398,6 +401,20 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         if not isinstance(minutes, (int, float)) or minutes <= 0:
             raise InvalidInputError(f"sweep_interval_minutes must be > 0, got {minutes!r}")
         return float(minutes)
+
+
+class _Lanes(NamedTuple):
+    """The sync store's lean ``get`` and ``put`` (``_lane.py``): its settings,
+    LangGraph's own checks, whether a lone put with a value is one upsert, and whether
+    the lane plans are declared prebuilt."""
+
+    settings: Settings
+    validate_get: Callable[[tuple[str, ...]], None]
+    ensure_refresh: Callable[..., bool]
+    validate_put: Callable[[tuple[str, ...]], None]
+    ensure_ttl: Callable[..., Any]
+    puts: bool
+    declared: bool
 
 
 class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore"]]):
@@ -474,31 +491,58 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
         return self._batch_now(self._checked(ops))
 
+    def _lanes(self) -> _Lanes | None:
+        """What ``get`` and ``put`` read on every call, found once; None: they are
+        BaseStore's (a subclass's batch sees every op, or LangGraph lacks the helpers
+        of its checks)."""
+        get_checks, put_checks = internals.langgraph_get_checks(), internals.langgraph_put_checks()
+        if (
+            get_checks is None
+            or put_checks is None
+            or type(self).batch is not SQLAlchemyStore.batch
+        ):
+            return None
+        settings = self._settings
+        lanes = _Lanes(
+            settings,
+            *get_checks,
+            *put_checks,
+            # (a read-only store refuses a put in the batch: _read_only)
+            puts=not self.read_only and put_lane_open(settings),
+            # (_kind of a lone op: prebuilt where the store's statements are)
+            declared=self.embeddings is None and self.sql.in_sql,
+        )
+        self.__dict__["_lanes_once"] = lanes
+        return lanes
+
     def get(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         """``BaseStore.get``, the same checks and errors, straight to the lean plan of a
         lone get (``_lane.py``) rather than through ``batch``'s list of ops."""
-        base_get_checks = internals.langgraph_get_checks()
-        if base_get_checks is None or type(self).batch is not SQLAlchemyStore.batch:
+        lanes = self.__dict__.get("_lanes_once") or self._lanes()
+        if lanes is None:
             # (A subclass's batch sees every op; a LangGraph without these helpers
             # gets BaseStore's own get.)
             return super().get(namespace, key, refresh_ttl=refresh_ttl)
-        validate_labels, ensure_refresh = base_get_checks
-        validate_labels(namespace)
-        op = GetOp(namespace, str(key), ensure_refresh(self.ttl_config, refresh_ttl))
-        check_key(op.key)  # (check_op less the namespace labels: checked just now)
-        if self.read_only and op.refresh_ttl:
-            op = op._replace(refresh_ttl=False)  # (as _read_only: a read refreshes no TTL)
-        settings, now = self._settings, utc_now()
+        settings = lanes.settings
+        name = named(settings.get_named, namespace, lanes.validate_get)
+        key = str(key)
+        check_key(key)  # (check_op less the namespace labels: checked just now)
+        # (a read-only store refreshes no TTL: _read_only)
+        refresh = lanes.ensure_refresh(self.ttl_config, refresh_ttl) and not self.read_only
+        now = utc_now()
         # (_kind of a lone get: prebuilt where the store's statements are, without
         # the loop over a batch of ops)
-        if self.embeddings is None and self.sql.in_sql:
+        if lanes.declared:
             found = self._run(
-                lambda: declared_prebuilt(lone_get_plan(settings, op, now)), writes=False
+                lambda: lone_get_plan(settings, name, namespace, key, refresh, now), writes=False
             )
         else:
-            found = self._run(lambda: lone_get_plan(settings, op, now), writes=False)
+            found = self._run(
+                lambda: undeclared(lone_get_plan(settings, name, namespace, key, refresh, now)),
+                writes=False,
+            )
         return cast("Item | None", found[0])  # (a get's result)
 
     def put(
@@ -513,29 +557,26 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         """``BaseStore.put``, the same checks and errors, straight to the lean plan of a
         lone put (``_lane.py``) where a batch of it would take that plan, rather than
         through ``batch``'s list of ops; else that batch."""
-        base_put_checks = internals.langgraph_put_checks()
-        if (
-            base_put_checks is None
-            or type(self).batch is not SQLAlchemyStore.batch
-            or not self.supports_ttl
-        ):
+        lanes = self.__dict__.get("_lanes_once") or self._lanes()
+        if lanes is None or not self.supports_ttl:
             # (as get: a subclass's batch sees every op; a LangGraph without these
             # helpers, or a subclass without TTLs, gets BaseStore's own put.)
             return super().put(namespace, key, value, index, ttl=ttl)
-        validate_namespace, ensure_ttl = base_put_checks
-        validate_namespace(namespace)
-        op = PutOp(namespace, str(key), value, index, ensure_ttl(self.ttl_config, ttl))
-        check_put_fields(op)  # (check_op less the namespace labels: checked just now)
-        settings = self._settings
-        if self.read_only or not takes_put_lane(settings, op):
-            self._batch_now([op])  # (a read-only store refuses it there: _read_only)
+        settings = lanes.settings
+        name = named(settings.put_named, namespace, lanes.validate_put)
+        key = str(key)
+        minutes: float | None = lanes.ensure_ttl(self.ttl_config, ttl)
+        check_put_values(key, value, minutes, index)  # (check_op less the namespace: just now)
+        if value is None or not lanes.puts:
+            # (a read-only store refuses it there: _read_only)
+            self._batch_now([PutOp(namespace, key, value, index, minutes)])
             return None
         now = utc_now()
         # (_kind of a lone put: prebuilt where the store's statements are)
-        if self.sql.in_sql:
-            self._run(lambda: declared_prebuilt(lone_put_plan(settings, op, now)))
+        if lanes.declared:
+            self._run(lambda: lone_put_plan(settings, name, key, value, minutes, now))
         else:
-            self._run(lambda: lone_put_plan(settings, op, now))
+            self._run(lambda: undeclared(lone_put_plan(settings, name, key, value, minutes, now)))
         return None
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:

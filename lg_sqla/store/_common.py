@@ -134,6 +134,27 @@ class Settings:
     ann: AnnIndex | None = None  # an approximate index (ann_index_config), PostgreSQL
     fields: int = 1  # how many fields the IndexConfig embeds (vectors an item may have)
     statements: Statements = field(default_factory=Statements, compare=False)
+    # The namespaces a lone put (``put_named``) or get (``get_named``) found valid by
+    # LangGraph's own check, with what their rows hold (``lane.named``); bounded.
+    put_named: dict[tuple[str, ...], Named] = field(default_factory=dict, compare=False)
+    get_named: dict[tuple[str, ...], Named] = field(default_factory=dict, compare=False)
+    # The lean lanes' statements (``DialectOps.cached``'s), by key: one dict lookup per
+    # call, not a key tuple and a builder closure.
+    lane_statements: dict[Hashable, Any] = field(default_factory=dict, compare=False)
+
+
+class Named(NamedTuple):
+    """What a namespace is in a row: its joined form, that form's key hash, and its head
+    (``store_items.prefix``, ``prefix_hash``, ``prefix_head``)."""
+
+    prefix: str
+    prefix_hash: str
+    head: str
+
+    @classmethod
+    def of(cls, namespace: tuple[str, ...]) -> Named:
+        prefix = join_namespace(namespace)
+        return cls(prefix, key_hash(prefix), namespace_head(prefix))
 
 
 @dataclass
@@ -250,9 +271,15 @@ class GotRow(NamedTuple):
         prefix, key, value, created_at, updated_at, ttl = row
         if isinstance(value, (str, bytes)):
             value = parse_json(value)
-        return cls(
-            prefix, key, value, utc(created_at), utc(updated_at), ttl, prefix_hash, item_hash
-        )
+        if type(created_at) is str:  # SQLite's naive UTC text: ``utc``'s first case, inline
+            try:
+                created_at = from_text(created_at + "+00:00")
+                updated_at = from_text(updated_at + "+00:00")
+            except ValueError:  # (text with an offset of its own)
+                created_at, updated_at = utc(created_at), utc(updated_at)
+        else:
+            created_at, updated_at = utc(created_at), utc(updated_at)
+        return cls(prefix, key, value, created_at, updated_at, ttl, prefix_hash, item_hash)
 
 
 # GotRow's columns of a row's mapping, in one C call.
@@ -302,6 +329,8 @@ def _holds_wide_float(value: Any) -> bool:
 
 
 _UTC = dt.timezone.utc
+# (what ``utc`` parses text with, for the readers that inline its first case)
+from_text = dt.datetime.fromisoformat
 
 
 def utc(value: Any) -> dt.datetime:

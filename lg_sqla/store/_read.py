@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from langgraph.store.base import GetOp, ListNamespacesOp
+from langgraph.store.base import GetOp, Item, ListNamespacesOp
 
 from lg_sqla.dialects import ordered_join
 from lg_sqla.models import store_items
@@ -20,7 +20,6 @@ from lg_sqla.store._common import (
     Settings,
     alive,
     alive_at_now,
-    as_item,
     head_in,
     in_keys,
     join_namespace,
@@ -163,7 +162,18 @@ def get_plan(batch: Batch, gets: Sequence[tuple[int, GetOp]]) -> Plan[None]:
             found[names] = GotRow.of_lone(fetched, *known)
     for i, op in gets:
         row = found.get((join_namespace(op.namespace), op.key))
-        batch.results[i] = as_item(row) if row is not None else None
+        # (the op's namespace: the same labels as the row's prefix, not split again)
+        batch.results[i] = (
+            Item(
+                value=row.value,
+                key=row.key,
+                namespace=op.namespace,
+                created_at=row.created_at,
+                updated_at=row.updated_at,
+            )
+            if row is not None
+            else None
+        )
         if row is not None and op.refresh_ttl:
             batch.refresh_ttl_of([row])
 

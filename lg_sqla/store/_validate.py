@@ -83,17 +83,39 @@ def check_put_fields(op: PutOp) -> None:
     """A put's key as text, a JSON dict value (or None: a delete), a positive TTL, index
     fields as text: all of :func:`check_op` but the namespace, for a put whose
     namespace ``BaseStore.put``'s own check passed (labels: text without ".", NUL)."""
-    check_key(op.key)
-    if op.value is not None:
-        if type(op.value) is not dict and not isinstance(op.value, Mapping):
-            raise InvalidInputError(f"value must be a dict, got {type(op.value).__name__}")
-        check_json_value("value", op.value)
-    if op.ttl is not None and (
-        not isinstance(op.ttl, (int, float)) or not math.isfinite(op.ttl) or op.ttl <= 0
+    check_put_values(op.key, op.value, op.ttl, op.index)
+
+
+def check_put_values(key: Any, value: Any, ttl: Any, index: Any) -> None:
+    """:func:`check_put_fields` of a put's fields as they are (the lone put's: no
+    ``PutOp`` made). The usual key (text without NUL) is judged inline: a frame less
+    per put."""
+    if type(key) is not str or "\x00" in key:
+        check_key(key)
+    if type(value) is dict:
+        # check_json_value's loop, inline for the usual members (a text key, a plain
+        # scalar); any other member is judged by it, as a one-member value: the same
+        # checks, the same error (``value[...]``, ``value key ...``).
+        for k, v in value.items():
+            kind = type(v)
+            if (
+                type(k) is not str
+                or "\x00" in k
+                or not (
+                    v is None or kind is int or kind is bool or (kind is str and "\x00" not in v)
+                )
+            ):
+                check_json_value("value", {k: v})
+    elif value is not None:
+        if not isinstance(value, Mapping):
+            raise InvalidInputError(f"value must be a dict, got {type(value).__name__}")
+        check_json_value("value", value)
+    if ttl is not None and (
+        not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0
     ):
-        raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
-    if op.index not in (None, False):
-        for path in op.index or ():
+        raise InvalidInputError(f"ttl must be a positive number of minutes, got {ttl!r}")
+    if index is not None and index is not False:
+        for path in index or ():
             _check_text("index field", path)
 
 

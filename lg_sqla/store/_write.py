@@ -45,8 +45,13 @@ def write_plan(
     one insert of their vectors."""
     if not puts:
         return
-    keys = sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
     dialect_ops = settings.dialect_ops
+    # Every put's key pair: what an index or the lack of an upsert deletes first.
+    keys = (
+        sorted((key_hash(join_namespace(ns)), key_hash(key)) for ns, key in puts)
+        if settings.indexed or not dialect_ops.native_upsert
+        else []
+    )
     # Vectors of every put item go: a put re-indexes (or un-indexes) its item.
     if settings.indexed:
         delete_vectors = dialect_ops.cached(
@@ -75,9 +80,10 @@ def write_plan(
         rows = _item_rows(written, now)
         # One row: a plain execute, not the executemany machinery.
         yield step(upsert_statement(settings), rows[0] if len(rows) == 1 else rows)
-    vector_rows = _vector_rows(settings, embedded, now)
-    if settings.indexed and vector_rows:
-        yield Step(sa.insert(store_vectors), vector_rows)
+    if settings.indexed:
+        vector_rows = _vector_rows(settings, embedded, now)
+        if vector_rows:
+            yield Step(sa.insert(store_vectors), vector_rows)
 
 
 def upsert_statement(settings: Settings) -> Any:
@@ -95,21 +101,10 @@ def upsert_statement(settings: Settings) -> Any:
     )
 
 
-def lone_upsert(settings: Settings, op: PutOp, now: dt.datetime) -> tuple[Any, dict[str, Any]]:
-    """The upsert of one put's row and its parameters, in fewer parameters than
-    ``upsert_statement``'s: both timestamps one (``stamped``), and for an item without
-    TTL its two columns NULL in the SQL. Every parameter costs per call (PyMySQL
-    escapes each in Python, SQLite binds each); the row written is the same."""
-    row = item_row(op, now)
-    del row["created_at"], row["updated_at"]
-    row["stamped"] = now
-    expires = op.ttl is not None
-    if not expires:
-        del row["expires_at"], row["ttl_minutes"]
-    return _lone_upsert_statement(settings, expires), row
+def lone_upsert_statement(settings: Settings, expires: bool) -> Any:
+    """``upsert_statement`` of one row, in fewer parameters (``_lane.lone_put_plan``):
+    both timestamps one, ``stamped``; without ``expires``, the TTL columns NULL."""
 
-
-def _lone_upsert_statement(settings: Settings, expires: bool) -> Any:
     def build() -> Any:
         t = store_items.c
         given = ("prefix_hash", "key_hash", "prefix", "prefix_head", "key", "value")

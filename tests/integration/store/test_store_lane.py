@@ -7,6 +7,7 @@ between calls (runtime.kept), given back on exit."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -15,10 +16,11 @@ from backends import Backend
 from helpers import count_statements
 from hypothesis import given
 from hypothesis import strategies as st
-from langgraph.store.base import GetOp, Item
+from langgraph.store.base import GetOp, InvalidNamespaceError, Item
 from sqlalchemy.pool import QueuePool
 from store_helpers import Stores, open_store, root
 
+from lg_sqla import InvalidInputError
 from lg_sqla.models import store_items
 from lg_sqla.shared import key_hash
 from lg_sqla.store._common import parse_json
@@ -83,6 +85,37 @@ async def test_a_lone_get_reads_what_the_batch_plan_reads(backend: Backend, mode
         _expire(s, ns, "k")
         assert await s.get(ns, "k") is None
         assert (await s.batch([GetOp(ns, "k"), GetOp(ns, "other")]))[0] is None
+
+
+async def test_the_lanes_check_every_namespace_and_value_as_before_once_seen(
+    backend: Backend, mode: str
+) -> None:
+    """put and get keep each namespace LangGraph's own check passed (``_lane.named``),
+    one map per check: a namespace get reads (a root "langgraph") is still refused by
+    put after a get of it, a bad one is refused every time, and a bad value's error
+    still names its member (``check_put_values``' inline loop)."""
+    async with open_store(backend, mode) as s:
+        r = root()
+        assert await s.get(("langgraph", r), "k") is None  # a get may read it
+        for _ in range(2):  # (the second time: each namespace seen before)
+            for bad_ns in [("langgraph", r), (r, "a.b"), (r, ""), ()]:
+                with pytest.raises(InvalidNamespaceError):
+                    await s.put(bad_ns, "k", {"a": 1})
+            with pytest.raises(InvalidNamespaceError):
+                await s.get((r, "a.b"), "k")
+            await s.put((r, "u"), "k", {"a": 1})
+        assert (await s.get((r, "u"), "k")).value == {"a": 1}
+        culprits = [
+            ({"a": float("nan")}, "value['a']"),
+            ({"ok": 1, "a": "x\x00"}, "value['a']"),
+            ({1: "x"}, "value key 1"),
+            ({"a": [1, {"b": float("inf")}]}, "value['a'][1]['b']"),
+            ({"a": {"b\x00": 1}}, "value['a'] key 'b\\x00'"),
+        ]
+        for bad, culprit in culprits:
+            with pytest.raises(InvalidInputError, match=re.escape(culprit)):
+                await s.put((r, "u"), "bad", bad)
+        assert await s.get((r, "u"), "bad") is None  # nothing written
 
 
 async def test_a_row_of_the_ops_hashes_but_other_names_is_no_answer(

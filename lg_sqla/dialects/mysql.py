@@ -142,22 +142,35 @@ def mysql_json_text(value: Any) -> str:
     ``\\u0022``, a leading "-" as ``\\u002d``. Any JSON parser (MySQL 8, Python)
     reads the same values back.
 
-    Written by orjson where its text is plain ASCII without a single escape and no
-    null (orjson writes NaN and infinities as null, json.dumps as NaN, which the
-    server refuses): then it is json.dumps' text less the spaces after separators
-    (the same document; only member names and escapes must match byte for byte), at
-    a fraction of the cost (a store put, a checkpoint). What orjson refuses, escapes
-    or may have nulled goes to json.dumps, as before.
+    Written by orjson where its text is plain ASCII without a single escape and each
+    null in it is a None (orjson writes NaN and infinities as null, json.dumps as NaN,
+    which the server refuses): then it is json.dumps' text less the spaces after
+    separators (the same document; only member names and escapes must match byte for
+    byte), at a fraction of the cost (a store put, a checkpoint). What orjson refuses,
+    escapes or may have nulled goes to json.dumps, as before.
     """
     try:
         fast = orjson.dumps(value, option=_ORJSON_STRICT)
     except TypeError:
         pass
     else:
-        if fast.isascii() and b"\\" not in fast and b"null" not in fast:
+        if (
+            fast.isascii()
+            and b"\\" not in fast
+            and (b"null" not in fast or _nulls_are_none(fast, value))
+        ):
             text = fast.decode()
             return text if '"-' not in text else _canonical_strings(text)
     return _canonical_strings(json.dumps(value, ensure_ascii=True))
+
+
+def _nulls_are_none(text: bytes, value: Any) -> bool:
+    """Whether orjson's ``text`` of ``value`` reads back as ``value``: then no null in it
+    stands for a NaN or an infinity (None != nan; nor for anything else: a tuple, read
+    back as a list, also sends ``value`` to json.dumps). Every checkpoint document has
+    a null (``updated_channels``): read back and compared in C, it costs a fifth of
+    json.dumps' text (callgrind: 6k against 32k instructions)."""
+    return bool(orjson.loads(text) == value)
 
 
 def _canonical_strings(text: str) -> str:

@@ -253,9 +253,33 @@ def _pymysql_cursors() -> tuple[type, type]:
             return super().execute(query, args)
 
         def executemany(self, query: str, args: Any) -> Any:
+            connection = self.connection
+            if args and not connection.server_status & NO_BACKSLASH_ESCAPES:
+                rows = _pymysql_multi_row(query, args, connection, self.max_stmt_length)
+                if rows is not None:
+                    return super().execute(rows)
             return internals.pymysql_executemany(self, query, args, super().executemany)
 
     return Cursor, SplitOnceCursor
+
+
+def _pymysql_multi_row(query: str, rows: Any, connection: Any, limit: int) -> bytes | None:
+    """The multi-row ``INSERT`` PyMySQL's ``executemany`` would send for ``rows`` (dicts)
+    of ``query`` (an ``INSERT ... VALUES``), its literals by ``mysql_literals``; None
+    where PyMySQL would cut it into several statements (past ``limit`` bytes: its
+    ``max_stmt_length``), or the query or rows are of another form: PyMySQL's own then."""
+    parts = internals.pymysql_insert_parts(query)
+    if parts is None:
+        return None
+    prefix, values, postfix = parts
+    escape = connection.escape
+    rendered = []
+    for row in rows:
+        if type(row) is not dict:
+            return None
+        rendered.append(values % mysql_literals(row, escape))
+    sql = (prefix + ",".join(rendered) + postfix).encode(connection.encoding)
+    return sql if len(sql) < limit else None
 
 
 def _pymysql_cursor(dbapi_connection: Any) -> tuple[Any, bool]:

@@ -20,8 +20,8 @@ from backends import assert_no_leaked_connections
 from helpers import checkpoint, config, new_thread
 from servers import create_database, drop_database, sqlalchemy_url
 
-from lg_sqla import SQLAlchemySaver
-from lg_sqla.runtime.drivers import direct_driver, mysql_literals
+from lg_sqla import SQLAlchemySaver, internals
+from lg_sqla.runtime.drivers import _pymysql_multi_row, direct_driver, mysql_literals
 
 pytestmark = pytest.mark.mysql
 
@@ -76,6 +76,31 @@ def test_the_statement_is_what_pymysql_sends(database: str) -> None:
             assert isinstance(connection, pymysql.Connection)
             expected = connection.cursor().mogrify(query, params)
             assert query % mysql_literals(params, connection.escape) == expected
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def test_the_multi_row_insert_is_what_pymysql_sends(database: str) -> None:
+    """An executemany of an ``INSERT ... VALUES``: PyMySQL's one statement of every row,
+    with the same literals; past PyMySQL's statement length, PyMySQL's own (it cuts)."""
+    engine = sa.create_engine(database)
+    query = "INSERT INTO t (a, b) VALUES (%(a)s, %(b)s) ON DUPLICATE KEY UPDATE b = '%%'"
+    rows = [{"a": HOSTILE_TEXT, "b": None}, {"a": 1, "b": b"\x00'"}, {"a": "x", "b": 2.5}]
+    try:
+        raw = engine.raw_connection()
+        try:
+            connection = raw.dbapi_connection
+            assert isinstance(connection, pymysql.Connection)
+            parts = internals.pymysql_insert_parts(query)
+            assert parts is not None
+            prefix, values, postfix = parts
+            mogrify = connection.cursor().mogrify
+            expected = prefix + ",".join(mogrify(values, row) for row in rows) + postfix
+            sent = _pymysql_multi_row(query, rows, connection, 10**6)
+            assert sent == expected.encode(connection.encoding)
+            assert _pymysql_multi_row(query, rows, connection, len(sent)) is None
         finally:
             raw.close()
     finally:

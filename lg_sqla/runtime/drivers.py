@@ -242,6 +242,7 @@ def _pymysql_cursors() -> tuple[type, type]:
     parameters' literals itself (``mysql_literals``) and whose ``executemany`` splits
     each INSERT's SQL once (``internals.pymysql_executemany``) instead of per call."""
     from pymysql.cursors import Cursor
+    from pymysql.err import ProgrammingError
 
     class SplitOnceCursor(Cursor):  # type: ignore[misc]
         def execute(self, query: Any, args: Any = None) -> Any:
@@ -249,12 +250,16 @@ def _pymysql_cursors() -> tuple[type, type]:
             if type(args) is dict and not connection.server_status & NO_BACKSLASH_ESCAPES:
                 # (the SQL with its literals in place: PyMySQL sends a query without
                 # parameters as it is, so the %-formatting, ``%%`` included, is done here)
-                return super().execute(query % mysql_literals(args, connection.escape))
+                try:
+                    query = query % mysql_literals(args, connection.escape)
+                except TypeError as error:  # (what PyMySQL raises for it)
+                    raise ProgrammingError(str(error)) from None
+                return super().execute(query)
             return super().execute(query, args)
 
         def executemany(self, query: str, args: Any) -> Any:
             connection = self.connection
-            if args and not connection.server_status & NO_BACKSLASH_ESCAPES:
+            if type(args) is list and args and not connection.server_status & NO_BACKSLASH_ESCAPES:
                 rows = _pymysql_multi_row(query, args, connection, self.max_stmt_length)
                 if rows is not None:
                     return super().execute(rows)
@@ -277,7 +282,10 @@ def _pymysql_multi_row(query: str, rows: Any, connection: Any, limit: int) -> by
     for row in rows:
         if type(row) is not dict:
             return None
-        rendered.append(values % mysql_literals(row, escape))
+        try:
+            rendered.append(values % mysql_literals(row, escape))
+        except TypeError:  # (PyMySQL's own raises its error for it)
+            return None
     sql = (prefix + ",".join(rendered) + postfix).encode(connection.encoding)
     return sql if len(sql) < limit else None
 

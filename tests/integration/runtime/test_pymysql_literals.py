@@ -107,6 +107,25 @@ def test_the_multi_row_insert_is_what_pymysql_sends(database: str) -> None:
         engine.dispose()
 
 
+def test_a_statement_its_parameters_do_not_fit_fails_as_on_pymysql(database: str) -> None:
+    """The plan's cursor raises what PyMySQL raises for SQL its parameters do not fit."""
+    engine = sa.create_engine(database)
+    try:
+        raw = engine.raw_connection()
+        try:
+            driver = direct_driver(engine.dialect)
+            assert driver is not None
+            cursor, _native = driver.open_cursor(raw.dbapi_connection)
+            with pytest.raises(pymysql.err.ProgrammingError):
+                cursor.execute("SELECT %(a)s, %s", {"a": 1})
+            with pytest.raises(pymysql.err.ProgrammingError):
+                cursor.executemany("INSERT INTO t (a) VALUES (%(a)s, %s)", [{"a": 1}])
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("sql_mode", [None, "NO_BACKSLASH_ESCAPES"])
 def test_hostile_values_round_trip(database: str, sql_mode: str | None) -> None:
     """Through a saver on the direct path (the plan's cursor is lg_sqla's), checkpoint

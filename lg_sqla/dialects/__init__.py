@@ -45,6 +45,7 @@ from lg_sqla.dialects.base import (
 )
 from lg_sqla.dialects.generic import GenericOps
 from lg_sqla.dialects.mysql import (
+    NO_BACKSLASH_ESCAPES,
     MySQLOps,
     MySQLStoreSQL,
     is_mysql_family,
@@ -52,6 +53,7 @@ from lg_sqla.dialects.mysql import (
     mysql_json_text,
     mysql_key_collation,
     mysql_member_path,
+    mysql_string_literal,
 )
 from lg_sqla.dialects.mysql_offline import prepare_offline_ddl
 from lg_sqla.dialects.postgresql import PostgresOps, PostgresStoreSQL, bulk_params, bulk_rows_shape
@@ -60,6 +62,7 @@ from lg_sqla.errors import UnsupportedDriverError
 
 __all__ = [
     "MIGRATION_LOCK_NAME",
+    "NO_BACKSLASH_ESCAPES",
     "NUMERIC_STRING",
     "AnnIndex",
     "ChannelVersionsSource",
@@ -82,6 +85,7 @@ __all__ = [
     "mysql_json_text",
     "mysql_key_collation",
     "mysql_member_path",
+    "mysql_string_literal",
     "ops_for",
     "ordered_join",
     "prepare_offline_ddl",

@@ -46,7 +46,11 @@ def test_a_key_is_spelled_the_same_in_a_path_and_in_a_document(key: str) -> None
     assert document in ("{" + path[2:] + ":1}", "{" + path[2:] + ": 1}")
 
 
-@given(documents | st.floats(allow_nan=True) | st.dictionaries(text, st.floats(), max_size=3))
+@given(
+    documents
+    | st.floats(allow_nan=True)
+    | st.dictionaries(text, st.none() | st.floats() | st.lists(st.floats()), max_size=3)
+)
 def test_strings_are_spelled_as_json_dumps_canonical_form(value: Any) -> None:
     """Whichever encoder wrote it (orjson where it is plain ASCII), every string is
     spelled byte for byte as the canonical form of json.dumps' text: documents written
@@ -57,3 +61,13 @@ def test_strings_are_spelled_as_json_dumps_canonical_form(value: Any) -> None:
     assert STRING.findall(out) == STRING.findall(canonical)
     # (numbers may be spelled otherwise, 1e-08 as 1e-8: the same value; NaN as it was)
     assert out == canonical or json.loads(out) == json.loads(canonical)
+
+
+def test_a_null_beside_a_nan_is_not_taken_for_none() -> None:
+    """orjson writes None and NaN alike (null): a document with a None (every checkpoint
+    document: ``updated_channels``) is written by orjson only when no null stands for
+    anything else; NaN and infinities stay as json.dumps writes them."""
+    assert mysql_json_text({"u": None, "v": [1.5]}) == '{"u":null,"v":[1.5]}'
+    assert mysql_json_text({"u": None, "v": [float("nan")]}) == '{"u": null, "v": [NaN]}'
+    assert mysql_json_text({"u": None, "v": float("-inf")}) == '{"u": null, "v": -Infinity}'
+    assert mysql_json_text({"u": None, "v": (1, None)}) == '{"u": null, "v": [1, null]}'

@@ -157,6 +157,7 @@ def mysql_json_text(value: Any) -> str:
         if (
             fast.isascii()
             and b"\\" not in fast
+            and b"\x7f" not in fast  # (DEL: json.dumps escapes it, orjson does not)
             and (b"null" not in fast or _nulls_are_none(fast, value))
         ):
             text = fast.decode()

@@ -71,3 +71,12 @@ def test_a_null_beside_a_nan_is_not_taken_for_none() -> None:
     assert mysql_json_text({"u": None, "v": [float("nan")]}) == '{"u": null, "v": [NaN]}'
     assert mysql_json_text({"u": None, "v": float("-inf")}) == '{"u": null, "v": -Infinity}'
     assert mysql_json_text({"u": None, "v": (1, None)}) == '{"u": null, "v": [1, null]}'
+
+
+def test_the_delete_character_is_escaped_as_json_dumps_escapes_it() -> None:
+    # U+007F is ASCII, which orjson writes as it is; json.dumps (earlier releases'
+    # documents, and every path) writes \u007f: MariaDB compares the two spellings
+    # byte for byte, so a key holding it must be spelled json.dumps' way.
+    document = {"a\x7fb": "c\x7f"}
+    assert mysql_json_text(document) == json.dumps(document, ensure_ascii=True)
+    assert mysql_member_path("a\x7fb") == '$."a\\u007fb"'

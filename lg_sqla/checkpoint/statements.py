@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Executable, visitors
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
@@ -322,7 +322,7 @@ def _shape(q: PageQuery) -> tuple[bool, ...]:
 
 def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     """The page's checkpoint rows; values are bound parameters (see ``page_params``)."""
-    stmt = sa.select(
+    stmt: sa.Select[Any] = sa.select(
         C.c.thread_id,
         C.c.checkpoint_ns_hash,
         C.c.checkpoint_id,
@@ -355,7 +355,7 @@ def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
             C.c.checkpoint_id.desc(), C.c.thread_id.desc(), C.c.checkpoint_ns_hash.desc()
         )
     if q.limit == _LITERAL_LIMIT:
-        stmt = stmt.limit(sa.literal_column(str(_LITERAL_LIMIT), sa.Integer))
+        stmt = dialect_ops.one_row(stmt)
     elif q.limit is not None:
         stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer))
     return stmt
@@ -450,8 +450,13 @@ def select_load(
         layout = load_layout(dialect_ops, one_checkpoint)
     assert layout.keyed != one_checkpoint
     page = dialect_ops.page_cte(page_stmt)
-    if one_checkpoint and thread is not None and dialect_ops.scalar_page_lookups:
-        return _one_by_scalars(dialect_ops, layout, page, page_stmt, thread)
+    if (
+        one_checkpoint
+        and thread is not None
+        and dialect_ops.scalar_page_lookups
+        and _bound_names(page_stmt) <= set(_PAGE_OF_ONE)
+    ):
+        return _one_by_scalars(dialect_ops, layout, page, page_stmt)
     owner_keys: dict[str, ColumnElement[Any]] = (
         {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}
         if layout.keyed
@@ -478,38 +483,43 @@ def select_load(
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 
 
+# The parameters of a page of one checkpoint (``select_page``: bound in this order).
+_PAGE_OF_ONE = ("thread_id", "ns_hash", "checkpoint_id")
+
+
+def _bound_names(statement: sa.Select[Any]) -> set[str]:
+    return {node.key for node in visitors.iterate(statement) if isinstance(node, sa.BindParameter)}
+
+
 def _one_by_scalars(
-    dialect_ops: DialectOps,
-    layout: LoadLayout,
-    page: Any,
-    page_stmt: sa.Select[Any],
-    thread: ColumnElement[Any],
+    dialect_ops: DialectOps, layout: LoadLayout, page: Any, page_stmt: sa.Select[Any]
 ) -> sa.CompoundSelect[Any]:
     """``select_load`` of one checkpoint of a thread and namespace (bound values) where
     the database runs an uncorrelated scalar subquery once per statement
     (``DialectOps.scalar_page_lookups``): each branch takes the one value of the page
     it needs (the document, the id, the parent's id) and looks its rows up by that
     key, rather than joining the page, whose lookup each join would run again (the
-    id alone is read from the index)."""
-    ns_hash = _param("ns_hash")
+    id alone is read from the index). By id, the writes are looked up by the id given.
+
+    The page (the first branch, ``page_stmt``) binds the thread, the namespace and
+    the id, in that order (``page_params``): every later use of them is that
+    parameter again (``DialectOps.bound_again``).
+    """
+    names = [name for name in _PAGE_OF_ONE if name in _bound_names(page_stmt)]
+    again = {name: dialect_ops.bound_again(_param(name), n) for n, name in enumerate(names, 1)}
+    thread, ns_hash = again["thread_id"], again["ns_hash"]
+    by_id = again.get("checkpoint_id")
+    lookup = sa.select(C.c.checkpoint_id).where(
+        C.c.thread_id == thread, C.c.checkpoint_ns_hash == ns_hash
+    )
+    if by_id is not None:
+        lookup = lookup.where(C.c.checkpoint_id == by_id)
+    lookup = dialect_ops.one_row(lookup.order_by(C.c.checkpoint_id.desc()))
 
     def of_page(value: ColumnElement[Any]) -> ColumnElement[Any]:
-        return page_stmt.with_only_columns(value).scalar_subquery()
+        return lookup.with_only_columns(value).scalar_subquery()
 
-    pairs, channel, version = dialect_ops.channel_versions(of_page(C.c.checkpoint))
-    blob, blob_on = dialect_ops.keyed_lookup(
-        B,
-        sa.and_(
-            B.c.thread_id == thread,
-            B.c.checkpoint_ns_hash == ns_hash,
-            B.c.channel == channel,
-            B.c.version == version,
-        ),
-    )
-    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
-    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
-        ordered_join(pairs, blob, blob_on)
-    )
+    blobs = _blobs_named_by(dialect_ops, layout, of_page(C.c.checkpoint), thread, ns_hash)
     write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
 
     def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
@@ -520,17 +530,41 @@ def _one_by_scalars(
             *extra,
         )
 
-    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
+    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes
+    # (the document read only where there is a parent: the database's AND stops first).
     below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    sends_of = sa.case(
+        (sa.and_(C.c.parent_checkpoint_id.is_not(None), below_v4), C.c.parent_checkpoint_id)
+    )
     return sa.union_all(
         _loaded_checkpoints(dialect_ops, layout, page),
         blobs,
-        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id)),
-        writes_of(
-            KIND_PARENT_SEND,
-            of_page(sa.case((below_v4, C.c.parent_checkpoint_id))),
-            W.c.channel == sql_constant(TASKS),
+        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id) if by_id is None else by_id),
+        writes_of(KIND_PARENT_SEND, of_page(sends_of), W.c.channel == sql_constant(TASKS)),
+    )
+
+
+def _blobs_named_by(
+    dialect_ops: DialectOps,
+    layout: LoadLayout,
+    document: ColumnElement[Any],
+    thread: ColumnElement[Any],
+    ns_hash: ColumnElement[Any],
+) -> sa.Select[Any]:
+    """The blob rows of one checkpoint ``document`` (of ``thread`` and ``ns_hash``)."""
+    pairs, channel, version = dialect_ops.channel_versions(document)
+    blob, blob_on = dialect_ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == thread,
+            B.c.checkpoint_ns_hash == ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
         ),
+    )
+    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
+    return sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
+        ordered_join(pairs, blob, blob_on)
     )
 
 

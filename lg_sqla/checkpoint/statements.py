@@ -47,6 +47,8 @@ CHECKPOINT_COLUMNS = (
     "metadata",
     "state_revision",
 )
+# A page of one's checkpoint row (its thread and namespace: the query's), in this order.
+_ONE_CHECKPOINT_COLUMNS = ("checkpoint", "metadata", "checkpoint_id", "parent_checkpoint_id")
 # Where a checkpoint is rebuilt from a load row (rows read by position: a page of a
 # thousand pending writes is a thousand rows; a mapping per row cost more than the
 # rows' values did).
@@ -94,6 +96,12 @@ class LoadLayout:
         self.blob_of: Callable[[Sequence[Any]], StoredBlob] = operator.itemgetter(
             value_at["channel"], value_at["type"], value_at["blob"]
         )
+        # (keyless: a checkpoint row's document, metadata, id and parent's id, in C)
+        self.checkpoint_of: Callable[[Sequence[Any]], tuple[Any, Any, str, str | None]] = (
+            operator.itemgetter(*(self.checkpoint_at[n] for n in _ONE_CHECKPOINT_COLUMNS))
+            if not keyed
+            else _keyed_record
+        )
         self.key_of: Callable[[Sequence[Any]], PageKey] = (
             operator.itemgetter(
                 value_at["checkpoint_id"], value_at["thread_id"], value_at["checkpoint_ns_hash"]
@@ -117,6 +125,10 @@ def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ..
     if len(positions) == 1:
         return lambda row: (row[positions[0]],)
     return operator.itemgetter(*positions)
+
+
+def _keyed_record(row: Sequence[Any]) -> Any:
+    raise TypeError("a keyed page's checkpoint rows are read by LoadLayout.record")
 
 
 def _keyless(row: Sequence[Any]) -> PageKey:
@@ -387,6 +399,20 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) ->
     if q.filter:
         return build()
     return dialect_ops.cached(("load", layout, *_shape(q)), build)
+
+
+def one_checkpoint_load(dialect_ops: DialectOps, by_id: bool) -> tuple[Executable, LoadLayout]:
+    """``get_tuple``'s statement (``load_statement`` of a page of one checkpoint of a
+    thread and namespace: by id, or the latest) and its layout, looked up once per
+    call. Its parameters: thread_id, ns_hash and (by id) checkpoint_id."""
+    sharing = dialect_ops.union_sharing()
+
+    def build() -> tuple[Executable, LoadLayout]:
+        q = PageQuery("", "", "" if by_id else None, limit=_LITERAL_LIMIT, namespace="")
+        layout = layout_of(dialect_ops, q)
+        return load_statement(dialect_ops, q, layout), layout
+
+    return dialect_ops.cached(("get_tuple", sharing, by_id), build)
 
 
 def _null() -> ColumnElement[Any]:

@@ -16,7 +16,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -42,6 +42,7 @@ from lg_sqla.checkpoint.statements import (
     KIND_CHECKPOINT,
     KIND_PARENT_SEND,
     KIND_WRITE,
+    REVISED,
     LoadLayout,
     PageKey,
     PageQuery,
@@ -451,27 +452,35 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
 
 
+# _one_tuple's answer to lean rows of which one is at a state revision.
+_READ_AGAIN = cast(CheckpointTuple, object())
+
+
 def _one_tuple(
     ctx: Context, layout: LoadLayout, rows: Sequence[Any], params: Record, namespace: str
 ) -> CheckpointTuple | None:
     """``get_tuple``'s tuple from the rows of its page of one (``params``: the page's
     thread_id, ns_hash and checkpoint_id, if any): every blob and write is the
-    checkpoint's own, so they carry no keys."""
+    checkpoint's own, so they carry no keys. ``_READ_AGAIN`` where ``layout`` is lean
+    and a row is at a state revision (read it again in the full layout)."""
     found: Sequence[Any] | None = None
     blobs: list[StoredBlob] = []
     writes: list[StoredWrite] = []
     sends: list[StoredWrite] = []
     revised = ctx.state is not None
+    lean = layout.lean
     blob_of, write_of = layout.blob_of, layout.write_of
     for row in rows:
         kind = row[AT_KIND]
-        revised = revised or row[AT_STATE_REVISION] is not None
+        revised = revised or (kind >= REVISED if lean else row[AT_STATE_REVISION] is not None)
         if kind == KIND_BLOB:
             blobs.append(blob_of(row))
         elif kind == KIND_CHECKPOINT:
             found = row
         else:
             (writes if kind == KIND_WRITE else sends).append(write_of(row))
+    if revised and lean:
+        return _READ_AGAIN
     if revised:
         # Rows at a state revision: read in the newest shape (or refused: unknown).
         tuples = state_reads.assemble_page(ctx, _page_of_one(params, namespace), layout, rows)
@@ -559,9 +568,17 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
         tuples = yield from load_page(ctx, _page_of_one(params, namespace))
         return tuples[0] if tuples else None
     # (no PageQuery, no layout chosen per call: this is every graph step's read)
-    statement, layout = one_checkpoint_load(ctx.dialect_ops, checkpoint_id is not None)
+    # Without state migrations, the lean layout: a row at a state revision is refused,
+    # naming its revision, which the full layout's rows then carry (read again).
+    by_id, lean = checkpoint_id is not None, ctx.state is None
+    statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
     rows = (yield Step(statement, params, True, True, True)).rows
-    return _one_tuple(ctx, layout, rows, params, namespace)
+    found = _one_tuple(ctx, layout, rows, params, namespace)
+    if found is _READ_AGAIN:
+        statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, False)
+        rows = (yield Step(statement, params, True, False, True)).rows
+        found = _one_tuple(ctx, layout, rows, params, namespace)
+    return found
 
 
 def list_query(

@@ -53,6 +53,9 @@ _ONE_CHECKPOINT_COLUMNS = ("checkpoint", "metadata", "checkpoint_id", "parent_ch
 # thousand pending writes is a thousand rows; a mapping per row cost more than the
 # rows' values did).
 AT_KIND, AT_STATE_REVISION = 0, 1
+# A lean layout's kind column: the row's kind, plus this where the row is at a state
+# revision (LoadLayout.lean: its rows carry no state_revision column).
+REVISED = 4
 
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
@@ -73,11 +76,13 @@ class LoadLayout:
     them (``get_tuple``), every row is the page's one checkpoint's.
     """
 
-    def __init__(self, slots: Sequence[Slot], *, keyed: bool) -> None:
+    def __init__(self, slots: Sequence[Slot], *, keyed: bool, lean: bool = False) -> None:
         assert slots[AT_KIND] == ("kind", "kind")
-        assert slots[AT_STATE_REVISION] == ("state_revision", "state_revision")
+        revision_at = [at for at, slot in enumerate(slots) if slot[0] == "state_revision"]
+        assert revision_at == ([] if lean else [AT_STATE_REVISION])
         self.slots = tuple(slots)
         self.keyed = keyed
+        self.lean = lean
         self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
         self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
         # Each checkpoint column the rows carry; the others (keyless: the keys) None.
@@ -135,11 +140,11 @@ def _keyless(row: Sequence[Any]) -> PageKey:
     return cast(PageKey, _KEYLESS)
 
 
-def _layout(shared: str, *, keyed: bool) -> LoadLayout:
+def _layout(shared: str, *, keyed: bool, lean: bool = False) -> LoadLayout:
     """A :class:`LoadLayout` from its columns after the ones every layout begins with
-    (kind, state_revision; keyed, the three keys): ``"checkpoint column/value column"``
-    pairs, ``-`` where that kind of row leaves the column NULL."""
-    first = ["kind/kind", "state_revision/state_revision"]
+    (kind, state_revision unless ``lean``; keyed, the three keys): ``"checkpoint
+    column/value column"`` pairs, ``-`` where that kind of row leaves the column NULL."""
+    first = ["kind/kind"] if lean else ["kind/kind", "state_revision/state_revision"]
     if keyed:
         first += ["thread_id/thread_id", "checkpoint_ns_hash/checkpoint_ns_hash"]
         first += ["checkpoint_id/checkpoint_id"]
@@ -147,7 +152,7 @@ def _layout(shared: str, *, keyed: bool) -> LoadLayout:
     for pair in [*first, *shared.split()]:
         checkpoint_column, value_column = (None if n == "-" else n for n in pair.split("/"))
         slots.append((checkpoint_column, value_column))
-    return LoadLayout(slots, keyed=keyed)
+    return LoadLayout(slots, keyed=keyed, lean=lean)
 
 
 # Checkpoint rows and blob/write rows share the key and string columns of the same
@@ -158,54 +163,45 @@ def _layout(shared: str, *, keyed: bool) -> LoadLayout:
 # (DialectOps.union_sharing).
 # Keyless (get_tuple): the checkpoint row carries no thread_id or checkpoint_ns either,
 # which the query names (PageQuery.namespace).
-_SAME_TYPE_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id -/task_path -/type -/idx -/blob"
-    " checkpoint/- metadata/-",
-    keyed=False,
-)
-_SAME_TYPE_KEYED = _layout(
-    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx -/blob"
-    " checkpoint/- metadata/-",
-    keyed=True,
-)
-# PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
-_TEXT_DOCUMENTS_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
-    " -/idx -/blob",
-    keyed=False,
-)
-_TEXT_DOCUMENTS_KEYED = _layout(
-    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
-    " -/idx -/blob",
-    keyed=True,
-)
-# MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
-_JSON_WITH_BINARY_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id metadata/task_path -/type -/idx"
-    " checkpoint/blob",
-    keyed=False,
-)
-_JSON_WITH_BINARY_KEYED = _layout(
-    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx"
-    " checkpoint/blob metadata/-",
-    keyed=True,
-)
-_ANY_TYPE_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
-    " -/type -/blob",
-    keyed=False,
-)
-_ANY_TYPE_KEYED = _layout(
-    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
-    " -/type -/blob",
-    keyed=True,
-)
+# By DialectOps.union_sharing: the keyless columns, the keyed ones.
+_COLUMNS = {
+    "none": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id -/task_path -/type -/idx -/blob"
+        " checkpoint/- metadata/-",
+        "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx -/blob"
+        " checkpoint/- metadata/-",
+    ),
+    # PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
+    "documents_as_text": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/type -/idx -/blob",
+        "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/type -/idx -/blob",
+    ),
+    # MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
+    "json_with_binary": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id metadata/task_path -/type -/idx"
+        " checkpoint/blob",
+        "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx"
+        " checkpoint/blob metadata/-",
+    ),
+    "any": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/idx -/type -/blob",
+        "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/idx -/type -/blob",
+    ),
+}
 # DialectOps.union_sharing -> (keyless, keyed) layouts.
 _LAYOUTS = {
-    "none": (_SAME_TYPE_KEYLESS, _SAME_TYPE_KEYED),
-    "documents_as_text": (_TEXT_DOCUMENTS_KEYLESS, _TEXT_DOCUMENTS_KEYED),
-    "json_with_binary": (_JSON_WITH_BINARY_KEYLESS, _JSON_WITH_BINARY_KEYED),
-    "any": (_ANY_TYPE_KEYLESS, _ANY_TYPE_KEYED),
+    sharing: (_layout(keyless, keyed=False), _layout(keyed, keyed=True))
+    for sharing, (keyless, keyed) in _COLUMNS.items()
+}
+# get_tuple's keyless layouts without the state_revision column (LoadLayout.lean): a
+# column costs every row (PyMySQL parses a field descriptor in Python per column of
+# each result: 47k instructions of MariaDB's 821k get_tuple). By union_sharing.
+_LEAN_KEYLESS = {
+    sharing: _layout(keyless, keyed=False, lean=True) for sharing, (keyless, _) in _COLUMNS.items()
 }
 
 
@@ -401,18 +397,21 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) ->
     return dialect_ops.cached(("load", layout, *_shape(q)), build)
 
 
-def one_checkpoint_load(dialect_ops: DialectOps, by_id: bool) -> tuple[Executable, LoadLayout]:
+def one_checkpoint_load(
+    dialect_ops: DialectOps, by_id: bool, lean: bool
+) -> tuple[Executable, LoadLayout]:
     """``get_tuple``'s statement (``load_statement`` of a page of one checkpoint of a
     thread and namespace: by id, or the latest) and its layout, looked up once per
-    call. Its parameters: thread_id, ns_hash and (by id) checkpoint_id."""
+    call. Its parameters: thread_id, ns_hash and (by id) checkpoint_id. ``lean``: in
+    the lean layout, whose kinds say only whether a row is at a state revision."""
     sharing = dialect_ops.union_sharing()
 
     def build() -> tuple[Executable, LoadLayout]:
         q = PageQuery("", "", "" if by_id else None, limit=_LITERAL_LIMIT, namespace="")
-        layout = layout_of(dialect_ops, q)
+        layout = _LEAN_KEYLESS[sharing] if lean else layout_of(dialect_ops, q)
         return load_statement(dialect_ops, q, layout), layout
 
-    return dialect_ops.cached(("get_tuple", sharing, by_id), build)
+    return dialect_ops.cached(("get_tuple", sharing, by_id, lean), build)
 
 
 def _null() -> ColumnElement[Any]:
@@ -421,6 +420,15 @@ def _null() -> ColumnElement[Any]:
 
 def _kind(n: int) -> ColumnElement[int]:
     return sa.literal_column(str(n), sa.Integer).label("kind")
+
+
+def _kind_of(layout: LoadLayout, n: int, revision: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A row's kind column: ``n``; in a lean layout, plus ``REVISED`` where the row's
+    ``revision`` is set."""
+    if not layout.lean:
+        return sa.literal_column(str(n), sa.Integer)
+    revised = sa.literal_column(str(n + REVISED), sa.Integer)
+    return sa.case((revision.is_(None), sa.literal_column(str(n), sa.Integer)), else_=revised)
 
 
 @dataclass(frozen=True)
@@ -607,7 +615,7 @@ def _loaded_checkpoints(dialect_ops: DialectOps, layout: LoadLayout, page: Any) 
     columns = []
     for at, (name, value_name) in enumerate(layout.slots):
         if at == AT_KIND:
-            column: ColumnElement[Any] = sa.literal_column(str(KIND_CHECKPOINT), sa.Integer)
+            column: ColumnElement[Any] = _kind_of(layout, KIND_CHECKPOINT, page.c.state_revision)
         elif name in ("checkpoint", "metadata"):
             column = dialect_ops.document_text(page.c[name])
         elif name is not None:
@@ -628,7 +636,11 @@ def _value_columns(
 ) -> list[ColumnElement[Any]]:
     """A blob or write branch's columns: ``values`` where ``layout`` puts them, NULL elsewhere."""
     return [
-        _kind(kind) if at == AT_KIND else _null() if name is None else values.get(name, _null())
+        (_kind(kind) if not layout.lean else _kind_of(layout, kind, values["state_revision"]))
+        if at == AT_KIND
+        else _null()
+        if name is None
+        else values.get(name, _null())
         for at, (_, name) in enumerate(layout.slots)
     ]
 

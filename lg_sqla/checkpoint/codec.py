@@ -770,17 +770,17 @@ def build_tuple(
     metadata: CheckpointMetadata = row["metadata"]
     if isinstance(metadata, (str, bytes)):
         metadata = json_loads(metadata)
-    return CheckpointTuple(
-        config={
+    return CheckpointTuple(  # (by position, as declared: cheaper than by keyword)
+        {
             "configurable": {
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
                 "checkpoint_id": row["checkpoint_id"],
             }
         },
-        checkpoint=checkpoint,
-        metadata=metadata,
-        parent_config=(
+        checkpoint,
+        metadata,
+        (
             {
                 "configurable": {
                     "thread_id": thread_id,
@@ -791,5 +791,5 @@ def build_tuple(
             if parent_id
             else None
         ),
-        pending_writes=pending,
+        pending,
     )

@@ -16,7 +16,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -42,11 +42,13 @@ from lg_sqla.checkpoint.statements import (
     KIND_CHECKPOINT,
     KIND_PARENT_SEND,
     KIND_WRITE,
+    REVISED,
     LoadLayout,
     PageKey,
     PageQuery,
     layout_of,
     load_statement,
+    one_checkpoint_load,
     page_key,
     page_params,
     select_blobs_for,
@@ -426,11 +428,12 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
             positional=True,
         )
     ).rows
+    if not layout.keyed:
+        found = _one_tuple(ctx, layout, rows, page_params(q), q.namespace or "")
+        return [found] if found is not None else []
     if ctx.state is not None or any(row[AT_STATE_REVISION] is not None for row in rows):
         # Rows at a state revision: read in the newest shape (or refused: unknown).
         return state_reads.assemble_page(ctx, q, layout, rows)
-    if not layout.keyed:
-        return _load_one(ctx, q, layout, rows)
     # Rows by position (statements.LoadLayout).
     checkpoint_rows: list[Record] = []
     blobs: dict[PageKey, list[StoredBlob]] = defaultdict(list)
@@ -449,31 +452,62 @@ def load_page(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
     return _assemble(ctx, checkpoint_rows, blobs, writes, sends)
 
 
-def _load_one(
-    ctx: Context, q: PageQuery, layout: LoadLayout, rows: Sequence[Any]
-) -> list[CheckpointTuple]:
-    """``load_page``'s rows of a page of one (get_tuple): every blob and write is the
-    checkpoint's own, so they carry no keys."""
-    checkpoint_row: Record | None = None
+# _one_tuple's answer to lean rows of which one is at a state revision.
+_READ_AGAIN = cast(CheckpointTuple, object())
+
+
+def _one_tuple(
+    ctx: Context, layout: LoadLayout, rows: Sequence[Any], params: Record, namespace: str
+) -> CheckpointTuple | None:
+    """``get_tuple``'s tuple from the rows of its page of one (``params``: the page's
+    thread_id, ns_hash and checkpoint_id, if any): every blob and write is the
+    checkpoint's own, so they carry no keys. ``_READ_AGAIN`` where ``layout`` is lean
+    and a row is at a state revision (read it again in the full layout)."""
+    found: Sequence[Any] | None = None
     blobs: list[StoredBlob] = []
     writes: list[StoredWrite] = []
     sends: list[StoredWrite] = []
+    revised = ctx.state is not None
+    lean = layout.lean
     blob_of, write_of = layout.blob_of, layout.write_of
     for row in rows:
         kind = row[AT_KIND]
+        revised = revised or (kind >= REVISED if lean else row[AT_STATE_REVISION] is not None)
         if kind == KIND_BLOB:
             blobs.append(blob_of(row))
         elif kind == KIND_CHECKPOINT:
-            checkpoint_row = layout.record(row, q)
+            found = row
         else:
             (writes if kind == KIND_WRITE else sends).append(write_of(row))
-    if checkpoint_row is None:
-        return []
-    return [
-        codec.build_tuple(
-            ctx.serde, checkpoint_row, blobs, writes, sends, next_version=ctx.next_version
-        )
-    ]
+    if revised and lean:
+        return _READ_AGAIN
+    if revised:
+        # Rows at a state revision: read in the newest shape (or refused: unknown).
+        tuples = state_reads.assemble_page(ctx, _page_of_one(params, namespace), layout, rows)
+        return tuples[0] if tuples else None
+    if found is None:
+        return None
+    document, metadata, checkpoint_id, parent_id = layout.checkpoint_of(found)
+    record = {
+        "thread_id": params["thread_id"],
+        "checkpoint_ns": namespace,
+        "checkpoint_id": checkpoint_id,
+        "parent_checkpoint_id": parent_id,
+        "checkpoint": document,
+        "metadata": metadata,
+    }
+    return codec.build_tuple(ctx.serde, record, blobs, writes, sends, next_version=ctx.next_version)
+
+
+def _page_of_one(params: Record, namespace: str) -> PageQuery:
+    """The ``PageQuery`` of ``get_tuple``'s ``params`` (see ``_one_tuple``)."""
+    return PageQuery(
+        params["thread_id"],
+        params["ns_hash"],
+        params.get("checkpoint_id"),
+        limit=1,
+        namespace=namespace,
+    )
 
 
 def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple]]:
@@ -527,15 +561,24 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
     """The checkpoint named by config, or the thread's latest in that namespace."""
     checkpoint_id = codec.checkpoint_id_of(config)
     namespace = _namespace(config)
-    q = PageQuery(
-        thread_id=codec.thread_id_of(config),
-        ns_hash=key_hash(namespace),
-        checkpoint_id=checkpoint_id,
-        limit=1,
-        namespace=namespace,
-    )
-    tuples = yield from load_page(ctx, q)
-    return tuples[0] if tuples else None
+    params = {"thread_id": codec.thread_id_of(config), "ns_hash": key_hash(namespace)}
+    if checkpoint_id is not None:
+        params["checkpoint_id"] = checkpoint_id
+    if not ctx.dialect_ops.joins_channel_versions:
+        tuples = yield from load_page(ctx, _page_of_one(params, namespace))
+        return tuples[0] if tuples else None
+    # (no PageQuery, no layout chosen per call: this is every graph step's read)
+    # Without state migrations, the lean layout: a row at a state revision is refused,
+    # naming its revision, which the full layout's rows then carry (read again).
+    by_id, lean = checkpoint_id is not None, ctx.state is None
+    statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+    rows = (yield Step(statement, params, True, True, True)).rows
+    found = _one_tuple(ctx, layout, rows, params, namespace)
+    if found is _READ_AGAIN:
+        statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, False)
+        rows = (yield Step(statement, params, True, False, True)).rows
+        found = _one_tuple(ctx, layout, rows, params, namespace)
+    return found
 
 
 def list_query(

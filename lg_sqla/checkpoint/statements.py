@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Executable, visitors
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
@@ -47,10 +47,15 @@ CHECKPOINT_COLUMNS = (
     "metadata",
     "state_revision",
 )
+# A page of one's checkpoint row (its thread and namespace: the query's), in this order.
+_ONE_CHECKPOINT_COLUMNS = ("checkpoint", "metadata", "checkpoint_id", "parent_checkpoint_id")
 # Where a checkpoint is rebuilt from a load row (rows read by position: a page of a
 # thousand pending writes is a thousand rows; a mapping per row cost more than the
 # rows' values did).
 AT_KIND, AT_STATE_REVISION = 0, 1
+# A lean layout's kind column: the row's kind, plus this where the row is at a state
+# revision (LoadLayout.lean: its rows carry no state_revision column).
+REVISED = 4
 
 # (checkpoint_id, thread_id, checkpoint_ns_hash): the total order of `list`.
 PageKey = tuple[str, str, str]
@@ -71,11 +76,13 @@ class LoadLayout:
     them (``get_tuple``), every row is the page's one checkpoint's.
     """
 
-    def __init__(self, slots: Sequence[Slot], *, keyed: bool) -> None:
+    def __init__(self, slots: Sequence[Slot], *, keyed: bool, lean: bool = False) -> None:
         assert slots[AT_KIND] == ("kind", "kind")
-        assert slots[AT_STATE_REVISION] == ("state_revision", "state_revision")
+        revision_at = [at for at, slot in enumerate(slots) if slot[0] == "state_revision"]
+        assert revision_at == ([] if lean else [AT_STATE_REVISION])
         self.slots = tuple(slots)
         self.keyed = keyed
+        self.lean = lean
         self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
         self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
         # Each checkpoint column the rows carry; the others (keyless: the keys) None.
@@ -93,6 +100,12 @@ class LoadLayout:
         )
         self.blob_of: Callable[[Sequence[Any]], StoredBlob] = operator.itemgetter(
             value_at["channel"], value_at["type"], value_at["blob"]
+        )
+        # (keyless: a checkpoint row's document, metadata, id and parent's id, in C)
+        self.checkpoint_of: Callable[[Sequence[Any]], tuple[Any, Any, str, str | None]] = (
+            operator.itemgetter(*(self.checkpoint_at[n] for n in _ONE_CHECKPOINT_COLUMNS))
+            if not keyed
+            else _keyed_record
         )
         self.key_of: Callable[[Sequence[Any]], PageKey] = (
             operator.itemgetter(
@@ -119,15 +132,19 @@ def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ..
     return operator.itemgetter(*positions)
 
 
+def _keyed_record(row: Sequence[Any]) -> Any:
+    raise TypeError("a keyed page's checkpoint rows are read by LoadLayout.record")
+
+
 def _keyless(row: Sequence[Any]) -> PageKey:
     return cast(PageKey, _KEYLESS)
 
 
-def _layout(shared: str, *, keyed: bool) -> LoadLayout:
+def _layout(shared: str, *, keyed: bool, lean: bool = False) -> LoadLayout:
     """A :class:`LoadLayout` from its columns after the ones every layout begins with
-    (kind, state_revision; keyed, the three keys): ``"checkpoint column/value column"``
-    pairs, ``-`` where that kind of row leaves the column NULL."""
-    first = ["kind/kind", "state_revision/state_revision"]
+    (kind, state_revision unless ``lean``; keyed, the three keys): ``"checkpoint
+    column/value column"`` pairs, ``-`` where that kind of row leaves the column NULL."""
+    first = ["kind/kind"] if lean else ["kind/kind", "state_revision/state_revision"]
     if keyed:
         first += ["thread_id/thread_id", "checkpoint_ns_hash/checkpoint_ns_hash"]
         first += ["checkpoint_id/checkpoint_id"]
@@ -135,7 +152,7 @@ def _layout(shared: str, *, keyed: bool) -> LoadLayout:
     for pair in [*first, *shared.split()]:
         checkpoint_column, value_column = (None if n == "-" else n for n in pair.split("/"))
         slots.append((checkpoint_column, value_column))
-    return LoadLayout(slots, keyed=keyed)
+    return LoadLayout(slots, keyed=keyed, lean=lean)
 
 
 # Checkpoint rows and blob/write rows share the key and string columns of the same
@@ -146,54 +163,45 @@ def _layout(shared: str, *, keyed: bool) -> LoadLayout:
 # (DialectOps.union_sharing).
 # Keyless (get_tuple): the checkpoint row carries no thread_id or checkpoint_ns either,
 # which the query names (PageQuery.namespace).
-_SAME_TYPE_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id -/task_path -/type -/idx -/blob"
-    " checkpoint/- metadata/-",
-    keyed=False,
-)
-_SAME_TYPE_KEYED = _layout(
-    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx -/blob"
-    " checkpoint/- metadata/-",
-    keyed=True,
-)
-# PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
-_TEXT_DOCUMENTS_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
-    " -/idx -/blob",
-    keyed=False,
-)
-_TEXT_DOCUMENTS_KEYED = _layout(
-    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/type"
-    " -/idx -/blob",
-    keyed=True,
-)
-# MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
-_JSON_WITH_BINARY_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id metadata/task_path -/type -/idx"
-    " checkpoint/blob",
-    keyed=False,
-)
-_JSON_WITH_BINARY_KEYED = _layout(
-    "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx"
-    " checkpoint/blob metadata/-",
-    keyed=True,
-)
-_ANY_TYPE_KEYLESS = _layout(
-    "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
-    " -/type -/blob",
-    keyed=False,
-)
-_ANY_TYPE_KEYED = _layout(
-    "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path metadata/idx"
-    " -/type -/blob",
-    keyed=True,
-)
+# By DialectOps.union_sharing: the keyless columns, the keyed ones.
+_COLUMNS = {
+    "none": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id -/task_path -/type -/idx -/blob"
+        " checkpoint/- metadata/-",
+        "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx -/blob"
+        " checkpoint/- metadata/-",
+    ),
+    # PostgreSQL: the documents read as text (DialectOps.document_text) share text columns.
+    "documents_as_text": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/type -/idx -/blob",
+        "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/type -/idx -/blob",
+    ),
+    # MariaDB: the checkpoint shares the blob's column (binary), the metadata a long text's.
+    "json_with_binary": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id metadata/task_path -/type -/idx"
+        " checkpoint/blob",
+        "parent_checkpoint_id/channel -/task_id checkpoint_ns/task_path -/type -/idx"
+        " checkpoint/blob metadata/-",
+    ),
+    "any": (
+        "checkpoint_id/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/idx -/type -/blob",
+        "checkpoint_ns/channel parent_checkpoint_id/task_id checkpoint/task_path"
+        " metadata/idx -/type -/blob",
+    ),
+}
 # DialectOps.union_sharing -> (keyless, keyed) layouts.
 _LAYOUTS = {
-    "none": (_SAME_TYPE_KEYLESS, _SAME_TYPE_KEYED),
-    "documents_as_text": (_TEXT_DOCUMENTS_KEYLESS, _TEXT_DOCUMENTS_KEYED),
-    "json_with_binary": (_JSON_WITH_BINARY_KEYLESS, _JSON_WITH_BINARY_KEYED),
-    "any": (_ANY_TYPE_KEYLESS, _ANY_TYPE_KEYED),
+    sharing: (_layout(keyless, keyed=False), _layout(keyed, keyed=True))
+    for sharing, (keyless, keyed) in _COLUMNS.items()
+}
+# get_tuple's keyless layouts without the state_revision column (LoadLayout.lean): a
+# column costs every row (PyMySQL parses a field descriptor in Python per column of
+# each result: 47k instructions of MariaDB's 821k get_tuple). By union_sharing.
+_LEAN_KEYLESS = {
+    sharing: _layout(keyless, keyed=False, lean=True) for sharing, (keyless, _) in _COLUMNS.items()
 }
 
 
@@ -322,7 +330,7 @@ def _shape(q: PageQuery) -> tuple[bool, ...]:
 
 def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
     """The page's checkpoint rows; values are bound parameters (see ``page_params``)."""
-    stmt = sa.select(
+    stmt: sa.Select[Any] = sa.select(
         C.c.thread_id,
         C.c.checkpoint_ns_hash,
         C.c.checkpoint_id,
@@ -355,7 +363,7 @@ def select_page(dialect_ops: DialectOps, q: PageQuery) -> sa.Select[Any]:
             C.c.checkpoint_id.desc(), C.c.thread_id.desc(), C.c.checkpoint_ns_hash.desc()
         )
     if q.limit == _LITERAL_LIMIT:
-        stmt = stmt.limit(sa.literal_column(str(_LITERAL_LIMIT), sa.Integer))
+        stmt = dialect_ops.one_row(stmt)
     elif q.limit is not None:
         stmt = stmt.limit(sa.bindparam("limit", type_=sa.Integer))
     return stmt
@@ -389,12 +397,38 @@ def load_statement(dialect_ops: DialectOps, q: PageQuery, layout: LoadLayout) ->
     return dialect_ops.cached(("load", layout, *_shape(q)), build)
 
 
+def one_checkpoint_load(
+    dialect_ops: DialectOps, by_id: bool, lean: bool
+) -> tuple[Executable, LoadLayout]:
+    """``get_tuple``'s statement (``load_statement`` of a page of one checkpoint of a
+    thread and namespace: by id, or the latest) and its layout, looked up once per
+    call. Its parameters: thread_id, ns_hash and (by id) checkpoint_id. ``lean``: in
+    the lean layout, whose kinds say only whether a row is at a state revision."""
+    sharing = dialect_ops.union_sharing()
+
+    def build() -> tuple[Executable, LoadLayout]:
+        q = PageQuery("", "", "" if by_id else None, limit=_LITERAL_LIMIT, namespace="")
+        layout = _LEAN_KEYLESS[sharing] if lean else layout_of(dialect_ops, q)
+        return load_statement(dialect_ops, q, layout), layout
+
+    return dialect_ops.cached(("get_tuple", sharing, by_id, lean), build)
+
+
 def _null() -> ColumnElement[Any]:
     return sa.null()
 
 
 def _kind(n: int) -> ColumnElement[int]:
     return sa.literal_column(str(n), sa.Integer).label("kind")
+
+
+def _kind_of(layout: LoadLayout, n: int, revision: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A row's kind column: ``n``; in a lean layout, plus ``REVISED`` where the row's
+    ``revision`` is set."""
+    if not layout.lean:
+        return sa.literal_column(str(n), sa.Integer)
+    revised = sa.literal_column(str(n + REVISED), sa.Integer)
+    return sa.case((revision.is_(None), sa.literal_column(str(n), sa.Integer)), else_=revised)
 
 
 @dataclass(frozen=True)
@@ -450,8 +484,13 @@ def select_load(
         layout = load_layout(dialect_ops, one_checkpoint)
     assert layout.keyed != one_checkpoint
     page = dialect_ops.page_cte(page_stmt)
-    if one_checkpoint and thread is not None and dialect_ops.scalar_page_lookups:
-        return _one_by_scalars(dialect_ops, layout, page, page_stmt, thread)
+    if (
+        one_checkpoint
+        and thread is not None
+        and dialect_ops.scalar_page_lookups
+        and _bound_names(page_stmt) <= set(_PAGE_OF_ONE)
+    ):
+        return _one_by_scalars(dialect_ops, layout, page, page_stmt)
     owner_keys: dict[str, ColumnElement[Any]] = (
         {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}
         if layout.keyed
@@ -478,38 +517,43 @@ def select_load(
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 
 
+# The parameters of a page of one checkpoint (``select_page``: bound in this order).
+_PAGE_OF_ONE = ("thread_id", "ns_hash", "checkpoint_id")
+
+
+def _bound_names(statement: sa.Select[Any]) -> set[str]:
+    return {node.key for node in visitors.iterate(statement) if isinstance(node, sa.BindParameter)}
+
+
 def _one_by_scalars(
-    dialect_ops: DialectOps,
-    layout: LoadLayout,
-    page: Any,
-    page_stmt: sa.Select[Any],
-    thread: ColumnElement[Any],
+    dialect_ops: DialectOps, layout: LoadLayout, page: Any, page_stmt: sa.Select[Any]
 ) -> sa.CompoundSelect[Any]:
     """``select_load`` of one checkpoint of a thread and namespace (bound values) where
     the database runs an uncorrelated scalar subquery once per statement
     (``DialectOps.scalar_page_lookups``): each branch takes the one value of the page
     it needs (the document, the id, the parent's id) and looks its rows up by that
     key, rather than joining the page, whose lookup each join would run again (the
-    id alone is read from the index)."""
-    ns_hash = _param("ns_hash")
+    id alone is read from the index). By id, the writes are looked up by the id given.
+
+    The page (the first branch, ``page_stmt``) binds the thread, the namespace and
+    the id, in that order (``page_params``): every later use of them is that
+    parameter again (``DialectOps.bound_again``).
+    """
+    names = [name for name in _PAGE_OF_ONE if name in _bound_names(page_stmt)]
+    again = {name: dialect_ops.bound_again(_param(name), n) for n, name in enumerate(names, 1)}
+    thread, ns_hash = again["thread_id"], again["ns_hash"]
+    by_id = again.get("checkpoint_id")
+    lookup = sa.select(C.c.checkpoint_id).where(
+        C.c.thread_id == thread, C.c.checkpoint_ns_hash == ns_hash
+    )
+    if by_id is not None:
+        lookup = lookup.where(C.c.checkpoint_id == by_id)
+    lookup = dialect_ops.one_row(lookup.order_by(C.c.checkpoint_id.desc()))
 
     def of_page(value: ColumnElement[Any]) -> ColumnElement[Any]:
-        return page_stmt.with_only_columns(value).scalar_subquery()
+        return lookup.with_only_columns(value).scalar_subquery()
 
-    pairs, channel, version = dialect_ops.channel_versions(of_page(C.c.checkpoint))
-    blob, blob_on = dialect_ops.keyed_lookup(
-        B,
-        sa.and_(
-            B.c.thread_id == thread,
-            B.c.checkpoint_ns_hash == ns_hash,
-            B.c.channel == channel,
-            B.c.version == version,
-        ),
-    )
-    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
-    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
-        ordered_join(pairs, blob, blob_on)
-    )
+    blobs = _blobs_named_by(dialect_ops, layout, of_page(C.c.checkpoint), thread, ns_hash)
     write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
 
     def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
@@ -520,17 +564,41 @@ def _one_by_scalars(
             *extra,
         )
 
-    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
+    # Checkpoints before format v4 kept pending sends as the parent's TASKS writes
+    # (the document read only where there is a parent: the database's AND stops first).
     below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    sends_of = sa.case(
+        (sa.and_(C.c.parent_checkpoint_id.is_not(None), below_v4), C.c.parent_checkpoint_id)
+    )
     return sa.union_all(
         _loaded_checkpoints(dialect_ops, layout, page),
         blobs,
-        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id)),
-        writes_of(
-            KIND_PARENT_SEND,
-            of_page(sa.case((below_v4, C.c.parent_checkpoint_id))),
-            W.c.channel == sql_constant(TASKS),
+        writes_of(KIND_WRITE, of_page(C.c.checkpoint_id) if by_id is None else by_id),
+        writes_of(KIND_PARENT_SEND, of_page(sends_of), W.c.channel == sql_constant(TASKS)),
+    )
+
+
+def _blobs_named_by(
+    dialect_ops: DialectOps,
+    layout: LoadLayout,
+    document: ColumnElement[Any],
+    thread: ColumnElement[Any],
+    ns_hash: ColumnElement[Any],
+) -> sa.Select[Any]:
+    """The blob rows of one checkpoint ``document`` (of ``thread`` and ``ns_hash``)."""
+    pairs, channel, version = dialect_ops.channel_versions(document)
+    blob, blob_on = dialect_ops.keyed_lookup(
+        B,
+        sa.and_(
+            B.c.thread_id == thread,
+            B.c.checkpoint_ns_hash == ns_hash,
+            B.c.channel == channel,
+            B.c.version == version,
         ),
+    )
+    blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
+    return sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
+        ordered_join(pairs, blob, blob_on)
     )
 
 
@@ -547,7 +615,7 @@ def _loaded_checkpoints(dialect_ops: DialectOps, layout: LoadLayout, page: Any) 
     columns = []
     for at, (name, value_name) in enumerate(layout.slots):
         if at == AT_KIND:
-            column: ColumnElement[Any] = sa.literal_column(str(KIND_CHECKPOINT), sa.Integer)
+            column: ColumnElement[Any] = _kind_of(layout, KIND_CHECKPOINT, page.c.state_revision)
         elif name in ("checkpoint", "metadata"):
             column = dialect_ops.document_text(page.c[name])
         elif name is not None:
@@ -568,7 +636,11 @@ def _value_columns(
 ) -> list[ColumnElement[Any]]:
     """A blob or write branch's columns: ``values`` where ``layout`` puts them, NULL elsewhere."""
     return [
-        _kind(kind) if at == AT_KIND else _null() if name is None else values.get(name, _null())
+        (_kind(kind) if not layout.lean else _kind_of(layout, kind, values["state_revision"]))
+        if at == AT_KIND
+        else _null()
+        if name is None
+        else values.get(name, _null())
         for at, (_, name) in enumerate(layout.slots)
     ]
 

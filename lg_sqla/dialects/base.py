@@ -245,6 +245,15 @@ class DialectOps:
         one thread, named by a bound value."""
         return table, on
 
+    def bound_again(self, bind: sa.BindParameter[Any], number: int) -> ColumnElement[Any]:
+        """``bind`` used again in a statement whose ``number``-th parameter (from 1, in
+        the order of the SQL text) is its first use: here a parameter once more."""
+        return bind
+
+    def one_row(self, select: sa.Select[Any]) -> sa.Select[Any]:
+        """``select`` limited to its first row, the limit written into the SQL."""
+        return select.limit(sa.literal_column("1", sa.Integer))
+
     def page_cte(self, page: sa.Select[Any]) -> CTE:
         """The ``page`` CTE that every branch of a load statement reads (statements.py).
         Here as the database plans a CTE named more than once (PostgreSQL computes it

@@ -15,7 +15,9 @@ from sqlalchemy.engine import Dialect
 from lg_sqla.checkpoint.statements import (
     WRITE_VALUE_COLUMNS,
     PageQuery,
+    layout_of,
     load_layout,
+    load_statement,
     select_load,
     select_page,
 )
@@ -51,6 +53,26 @@ def test_load_statement_compiles_with_bound_values(name: str) -> None:
         HOSTILE in str(v) for v in compiled.params.values()
     )
     assert sql.count("UNION ALL") == 3
+
+
+@pytest.mark.parametrize("by_id", [False, True])
+def test_sqlite_get_tuple_binds_each_value_once(by_id: bool) -> None:
+    # Its page binds the thread, namespace and id, in that order; every later use in
+    # the statement names that parameter's number (``?1``): pysqlite binds each once.
+    ops = SQLiteOps()
+    q = PageQuery("t", "h", "c" if by_id else None, limit=1, namespace="")
+    statement = load_statement(ops, q, layout_of(ops, q))
+    assert isinstance(statement, sa.CompoundSelect)
+    compiled = statement.compile(dialect=sqlite.dialect())
+    names = ["thread_id", "ns_hash", "checkpoint_id"][: 3 if by_id else 2]
+    assert compiled.positiontup == names
+    assert set(re.findall(r"\?(\d+)", compiled.string)) == {
+        str(n) for n in range(1, len(names) + 1)
+    }
+    assert "OFFSET ?" not in compiled.string
+    # Under another paramstyle, each use is the parameter itself.
+    named = str(statement.compile(dialect=sqlite.dialect(paramstyle="named")))
+    assert "?" not in named and named.count(":thread_id") > 1
 
 
 def test_channel_versions_expansion_per_dialect() -> None:

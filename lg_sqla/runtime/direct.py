@@ -342,14 +342,14 @@ def _steps(
             if kind is not list and (kind is dict or params is None or isinstance(params, Mapping)):
                 parameters = direct.parameters(params or {})
                 cursor.execute(sql, parameters)
-            elif len(params) == _ONE_ROW:
-                parameters = direct.parameters_many(params)[0]
+            elif len(params) == _ONE_ROW:  # (parameters_many's shared values need rows)
+                parameters = direct.parameters(params[0])
                 cursor.execute(sql, parameters)
             else:
                 parameters = direct.parameters_many(params)
                 cursor.executemany(sql, parameters)
             if not step.fetch:
-                step = plan.send(Outcome((), cursor.rowcount))
+                step = plan.send(_WRITTEN.get(cursor.rowcount) or Outcome((), cursor.rowcount))
                 continue
             fetched = True  # (tuples where the plan reads by position, see Step)
             rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
@@ -391,6 +391,9 @@ def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> lis
 
 # What a COMMIT step sends back to its plan.
 _COMMITTED = Outcome((), 0)
+# What a write sends back, by its usual rowcounts: made once (a named tuple's
+# ``__new__`` is a Python call, about 3k instructions per step).
+_WRITTEN = {rowcount: Outcome((), rowcount) for rowcount in range(-1, 17)}
 
 
 def _unprepared(

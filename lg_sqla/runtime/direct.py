@@ -88,10 +88,11 @@ class DirectStatement:
         if processed_at is not None:
             # Every name the SQL holds is the row's (no defaults): its values in order,
             # as the general form below gives them, without a copy of the row.
-            values = list(self._in_order(params))  # type: ignore[misc]
+            in_order: Any = self._in_order
+            ordered = list(in_order(params))
             for index, process in processed_at:
-                values[index] = process(values[index])
-            return tuple(values)
+                ordered[index] = process(ordered[index])
+            return tuple(ordered)
         values = {**self.defaults, **params} if self.defaults else dict(params)
         for name, process in self.processors.items():
             if name in params:

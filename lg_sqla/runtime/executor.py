@@ -283,6 +283,12 @@ class Runtime:
         # by engine, whether any may.
         self._lean: dict[Any, tuple[Any, ...]] = {}
         self._lean_engines: dict[Engine, bool] = {}
+        # (what no call of this owner can change: PostgreSQL and MySQL never learn)
+        self._may_run_lean = not (
+            dialect_ops.autocommit_single_statements
+            or dialect_ops.prepares_sessions
+            or self.call_timeout is not None
+        )
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -375,15 +381,12 @@ class Runtime:
             return done.value  # type: ignore[no-any-return]
         # (_run_started, inlined: the path, then the writer lock around the run)
         prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT  # (is_prebuilt, inlined)
-        if (
-            first.whole_plan
-            and prebuilt
-            and self._lean.get(first.statement) == internals.engine_reasons(engine)
-        ):
-            run = self._run_lean  # (the router's decision, remembered: see _run_lean)
+        lean = self._lean.get(first.statement) if first.whole_plan and prebuilt else None
+        if lean is not None and lean == internals.engine_reasons(engine):
+            run = self._run_lean  # (the router's decision, remembered: see _learn_lean)
         elif self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             run = self._run_direct
-            if first.whole_plan:
+            if first.whole_plan and self._may_run_lean:
                 self._learn_lean(engine, first)
         else:
             run = self._run_core
@@ -569,10 +572,8 @@ class Runtime:
                 and driver.plain_cursors
                 and not driver.keeps_cursors
                 and driver.begin is None
-                and not self.dialect_ops.autocommit_single_statements
-                and not self.dialect_ops.prepares_sessions
             )
-        if lean and self.call_timeout is None:
+        if lean:  # (and the owner's _may_run_lean)
             direct.remember(self._lean, first.statement, internals.engine_reasons(engine))
 
     def _run_lean(self, engine: Engine, plan: Plan[T], first: Step) -> T:

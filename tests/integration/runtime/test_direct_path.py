@@ -413,15 +413,17 @@ def test_info_logging_switched_on_later_sees_the_next_calls(
 
 
 def test_a_listener_added_later_sees_the_next_one_statement_calls(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The one-statement calls (``put_writes``, the store's lone put and get), run
-    directly a few times (where the runtime remembers their path), are seen by a
-    statement listener added afterwards: one statement each, none run directly."""
+    directly a few times (on SQLite the runtime then remembers their path, one lookup
+    per call), are seen by a statement listener added afterwards: one statement each,
+    none run directly."""
+    url = f"sqlite:///{tmp_path / 'lean.sqlite'}"
     runs = DirectRuns(monkeypatch)
     with (
-        SQLAlchemySaver.from_conn_string(backend.sync_url) as saver,
-        SQLAlchemyStore.from_conn_string(backend.sync_url) as store,
+        SQLAlchemySaver.from_conn_string(url) as saver,
+        SQLAlchemyStore.from_conn_string(url) as store,
     ):
         saver.setup()
         store.setup()

@@ -61,16 +61,38 @@ class DirectStatement:
     _in_order: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
         init=False, repr=False, compare=False
     )
+    # Without defaults, a positional statement's processed parameters by position
+    # (``parameters``: the row's values in order, then only these processed); None
+    # where the general form applies.
+    _processed_at: tuple[tuple[int, Callable[[Any], Any]], ...] | None = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        in_order = None
+        in_order = processed_at = None
         if self.positional:
             getter = operator.itemgetter(*self.positional)
             # (itemgetter of one name returns the value itself, not a 1-tuple)
             in_order = getter if len(self.positional) > 1 else lambda values: (getter(values),)
+            if not self.defaults:
+                processed_at = tuple(
+                    (index, self.processors[name])
+                    for index, name in enumerate(self.positional)
+                    if name in self.processors
+                )
         object.__setattr__(self, "_in_order", in_order)
+        object.__setattr__(self, "_processed_at", processed_at)
 
     def parameters(self, params: Mapping[str, Any]) -> Any:
+        processed_at = self._processed_at
+        if processed_at is not None:
+            # Every name the SQL holds is the row's (no defaults): its values in order,
+            # as the general form below gives them, without a copy of the row.
+            in_order: Any = self._in_order
+            ordered = list(in_order(params))
+            for index, process in processed_at:
+                ordered[index] = process(ordered[index])
+            return tuple(ordered)
         values = {**self.defaults, **params} if self.defaults else dict(params)
         for name, process in self.processors.items():
             if name in params:
@@ -84,6 +106,8 @@ class DirectStatement:
         a call's timestamp, its thread) goes through its bind processor once."""
         if not rows:
             return []
+        if self._processed_at is not None:
+            return self._positional_many(rows, self._processed_at)
         defaults = self.defaults
         first = rows[0]
         # (name, processor, first row's value, its processed value) of each processed
@@ -102,6 +126,28 @@ class DirectStatement:
                 value = values[name]
                 values[name] = done if value is raw else process(value)
             out.append(values if in_order is None else in_order(values))
+        return out
+
+    def _positional_many(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        processed_at: tuple[tuple[int, Callable[[Any], Any]], ...],
+    ) -> list[Any]:
+        """:meth:`parameters_many` of a statement ``parameters`` takes by position."""
+        in_order: Any = self._in_order
+        first = in_order(rows[0])
+        # (position, processor, first row's value, its processed value; a loop, not a
+        # list comprehension: one frame less per call)
+        processed = []
+        for index, process in processed_at:
+            processed.append((index, process, first[index], process(first[index])))
+        out = []
+        for row in rows:
+            values = list(in_order(row))
+            for index, process, raw, done in processed:
+                value = values[index]
+                values[index] = done if value is raw else process(value)
+            out.append(tuple(values))
         return out
 
 
@@ -342,14 +388,14 @@ def _steps(
             if kind is not list and (kind is dict or params is None or isinstance(params, Mapping)):
                 parameters = direct.parameters(params or {})
                 cursor.execute(sql, parameters)
-            elif len(params) == _ONE_ROW:
-                parameters = direct.parameters_many(params)[0]
+            elif len(params) == _ONE_ROW:  # (parameters_many's shared values need rows)
+                parameters = direct.parameters(params[0])
                 cursor.execute(sql, parameters)
             else:
                 parameters = direct.parameters_many(params)
                 cursor.executemany(sql, parameters)
             if not step.fetch:
-                step = plan.send(Outcome((), cursor.rowcount))
+                step = plan.send(_WRITTEN.get(cursor.rowcount) or Outcome((), cursor.rowcount))
                 continue
             fetched = True  # (tuples where the plan reads by position, see Step)
             rows = cursor.fetchall() if step.positional else _rows(compiler, direct, cursor)
@@ -391,6 +437,9 @@ def _rows(compiler: DirectCompiler, direct: DirectStatement, cursor: Any) -> lis
 
 # What a COMMIT step sends back to its plan.
 _COMMITTED = Outcome((), 0)
+# What a write sends back, by its usual rowcounts: made once (a named tuple's
+# ``__new__`` is a Python call, about 3k instructions per step).
+_WRITTEN = {rowcount: Outcome((), rowcount) for rowcount in range(-1, 17)}
 
 
 def _unprepared(

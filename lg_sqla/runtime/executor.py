@@ -278,6 +278,17 @@ class Runtime:
         self._window_of = self._window
         # The direct path's driver settings by dialect (a saver has one or two).
         self._drivers: dict[Dialect, DirectDriver] = {}
+        # The whole plans' first statements that run on ``_run_lean``, with the
+        # ``routing.changing_reasons`` they were decided under (``_learn_lean``); and
+        # by engine, whether any may.
+        self._lean: dict[Any, tuple[Any, ...]] = {}
+        self._lean_engines: dict[Engine, bool] = {}
+        # (what no call of this owner can change: PostgreSQL and MySQL never learn)
+        self._may_run_lean = not (
+            dialect_ops.autocommit_single_statements
+            or dialect_ops.prepares_sessions
+            or self.call_timeout is not None
+        )
         _RUNTIMES.add(self)
 
     def forked(self) -> None:
@@ -370,8 +381,15 @@ class Runtime:
             return done.value  # type: ignore[no-any-return]
         # (_run_started, inlined: the path, then the writer lock around the run)
         prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT  # (is_prebuilt, inlined)
-        direct_path = self.router.path_of(engine, first, prebuilt) is Path.DIRECT
-        run = self._run_direct if direct_path else self._run_core
+        lean = self._lean.get(first.statement) if first.whole_plan and prebuilt else None
+        if lean is not None and lean == internals.engine_reasons(engine):
+            run = self._run_lean  # (the router's decision, remembered: see _learn_lean)
+        elif self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
+            run = self._run_direct
+            if first.whole_plan and self._may_run_lean:
+                self._learn_lean(engine, first)
+        else:
+            run = self._run_core
         if writes if writes is not None else not first.fetch:
             lock = self._writer_locks.get(engine, _UNKNOWN_LOCK)
             if lock is _UNKNOWN_LOCK:
@@ -441,6 +459,7 @@ class Runtime:
         """Drop what the runtime decided and compiled for ``statement``, which its
         builder's bounded cache dropped (``routing.Router.forget``)."""
         self.router.forget(statement)
+        self._lean.pop(statement, None)
 
     def runs_direct(self, statement: Any, dialect: Dialect) -> bool:
         """Whether ``statement`` (built once) compiles for the direct path on
@@ -536,6 +555,62 @@ class Runtime:
         # Committed: the pool need not roll back an ended transaction (on PyMySQL
         # its ROLLBACK is one more round trip per call). What Connection.close()
         # tells the pool after a commit.
+        internals.check_in_after_commit(pooled)
+        return result
+
+    def _learn_lean(self, engine: Engine, first: Step) -> None:
+        """Remember that plans starting with ``first`` (a whole plan's statement, which
+        the router sent to the direct path) run on :meth:`_run_lean` while the engine's
+        ``routing.changing_reasons`` stay the same, where nothing of ``_run_direct``
+        applies but its statement and commit: a driver with plain cursors and implicit
+        transactions (SQLite), no session settings, no call timeout."""
+        lean = self._lean_engines.get(engine)
+        if lean is None:
+            driver = direct_driver(engine.dialect)
+            lean = self._lean_engines[engine] = bool(
+                driver is not None
+                and driver.plain_cursors
+                and not driver.keeps_cursors
+                and driver.begin is None
+            )
+        if lean:  # (and the owner's _may_run_lean)
+            direct.remember(self._lean, first.statement, internals.engine_reasons(engine))
+
+    def _run_lean(self, engine: Engine, plan: Plan[T], first: Step) -> T:
+        """``_run_direct`` for a plan :meth:`_learn_lean` remembered: the kept (or a
+        pooled) connection, the plan run and committed by ``direct.run``, the
+        connection kept or checked in; on an error, what ``_run_direct`` does."""
+        kept = (self._kept.get(engine) or self._keep(engine)) if self.keep_connection else None
+        try:
+            pooled = kept.take(engine) if kept is not None else None
+            if pooled is None:
+                kept = None
+                pooled = direct.checkout(engine)
+        except DBAPIError as error:
+            _pooler_refused(engine, error)  # (checkout marked it not started)
+            raise
+        dialect = engine.dialect
+        driver = self._drivers.get(dialect) or self._driver_of(dialect)
+        wrapped: list[Connection] = []
+
+        def core() -> Connection:  # (see _run_direct)
+            wrapped.append(Connection(engine, connection=pooled))
+            return wrapped[0]
+
+        try:
+            result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, False)
+        except BaseException as error:
+            if _pooler_refused(engine, error) and pooled.is_valid:
+                (wrapped[0] if wrapped else pooled).invalidate(error)
+            try:
+                _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
+            finally:
+                if kept is not None:
+                    kept.put_back(committed=False)
+            raise
+        if kept is not None:
+            kept.put_back(committed=True)
+            return result
         internals.check_in_after_commit(pooled)
         return result
 

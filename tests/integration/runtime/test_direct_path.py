@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, internals
 from lg_sqla.runtime import DIRECT_PATH_OPTION
 from lg_sqla.runtime.drivers import DIRECT_DRIVERS
+from lg_sqla.store import SQLAlchemyStore
 
 # Also on a MariaDB database at the server's default charset (non-ASCII channel names).
 pytestmark = pytest.mark.any_charset
@@ -409,6 +410,41 @@ def test_info_logging_switched_on_later_sees_the_next_calls(
         assert logged[-1] in ("WITH", "SELECT"), logged
         assert saver.get_tuple(config(thread_id)) is not None
         assert runs.count == direct_before + 1
+
+
+def test_a_listener_added_later_sees_the_next_one_statement_calls(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-statement calls (``put_writes``, the store's lone put and get), run
+    directly a few times (on SQLite the runtime then remembers their path, one lookup
+    per call), are seen by a statement listener added afterwards: one statement each,
+    none run directly."""
+    url = f"sqlite:///{tmp_path / 'lean.sqlite'}"
+    runs = DirectRuns(monkeypatch)
+    with (
+        SQLAlchemySaver.from_conn_string(url) as saver,
+        SQLAlchemyStore.from_conn_string(url) as store,
+    ):
+        saver.setup()
+        store.setup()
+        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+        for task in range(3):
+            saver.put_writes(stored, [("a", task)], f"task-{task}")
+            store.put(("docs",), f"key-{task}", {"n": task})
+            assert store.get(("docs",), f"key-{task}") is not None
+        direct_before = runs.count
+        assert direct_before >= 10
+        with (
+            count_statements(saver.engine) as writes_seen,
+            count_statements(store.engine) as store_seen,
+        ):
+            saver.put_writes(stored, [("a", 9)], "task-9")
+            assert writes_seen.count == 1
+            store.put(("docs",), "key-9", {"n": 9})
+            item = store.get(("docs",), "key-9")
+            assert store_seen.count == 2
+        assert item is not None and item.value == {"n": 9}
+        assert runs.count == direct_before
 
 
 @pytest.mark.parametrize(

@@ -134,14 +134,13 @@ class AsyncSQLAlchemySaver(
         it runs on the event loop's thread."""
         if self._binding is not None:
             return await self._binding.run(source)
-        return await self._runtime.arun(self.engine, source, calls_user_code=True)
+        return await self._runtime.arun(self.engine, source)
 
     def _checkpointer_call(self, source: PlanSource[T]) -> Awaitable[T]:
         """One of LangGraph's checkpointer calls (``aget_tuple``, ``alist``'s pages,
         ``aput``, ``aput_writes``, ``adelete_thread``, the delta history), which call no
         user code: on a SQLite file opened by ``from_conn_string`` it runs whole on the
-        pysqlite engine in a worker thread (``runtime.workers``: ``Runtime.run`` there,
-        what ``Runtime.arun`` given ``threaded`` does, for a cheaper hop). Each is
+        pysqlite engine in one of lg_sqla's worker threads (``runtime.workers``). Each is
         idempotent (``runtime.retry``), so it may run again after an unknown outcome.
         What to await at once (not a coroutine function: one frame less per call)."""
         if self._binding is not None:
@@ -150,7 +149,7 @@ class AsyncSQLAlchemySaver(
             return in_worker_thread(
                 partial(self._runtime.run, self._threaded, source, idempotent=True)
             )
-        return self._runtime.arun(self.engine, source, calls_user_code=False, idempotent=True)
+        return self._runtime.arun(self.engine, source, idempotent=True)
 
     def bound(self, target: AsyncConnection | AsyncSession) -> AsyncSQLAlchemySaver:
         """This saver's calls on your ``AsyncConnection`` or ``AsyncSession``, inside your

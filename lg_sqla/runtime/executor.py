@@ -22,13 +22,9 @@ instead (one thread hop per call, where aiosqlite makes one per DBAPI call).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 import threading
 import weakref
-from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -199,25 +195,6 @@ def _give_back_failed(
             pooled.invalidate(error)  # (which gives it back to the pool)
         return
     (connection if connection is not None else pooled).close()
-
-
-async def _in_worker_thread(call: Callable[[], T]) -> T:
-    """``call()`` in a worker thread. Cancelled, the caller still waits for the thread
-    to end before it sees the ``CancelledError``: a thread cannot be interrupted, and
-    until it ends its transaction (committed whole or rolled back) it holds a
-    connection of the pool. When a cancelled call returns, nothing of it runs on."""
-    # What asyncio.to_thread does (the caller's context, the loop's default executor),
-    # without its coroutine and the task ensure_future wrapped that in.
-    running = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, call)
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        while not running.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([running])
-        if not running.cancelled():
-            running.exception()  # (retrieved: its outcome is the cancellation's)
-        raise
 
 
 # A writer lock not asked for yet (None: the database has none).
@@ -647,21 +624,11 @@ class Runtime:
         source: PlanSource[T],
         *,
         writes: bool | None = None,
-        threaded: Engine | None = None,
-        calls_user_code: bool = False,
         idempotent: bool = False,
     ) -> T:
-        """Async twin of :meth:`run`.
-
-        ``threaded``: a pysqlite engine on the same SQLite file as ``engine`` (opened by
-        ``from_conn_string``); the call then runs whole in a worker thread on it,
-        unless ``calls_user_code``: the plan calls user code (progress callbacks, a
-        user's own plan), which stays on the event loop's thread.
-        """
-        if threaded is not None and not calls_user_code:
-            return await _in_worker_thread(
-                partial(self.run, threaded, source, writes=writes, idempotent=idempotent)
-            )
+        """Async twin of :meth:`run`. (On a SQLite file opened by ``from_conn_string``,
+        the async saver and store run whole calls with :meth:`run` on a pysqlite
+        engine in lg_sqla's worker threads instead: ``runtime.workers``.)"""
         if not callable(source):
             return await self._aattempt(engine, source, writes)
         try:  # (the first attempt: see run)

@@ -697,17 +697,14 @@ class AsyncSQLAlchemyStore(
 
     async def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         # On a SQLite file opened by from_conn_string, batches run whole on its
-        # pysqlite engine in a worker thread (``runtime.workers``: what Runtime.arun
-        # given ``threaded`` does, with a cheaper hop).
+        # pysqlite engine in one of lg_sqla's worker threads (``runtime.workers``).
         if self._binding is not None:
             return await self._binding.run(factory)
         if self._threaded is not None:
             return await in_worker_thread(
                 partial(self._runtime.run, self._threaded, factory, writes=writes)
             )
-        return await self._runtime.arun(
-            self.engine, factory, writes=writes, threaded=self._threaded
-        )
+        return await self._runtime.arun(self.engine, factory, writes=writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md).

@@ -77,9 +77,9 @@ class AsyncSQLAlchemySaver(
             it (``CallTimeoutError``); see ``SQLAlchemySaver``. Default None: no limit.
             psycopg only (of the async drivers).
         state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
-        keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
-            calls switch to the event loop per statement anyway): it applies to the
-            pysqlite engine ``from_conn_string`` runs a SQLite file's calls on.
+        keep_connection: See ``SQLAlchemySaver``; of the async drivers, psycopg keeps
+            one (``from_conn_string`` sets it); it applies to the pysqlite engine
+            ``from_conn_string`` runs a SQLite file's calls on too.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -119,8 +119,9 @@ class AsyncSQLAlchemySaver(
 
         async with aowned(
             engine,
-            # keep_connection: its pysqlite engine (SQLite files) is the saver's alone.
-            lambda owned_engine: saver(owned_engine, sync_url is not None),
+            # keep_connection: its engines are the saver's alone (kept: psycopg's and a
+            # SQLite file's pysqlite engine, ``runtime.kept``).
+            lambda owned_engine: saver(owned_engine, True),
             _threaded_engine(sync_url, engine_kwargs),
             attach,
         ) as opened:

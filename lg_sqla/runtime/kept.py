@@ -162,15 +162,14 @@ class KeptConnection:
         if not committed:
             self._pooled = self._pool = None
         elif self._release_pending:
-            self._release_pending = False
-            self._give_back_kept()
+            self._close_kept()
         self._in_use.release()
 
     def release(self) -> None:
         """Give the kept connection back to its pool (before the engine is disposed);
         waits for a call that has it to end. On an event loop's thread, where an async
         saver's calls run (each in a greenlet of that thread), waiting would block the
-        very call it waits for: that call gives the connection back as it ends."""
+        very call it waits for: that call closes the connection as it ends."""
         if not self._in_use.acquire(blocking=False):
             if _on_event_loop_thread():
                 self._release_pending = True
@@ -199,6 +198,15 @@ class KeptConnection:
         pooled, self._pooled, self._pool = self._pooled, None, None
         if pooled is not None:
             internals.check_in_after_commit(pooled)
+
+    def _close_kept(self) -> None:
+        """Close the kept connection (``release`` left it to this call: its owner is
+        closing, its pool maybe disposed). Invalidated, which closes it on every pool:
+        SQLAlchemy's async pools leave a detached connection open."""
+        pooled, self._pooled, self._pool = self._pooled, None, None
+        self._release_pending = False
+        if pooled is not None:
+            pooled.invalidate()
 
     def _drop_kept(self, *, same_pool: bool) -> None:
         """Stop keeping the connection. An invalidated one of the current pool goes

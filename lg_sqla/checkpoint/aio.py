@@ -41,6 +41,7 @@ from lg_sqla.engines import (
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
+from lg_sqla.runtime.kept import keeps_connections
 from lg_sqla.runtime.owning import aowned
 from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.sweeper import TaskSweeper
@@ -119,9 +120,11 @@ class AsyncSQLAlchemySaver(
 
         async with aowned(
             engine,
-            # keep_connection: its engines are the saver's alone (kept: psycopg's and a
-            # SQLite file's pysqlite engine, ``runtime.kept``).
-            lambda owned_engine: saver(owned_engine, True),
+            # keep_connection: its engines are the saver's alone (kept: a SQLite file's
+            # pysqlite engine, and psycopg's; elsewhere nothing to ask per call).
+            lambda owned_engine: saver(
+                owned_engine, sync_url is not None or keeps_connections(owned_engine.sync_engine)
+            ),
             _threaded_engine(sync_url, engine_kwargs),
             attach,
         ) as opened:

@@ -41,6 +41,7 @@ from lg_sqla.engines import (
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
 from lg_sqla.runtime.bound import AsyncBinding
+from lg_sqla.runtime.kept import keeps_connections
 from lg_sqla.runtime.owning import aowned
 from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.sweeper import TaskSweeper
@@ -77,9 +78,9 @@ class AsyncSQLAlchemySaver(
             it (``CallTimeoutError``); see ``SQLAlchemySaver``. Default None: no limit.
             psycopg only (of the async drivers).
         state_migrations: The application's state revisions; see ``SQLAlchemySaver``.
-        keep_connection: See ``SQLAlchemySaver``; no async driver keeps one (their
-            calls switch to the event loop per statement anyway): it applies to the
-            pysqlite engine ``from_conn_string`` runs a SQLite file's calls on.
+        keep_connection: See ``SQLAlchemySaver``; of the async drivers, psycopg keeps
+            one (``from_conn_string`` sets it); it applies to the pysqlite engine
+            ``from_conn_string`` runs a SQLite file's calls on too.
 
     Example:
         >>> async with AsyncSQLAlchemySaver.from_conn_string(
@@ -119,8 +120,11 @@ class AsyncSQLAlchemySaver(
 
         async with aowned(
             engine,
-            # keep_connection: its pysqlite engine (SQLite files) is the saver's alone.
-            lambda owned_engine: saver(owned_engine, sync_url is not None),
+            # keep_connection: its engines are the saver's alone (kept: a SQLite file's
+            # pysqlite engine, and psycopg's; elsewhere nothing to ask per call).
+            lambda owned_engine: saver(
+                owned_engine, sync_url is not None or keeps_connections(owned_engine.sync_engine)
+            ),
             _threaded_engine(sync_url, engine_kwargs),
             attach,
         ) as opened:

@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla.runtime import forks
 
@@ -68,7 +69,7 @@ async def aowned(
     """``make(engine)``'s owner, on ``engine``, which it owns. ``threaded()``: the
     pysqlite engine of the same SQLite file its calls run on in worker threads (None
     elsewhere), created after the owner, given to it by ``attach``; the owner is made
-    with ``keep_connection=True`` where there is one (no async driver keeps one). On
+    with ``keep_connection=True`` (``runtime.kept``: psycopg's connections). On
     exit: sweeper stopped, kept connection released, both engines disposed."""
     forks.renew_pool_in_children(engine.sync_engine)  # ours: a forked child connects anew
     owner = None
@@ -83,7 +84,9 @@ async def aowned(
     finally:
         if owner is not None:
             await owner.stop_ttl_sweeper()
-            owner.release_connections()
+            # (in a greenlet: giving a psycopg connection back may close it, which
+            # SQLAlchemy's async adapter awaits)
+            await greenlet_spawn(owner.release_connections)
         if sync_engine is not None:
             sync_engine.dispose()
         await engine.dispose()

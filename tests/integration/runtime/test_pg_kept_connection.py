@@ -11,6 +11,7 @@ work. (Statement counts: test_statement_counts.py, test_direct_path.py.)
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from helpers import checkpoint, config, errors_in_threads, new_thread
 from langgraph.checkpoint.base import ChannelVersions
 from sqlalchemy.pool import QueuePool
 
-from lg_sqla import SQLAlchemySaver
+from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -52,12 +53,29 @@ class Sessions:
             ).all()
         return [(int(pid), str(state)) for pid, state in rows]
 
+    def waits(self) -> list[tuple[str, str | None]]:
+        """(state, wait_event_type) of each live session."""
+        with self._admin.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT state, wait_event_type FROM pg_stat_activity"
+                    " WHERE application_name = :name"
+                ),
+                {"name": self.name},
+            ).all()
+        return [(str(state), wait) for state, wait in rows]
+
     def terminate(self, pid: int) -> None:
         with self._admin.connect() as conn:
             assert conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+        self.wait_gone(pid)
+
+    def wait_gone(self, pid: int | None = None) -> None:
+        """Until backend ``pid`` (None: every session) has exited, which a closed
+        session's backend does just after its client closed it."""
         deadline = time.monotonic() + 10
-        while pid in dict(self.states()):  # gone once the backend has exited
-            assert time.monotonic() < deadline, f"backend {pid} still alive"
+        while (pid in dict(self.states())) if pid is not None else self.states():
+            assert time.monotonic() < deadline, f"sessions still alive: {self.states()}"
             time.sleep(0.01)
 
     def close(self) -> None:
@@ -172,3 +190,53 @@ def test_threads_calling_at_once_all_work(backend: Backend, sessions: Sessions) 
         assert _checked_out(saver.engine) == 1  # one kept; the others back in the pool
         states = sessions.states()
         assert len(states) >= 1 and {state for _, state in states} == {"idle"}
+
+
+async def test_the_async_saver_keeps_an_idle_connection_between_calls(
+    backend: Backend, sessions: Sessions
+) -> None:
+    async with AsyncSQLAlchemySaver.from_conn_string(
+        backend.async_url, connect_args={"application_name": sessions.name}
+    ) as saver:
+        thread_id = new_thread()
+        stored = await saver.aput(config(thread_id), checkpoint({"v": 1}), {}, {"v": 1})
+        await saver.aput_writes(stored, [("v", 2)], "task-1")
+        engine = saver.engine.sync_engine
+        assert _checked_out(engine) == 1  # kept
+        assert [state for _, state in sessions.states()] == ["idle"]  # no open transaction
+        found = await saver.aget_tuple(config(thread_id))
+        assert found is not None and found.pending_writes == [("task-1", "v", 2)]
+    assert _checked_out(engine) == 0
+    assert sessions.states() == []  # given back, then closed with the engine
+
+
+async def test_leaving_the_async_saver_during_a_call_blocks_no_loop(
+    backend: Backend, sessions: Sessions
+) -> None:
+    """The kept connection's release on the event loop's thread cannot wait for the
+    call that has it (that call needs the loop to end): the call closes it instead."""
+    thread_id = new_thread()
+    blocker = backend.engine(poolclass=sa.pool.NullPool)
+    try:
+        async with AsyncSQLAlchemySaver.from_conn_string(
+            backend.async_url, connect_args={"application_name": sessions.name}
+        ) as saver:
+            first = checkpoint({"v": 1})
+            await saver.aput(config(thread_id), first, {}, {"v": 1})
+            holder = blocker.connect()
+            holder.execute(  # the checkpoint row locked: a put of it again waits
+                sa.text("SELECT 1 FROM checkpoints WHERE thread_id = :t FOR UPDATE"),
+                {"t": thread_id},
+            )
+            put = asyncio.create_task(saver.aput(config(thread_id), first, {}, {"v": 1}))
+            while ("active", "Lock") not in sessions.waits():  # (the put, on the lock)
+                assert not put.done(), put
+                await asyncio.sleep(0.01)
+        assert not put.done()  # left while the put held the kept connection
+        holder.rollback()
+        holder.close()
+        stored = await put
+        assert stored["configurable"]["checkpoint_id"] == first["id"]
+        sessions.wait_gone()  # the put closed the connection as it ended
+    finally:
+        blocker.dispose()

@@ -488,6 +488,9 @@ def _one_tuple(
     if found is None:
         return None
     document, metadata, checkpoint_id, parent_id = layout.checkpoint_of(found)
+    if type(document) is str and type(metadata) is str:
+        # (the two documents as one JSON text: one parse, one check for long numbers)
+        document, metadata = codec.json_loads(f"[{document},{metadata}]")
     record = {
         "thread_id": params["thread_id"],
         "checkpoint_ns": namespace,

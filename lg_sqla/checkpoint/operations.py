@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec, complete, maintenance, state_reads
+from lg_sqla.checkpoint import checks, codec, complete, maintenance, state_reads
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -602,9 +602,9 @@ def list_query(
     for key, value in (filter or {}).items():
         if not isinstance(key, str):
             raise InvalidInputError(f"filter keys must be str, got {key!r}")
-        codec.check_text(f"filter key {key!r}", key)
+        checks.check_text(f"filter key {key!r}", key)
         # Metadata is JSON; a value JSON cannot hold could never match.
-        codec.check_json(f"filter[{key!r}]", value, depth=1)  # inside the metadata dict
+        checks.check_json(f"filter[{key!r}]", value, depth=1)  # inside the metadata dict
     return PageQuery(
         thread_id=thread_id,
         ns_hash=ns_hash,

@@ -411,6 +411,34 @@ def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
     return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
 
 
+def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """The thread id, namespace and parent checkpoint id (``None`` when absent or
+    empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
+    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph puts on the thread and
+    namespace it used before, the parent its previous ``put`` returned: strings that
+    passed already, then one frame, not eight."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    namespace = configurable.get("checkpoint_ns", "")
+    parent = configurable.get("checkpoint_id")
+    passed = _PASSED_KEYS
+    if (
+        type(thread_id) is str
+        and type(namespace) is str
+        and (thread_id, limits.THREAD_ID_MAX) in passed
+        and (namespace, -1) in passed
+    ):
+        if parent is None or parent == "":
+            return thread_id, namespace, None
+        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in passed:
+            return thread_id, namespace, parent
+    return (
+        thread_id_of(config),
+        namespace_of(config),
+        checkpoint_id_of(config, "parent checkpoint_id"),
+    )
+
+
 def dump_writes(
     serde: SerializerProtocol,
     writes: Sequence[tuple[str, Any]],

@@ -221,7 +221,25 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     rest = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
     for part in _CHECKED_PARTS:
         rest.pop(part, None)
-    document: dict[str, Any] = strip_nul(rest)
+    document: dict[str, Any] = rest
+    # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
+    # and lists of str) is searched for NUL here, without serializing it; anything
+    # else by strip_nul.
+    for value in rest.values():
+        kind = type(value)
+        if kind is str:
+            if "\x00" not in value:
+                continue
+        elif value is None or kind is int:
+            continue
+        elif kind is list:
+            for item in value:
+                if type(item) is not str or "\x00" in item:
+                    break
+            else:
+                continue
+        document = strip_nul(rest)
+        break
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
     versions_seen = {}
     stripped = False

@@ -133,3 +133,35 @@ def test_check_json_accepts_json_up_to_the_depth_limit_and_str_subclasses() -> N
 def test_json_loads_reads_pretty_printed_long_integers_exactly() -> None:
     text = json.dumps({"n": [-(2**63) - 1, 2**64]}, indent=2)
     assert codec.json_loads(text) == {"n": [-(2**63) - 1, 2**64]}
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "stored"),
+    [
+        ("ts", "2026\x00-01", "2026-01"),
+        ("updated_channels", ["a\x00", "b"], ["a", "b"]),
+        ("pending_sends", [{"k": "x\x00"}], [{"k": "x"}]),
+        ("extra", {"n\x00": 1.5}, {"n": 1.5}),
+        ("updated_channels", ["a", "b"], ["a", "b"]),
+        ("v", 4, 4),
+    ],
+)
+def test_checkpoint_document_strips_nul_outside_channels(
+    part: str, value: Any, stored: Any
+) -> None:
+    """The loop that checks the common members without serializing them strips
+    exactly what strip_nul stripped (PostgreSQL refuses U+0000)."""
+    checkpoint: Any = {
+        "v": 4,
+        "id": "c1",
+        "ts": "2026-01",
+        "channel_values": {},
+        "channel_versions": {"a": 1},
+        "versions_seen": {},
+        "updated_channels": None,
+        "pending_sends": [],
+    }
+    checkpoint[part] = value
+    document = codec.dump_checkpoint_document(checkpoint)
+    assert document[part] == stored
+    assert "\\u0000" not in json.dumps(document)

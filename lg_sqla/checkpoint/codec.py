@@ -218,7 +218,7 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
+    rest: dict[str, Any] = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
     for part in _CHECKED_PARTS:
         rest.pop(part, None)
     document: dict[str, Any] = rest

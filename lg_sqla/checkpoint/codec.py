@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -45,11 +44,21 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
 
 from lg_sqla import limits
+from lg_sqla.checkpoint.checks import (
+    INT64_MAX,
+    INT64_MIN,
+    check_json,
+    check_length,
+    check_text,
+    encodable,
+    plain_json,
+    strip_nul,
+    strip_nul_walk,
+)
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
 from lg_sqla.serde.tags import parse_type_tag
-from lg_sqla.shared import json_text
 
 EMPTY_TYPE = "empty"
 # The document key of the values kept inline, each wrapped in a one-element list, so
@@ -62,50 +71,6 @@ INLINE_KEY = "inline_values"
 _PLAIN_TAGS = frozenset({"null", "msgpack", "json"})
 
 
-# MariaDB refuses JSON with more than 31 nested objects/arrays (its depth limit, 32,
-# counts the innermost value too; measured on 10.11 with JSON_VALID). Metadata is
-# refused past that on every dialect, so a graph behaves the same wherever it runs
-# (the metadata dict itself is level 1).
-JSON_MAX_DEPTH = 31
-# SQLite's JSON and MariaDB's compare integers as 64-bit; larger ones would be stored
-# or matched as lossy floats, so they are refused everywhere.
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def check_text(field: str, value: object) -> str:
-    """``value`` if it is a str every database stores as given, else raise naming ``field``.
-
-    Refused: non-str, NUL (PostgreSQL text cannot hold U+0000), and lone surrogates
-    such as ``"\\ud800"`` (not Unicode text: no database encoding can store them).
-    """
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{field} must be a str, got {type(value).__name__}: {value!r}")
-    if "\x00" in value:
-        raise InvalidInputError(f"{field} contains a NUL character (U+0000): {value!r}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInputError(
-                f"{field} contains a lone surrogate (not valid Unicode text): {value!r}"
-            ) from None
-    return value
-
-
-def check_length(field: str, value: str, maximum: int) -> str:
-    """Return ``value`` or raise naming the field: long keys are refused, never truncated."""
-    check_text(field, value)
-    if len(value) > maximum:
-        raise InvalidInputError(
-            f"{field} is {len(value)} characters long; lg_sqla stores at most {maximum} "
-            f"(value starts {value[:40]!r})"
-        )
-    return value
-
-
-# A graph names the same thread, namespace, task and checkpoint ids in several calls
-# (put, then put_writes and get_tuple of what it returned): str values that passed
-# their check are remembered, so a repeat costs one set lookup (a failed check raises
 # and is not remembered). Bounded: emptied when full. The same for every saver.
 _PASSED_KEYS: set[tuple[str, int]] = set()
 _PASSED_KEYS_MAX = 8192
@@ -230,136 +195,11 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
     return stringified
 
 
-# orjson writes only what json.dumps writes the same way: Python's own str, int,
-# float, bool, None, dict with str keys, list and tuple. Anything else (subclasses,
-# dataclasses, datetimes...) is passed to its `default`, which has none, so it raises
-# and json.dumps decides, as it always did.
-def _strip_nul(value: Any) -> Any:
-    """PostgreSQL text and JSONB reject U+0000; LangGraph strips it from metadata too."""
-    try:
-        # The common case, checked in C: nothing to strip (JSON escapes U+0000 as
-        # \u0000, and leaves no raw one).
-        if "\\u0000" not in json_text(value):
-            return value
-    except (TypeError, ValueError):
-        pass  # not JSON (check_json names it later): strip what can be walked
-    return _strip_nul_walk(value)
-
-
-def _strip_nul_walk(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, dict):
-        return {_strip_nul_walk(k): _strip_nul_walk(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strip_nul_walk(v) for v in value]
-    return value
-
-
-def _plain_json(value: Any, depth: int) -> bool:
-    """Whether ``value`` is JSON of Python's own types that :func:`check_json` accepts:
-    the common case, checked in one walk that builds no names (``check_json`` walks
-    again, naming the culprit, only when this says no). Scalars are checked in the
-    loop, without a call each."""
-    kind = type(value)
-    if kind is dict:
-        items: Iterable[Any] = value.values()
-        for k in value:
-            if type(k) is not str or "\x00" in k or not (k.isascii() or _encodable(k)):
-                return False
-    elif kind is list or kind is tuple:
-        items = value
-    else:
-        return _plain_json_scalar(value)
-    if depth >= JSON_MAX_DEPTH:
-        return False
-    for v in items:
-        kind = type(v)
-        if kind is str:
-            if "\x00" in v or not (v.isascii() or _encodable(v)):
-                return False
-        elif kind is int:
-            if not _INT64_MIN <= v <= _INT64_MAX:
-                return False
-        elif v is None or kind is bool:
-            continue
-        elif not _plain_json(v, depth + 1):
-            return False
-    return True
-
-
-def _plain_json_scalar(value: Any) -> bool:
-    kind = type(value)
-    if kind is str:
-        return "\x00" not in value and (value.isascii() or _encodable(value))
-    if kind is int:
-        return bool(_INT64_MIN <= value <= _INT64_MAX)
-    if value is None or kind is bool:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    return False  # a subclass or another type: check_json decides
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def check_json(where: str, value: Any, depth: int = 0) -> Any:
-    """Refuse what would not survive as JSON on every dialect, naming the culprit."""
-    if _plain_json(value, depth):
-        return value
-    return _check_json_named(where, value, depth)
-
-
-def _check_json_named(where: str, value: Any, depth: int) -> Any:
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return check_text(where, value)
-    if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise InvalidInputError(
-                f"{where} is {value}, outside the 64-bit integers the databases' JSON holds"
-            )
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInputError(f"{where} is {value!r}, which JSON cannot store")
-        return value
-    if isinstance(value, (dict, list, tuple)):
-        depth += 1
-        if depth > JSON_MAX_DEPTH:
-            raise InvalidInputError(
-                f"{where} is nested {depth} levels deep; lg_sqla stores JSON up to "
-                f"{JSON_MAX_DEPTH} levels (MariaDB's limit, applied on every database)"
-            )
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise InvalidInputError(f"{where} has a non-str key {k!r}")
-            check_text(f"{where} key {k!r}", k)
-            _check_json_named(f"{where}[{k!r}]", v, depth)
-        return value
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            _check_json_named(f"{where}[{i}]", v, depth)
-        return value
-    raise InvalidInputError(
-        f"{where} is a {type(value).__name__}; metadata must be JSON "
-        "(str, int, float, bool, None, list, dict)"
-    )
-
-
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
     merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
-    if _plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
+    if plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
         return merged
-    checked: dict[str, Any] = check_json("metadata", _strip_nul(merged))
+    checked: dict[str, Any] = check_json("metadata", strip_nul(merged))
     return checked
 
 
@@ -378,10 +218,28 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
+    rest: dict[str, Any] = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
     for part in _CHECKED_PARTS:
         rest.pop(part, None)
-    document: dict[str, Any] = _strip_nul(rest)
+    document: dict[str, Any] = rest
+    # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
+    # and lists of str) is searched for NUL here, without serializing it; anything
+    # else by strip_nul.
+    for value in rest.values():
+        kind = type(value)
+        if kind is str:
+            if "\x00" not in value:
+                continue
+        elif value is None or kind is int:
+            continue
+        elif kind is list:
+            for item in value:
+                if type(item) is not str or "\x00" in item:
+                    break
+            else:
+                continue
+        document = strip_nul(rest)
+        break
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
     versions_seen = {}
     stripped = False
@@ -389,7 +247,7 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
         versions_seen[node] = _stringify_versions(seen)
         stripped = stripped or (type(node) is not str or "\x00" in node)
     if stripped and any("\x00" in node for node in versions_seen if isinstance(node, str)):
-        versions_seen = _strip_nul_walk(versions_seen)  # node names: stripped, as before
+        versions_seen = strip_nul_walk(versions_seen)  # node names: stripped, as before
     document["versions_seen"] = versions_seen
     return document
 
@@ -415,7 +273,7 @@ def stores_none_plain(serde: SerializerProtocol) -> bool:
 INLINE_STR_MAX = 256
 # The values probed to decide whether a serializer keeps bool/int/str as plain data
 # that reads back unchanged (edges of what may be inline included).
-_PLAIN_PROBES: tuple[Any, ...] = (True, False, 0, -1, _INT64_MAX, _INT64_MIN, "", 'q"\\é日\n')
+_PLAIN_PROBES: tuple[Any, ...] = (True, False, 0, -1, INT64_MAX, INT64_MIN, "", 'q"\\é日\n')
 
 
 def _stores_primitives_plain(serde: SerializerProtocol) -> bool:
@@ -464,10 +322,10 @@ def fits_inline(value: Any, kinds: frozenset[type]) -> bool:
         return (
             len(value) <= INLINE_STR_MAX
             and "\x00" not in value
-            and (value.isascii() or _encodable(value))
+            and (value.isascii() or encodable(value))
         )
     if kind is int:
-        return bool(_INT64_MIN <= value <= _INT64_MAX)
+        return bool(INT64_MIN <= value <= INT64_MAX)
     return True  # None, bool
 
 
@@ -506,10 +364,10 @@ def dump_values(
                 if (
                     len(value) > INLINE_STR_MAX
                     or "\x00" in value
-                    or not (value.isascii() or _encodable(value))
+                    or not (value.isascii() or encodable(value))
                 ):
                     continue
-            elif kind is int and not _INT64_MIN <= value <= _INT64_MAX:
+            elif kind is int and not INT64_MIN <= value <= INT64_MAX:
                 continue
             if type(channel) is not str or channel not in _PASSED_CHANNELS:
                 channel = _passed(_PASSED_CHANNELS, channel_name(channel))
@@ -569,6 +427,34 @@ def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
     ):
         return thread_id, namespace, checkpoint_id
     return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
+
+
+def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """The thread id, namespace and parent checkpoint id (``None`` when absent or
+    empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
+    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph puts on the thread and
+    namespace it used before, the parent its previous ``put`` returned: strings that
+    passed already, then one frame, not eight."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    namespace = configurable.get("checkpoint_ns", "")
+    parent = configurable.get("checkpoint_id")
+    passed = _PASSED_KEYS
+    if (
+        type(thread_id) is str
+        and type(namespace) is str
+        and (thread_id, limits.THREAD_ID_MAX) in passed
+        and (namespace, -1) in passed
+    ):
+        if parent is None or parent == "":
+            return thread_id, namespace, None
+        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in passed:
+            return thread_id, namespace, parent
+    return (
+        thread_id_of(config),
+        namespace_of(config),
+        checkpoint_id_of(config, "parent checkpoint_id"),
+    )
 
 
 def dump_writes(

@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import checks, codec
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import walk_chain
 from lg_sqla.checkpoint.statements import blob_keys
@@ -228,7 +228,7 @@ def _writes_of(checkpoints: Sequence[Any]) -> sa.ColumnElement[bool]:
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Plan[RowCounts]:
     """Checkpoints whose metadata run_id is listed, their writes, then orphaned blobs."""
     out = RowCounts()
-    run_ids = [codec.check_length("run_id", str(r), limits.RUN_ID_MAX) for r in run_ids]
+    run_ids = [checks.check_length("run_id", str(r), limits.RUN_ID_MAX) for r in run_ids]
     affected: set[str] = set()
     for chunk in _chunks(run_ids):
         doomed = yield from _rows_in(

@@ -11,6 +11,7 @@ nothing: the shell runs each plan inside one transaction.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import itertools
 from collections import defaultdict
@@ -31,7 +32,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec, complete, maintenance, state_reads
+from lg_sqla.checkpoint import checks, codec, complete, maintenance, state_reads
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -67,6 +68,7 @@ from lg_sqla.shared import key_hash, utc_now
 
 
 _namespace = codec.namespace_of
+_now, _UTC = dt.datetime.now, dt.timezone.utc
 
 
 _BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at", "state_revision")
@@ -117,6 +119,10 @@ _CHECKPOINT_UPDATE = (
 )
 
 
+# (DialectOps.upsert_rows' cache key of the same statement: one statement cached)
+_UPSERT_KEY = ("upsert", C.name, _CHECKPOINT_UPDATE)
+
+
 @dataclass(slots=True)
 class _PutRows:
     """What one put stores: its checkpoint row, the blob rows of its new versions (their
@@ -150,14 +156,21 @@ def put(
     written only with every blob it names (``complete``): a blob deleted meanwhile is
     written again from the values in hand."""
     rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
-    if ctx.dialect_ops.distributed:
+    ops = ctx.dialect_ops
+    if ops.distributed:
         yield from _put_routed(ctx, rows)
-    elif ctx.dialect_ops.writes_in_one_statement:
+    elif ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
-    elif ctx.dialect_ops.native_upsert:
+    elif not ops.native_upsert:
+        yield from _put_portable(ctx, rows)
+    elif rows.blobs or (rows.named and not rows.new.issuperset(rows.named)):
         yield from _put_in_steps(ctx, rows)
     else:
-        yield from _put_portable(ctx, rows)
+        # Every value inline (or none new): the put is this one statement, atomic by
+        # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
+        # in _put_in_steps: a generator less on the common path.
+        upsert = ops.cached(_UPSERT_KEY, lambda: ops.upsert(C, _CHECKPOINT_UPDATE))
+        yield Step(upsert, [rows.checkpoint], False, True)
     stored = rows.checkpoint
     return {
         "configurable": {
@@ -176,12 +189,10 @@ def _put_rows(
     new_versions: ChannelVersions,
 ) -> _PutRows:
     """What a put writes, its keys and values checked and serialized."""
-    thread_id = codec.thread_id_of(config)
-    checkpoint_ns = _namespace(config)
+    thread_id, checkpoint_ns, parent_id = codec.parent_of_put(config)
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    parent_id = codec.checkpoint_id_of(config, "parent checkpoint_id")
     nsh = key_hash(checkpoint_ns)
-    now = utc_now()
+    now = _now(_UTC)  # (utc_now, without its frame)
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
@@ -290,14 +301,11 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     or found until the commit."""
     new = rows.new
     checked = [key for key in rows.named if key not in new] if rows.named else []
-    if not checked and not rows.blobs:
-        # Every value inline (or none new): the put is this one statement, atomic by
-        # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT).
-        statement = ctx.dialect_ops.cached(
-            ("upsert", C.name, tuple(_CHECKPOINT_UPDATE)),
-            lambda: ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE),
+    if not checked and not rows.blobs:  # (put's own one-statement case)
+        upsert = ctx.dialect_ops.cached(
+            _UPSERT_KEY, lambda: ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE)
         )
-        yield Step(statement, [rows.checkpoint], whole_plan=True)
+        yield Step(upsert, [rows.checkpoint], whole_plan=True)
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
     if not checked:
@@ -605,9 +613,9 @@ def list_query(
     for key, value in (filter or {}).items():
         if not isinstance(key, str):
             raise InvalidInputError(f"filter keys must be str, got {key!r}")
-        codec.check_text(f"filter key {key!r}", key)
+        checks.check_text(f"filter key {key!r}", key)
         # Metadata is JSON; a value JSON cannot hold could never match.
-        codec.check_json(f"filter[{key!r}]", value, depth=1)  # inside the metadata dict
+        checks.check_json(f"filter[{key!r}]", value, depth=1)  # inside the metadata dict
     return PageQuery(
         thread_id=thread_id,
         ns_hash=ns_hash,

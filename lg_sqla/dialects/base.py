@@ -16,7 +16,7 @@ import struct
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
@@ -145,7 +145,8 @@ class DialectOps:
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """Build a statement once per key; statements without values are reusable."""
         try:
-            return cast(T, self._statements[key])
+            statement: T = self._statements[key]  # (no typing.cast: a call on every put)
+            return statement
         except KeyError:
             statement = self._statements[key] = build()
             self._kept_statements[statement] = 1

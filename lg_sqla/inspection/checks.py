@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.sql.elements import ColumnElement
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.checks import check_length
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.shared import key_hash
 
@@ -30,13 +30,13 @@ def _check_page(limit: int, offset: int = 0) -> None:
 def _thread(thread_id: Any, field_name: str = "thread_id") -> str:
     if not isinstance(thread_id, str):
         raise InvalidInputError(f"{field_name} must be a string, got {thread_id!r}")
-    return codec.check_length(field_name, thread_id, limits.THREAD_ID_MAX)
+    return check_length(field_name, thread_id, limits.THREAD_ID_MAX)
 
 
 def _checkpoint_id(checkpoint_id: Any, field_name: str = "checkpoint_id") -> str:
     if not isinstance(checkpoint_id, str) or not checkpoint_id:
         raise InvalidInputError(f"{field_name} must be a non-empty string, got {checkpoint_id!r}")
-    return codec.check_length(field_name, checkpoint_id, limits.CHECKPOINT_ID_MAX)
+    return check_length(field_name, checkpoint_id, limits.CHECKPOINT_ID_MAX)
 
 
 def _window(

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.checks import check_json
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.inspection.checks import ROOT_NS_HASH, _window
 from lg_sqla.inspection.thread_search import _leaves, _Sort
@@ -147,7 +147,7 @@ def _thread_filters(
     mappings match by containment, as Platform's), its status."""
     out: list[ColumnElement[bool]] = []
     if filter:
-        codec.check_json("filter", dict(filter))
+        check_json("filter", dict(filter))
         # One pass over the metadata (a semi-join), not a lookup per thread.
         matching = C.alias("matching")
         out.append(

@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint.checks import check_json
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.inspection.checkpoints import latest
@@ -93,7 +94,7 @@ def _search(
         )
     wanted = _value_leaves(values) if values else []
     if wanted:
-        codec.check_json("values", [expected for _, expected in wanted])
+        check_json("values", [expected for _, expected in wanted])
     return _Search(filter, status, windows, wanted)
 
 

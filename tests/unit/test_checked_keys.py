@@ -3,6 +3,8 @@ remembered, what fails is refused every time, naming the field."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lg_sqla.checkpoint import codec
@@ -57,3 +59,19 @@ def test_a_checkpoints_keys_are_checked_whether_or_not_they_passed_before() -> N
         for configurable, message in refused:
             with pytest.raises(InvalidInputError, match=message):
                 codec.written_checkpoint({"configurable": configurable})  # type: ignore[typeddict-item]
+
+
+def test_parent_of_put_checks_what_it_has_not_seen() -> None:
+    """A put's config: ids that passed before come back as they are; an int thread id
+    as its str; an empty parent as None; a bad parent is refused under its own name."""
+    config: Any = {"configurable": {"thread_id": "t-p", "checkpoint_ns": "", "checkpoint_id": ""}}
+    assert codec.parent_of_put(config) == ("t-p", "", None)
+    assert codec.parent_of_put(config) == ("t-p", "", None)  # (passed: the fast path)
+    config["configurable"]["checkpoint_id"] = "c-p"
+    assert codec.parent_of_put(config) == ("t-p", "", "c-p")
+    assert codec.parent_of_put({"configurable": {"thread_id": 7}}) == ("7", "", None)
+    config["configurable"]["checkpoint_id"] = "c\x00p"
+    with pytest.raises(InvalidInputError, match="parent checkpoint_id contains a NUL"):
+        codec.parent_of_put(config)
+    with pytest.raises(InvalidInputError, match=r"thread_id\"\] is required"):
+        codec.parent_of_put({"configurable": {"checkpoint_ns": ""}})

@@ -2,7 +2,7 @@
 
 ``codec.json_loads`` reads stored JSON by orjson where that gives the values
 ``json.loads`` gives (integers past 64 bits, NaN, lone surrogates: by ``json.loads``);
-``codec.check_json`` accepts plain JSON in one walk without names and refuses, naming
+``checks.check_json`` accepts plain JSON in one walk without names and refuses, naming
 the culprit, exactly what the named walk refuses.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import checks, codec
 from lg_sqla.errors import InvalidInputError
 
 keys = st.text() | st.integers() | st.booleans() | st.none()
@@ -81,7 +81,7 @@ def test_json_loads_keeps_what_orjson_would_not(text: str) -> None:
 
 def _named_walk_refuses(value: Any, depth: int) -> bool:
     try:
-        codec._check_json_named("metadata", value, depth)
+        checks.check_json_named("metadata", value, depth)
     except InvalidInputError:
         return True
     return False
@@ -92,9 +92,9 @@ def test_check_json_refuses_what_the_named_walk_refuses(value: Any, depth: int) 
     refused = _named_walk_refuses(value, depth)
     if refused:
         with pytest.raises(InvalidInputError, match="metadata"):
-            codec.check_json("metadata", value, depth)
+            checks.check_json("metadata", value, depth)
     else:
-        assert codec.check_json("metadata", value, depth) is value
+        assert checks.check_json("metadata", value, depth) is value
 
 
 def _nested(levels: int) -> Any:
@@ -118,18 +118,50 @@ def _nested(levels: int) -> Any:
 )
 def test_check_json_names_the_culprit(value: Any, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
-        codec.check_json("metadata", value)
+        checks.check_json("metadata", value)
 
 
 def test_check_json_accepts_json_up_to_the_depth_limit_and_str_subclasses() -> None:
     class Label(str):
         pass
 
-    assert codec.check_json("metadata", {"deep": _nested(30)}) is not None
+    assert checks.check_json("metadata", {"deep": _nested(30)}) is not None
     labelled = {Label("k"): [Label("v"), True, None, 1.5]}
-    assert codec.check_json("metadata", labelled) is labelled
+    assert checks.check_json("metadata", labelled) is labelled
 
 
 def test_json_loads_reads_pretty_printed_long_integers_exactly() -> None:
     text = json.dumps({"n": [-(2**63) - 1, 2**64]}, indent=2)
     assert codec.json_loads(text) == {"n": [-(2**63) - 1, 2**64]}
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "stored"),
+    [
+        ("ts", "2026\x00-01", "2026-01"),
+        ("updated_channels", ["a\x00", "b"], ["a", "b"]),
+        ("pending_sends", [{"k": "x\x00"}], [{"k": "x"}]),
+        ("extra", {"n\x00": 1.5}, {"n": 1.5}),
+        ("updated_channels", ["a", "b"], ["a", "b"]),
+        ("v", 4, 4),
+    ],
+)
+def test_checkpoint_document_strips_nul_outside_channels(
+    part: str, value: Any, stored: Any
+) -> None:
+    """The loop that checks the common members without serializing them strips
+    exactly what strip_nul stripped (PostgreSQL refuses U+0000)."""
+    checkpoint: Any = {
+        "v": 4,
+        "id": "c1",
+        "ts": "2026-01",
+        "channel_values": {},
+        "channel_versions": {"a": 1},
+        "versions_seen": {},
+        "updated_channels": None,
+        "pending_sends": [],
+    }
+    checkpoint[part] = value
+    document = codec.dump_checkpoint_document(checkpoint)
+    assert document[part] == stored
+    assert "\\u0000" not in json.dumps(document)

@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from modes import saver_on
 
 from lg_sqla import InvalidInputError
-from lg_sqla.checkpoint.codec import JSON_MAX_DEPTH
+from lg_sqla.checkpoint.checks import JSON_MAX_DEPTH
 
 SURROGATE = "\ud800"
 BIG = 2**64

@@ -473,6 +473,18 @@ class Runtime:
             # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
             # any statement (the connection autobegins).
             connection.execution_options(isolation_level="AUTOCOMMIT")
+        elif not first.whole_plan:
+            # A session in autocommit would commit each statement alone, and a failure
+            # midway would leave the first ones: MySQL's (``DirectDriver.begin``) gets
+            # BEGIN first, as on the direct path, whether it is an engine made with
+            # AUTOCOMMIT or a one-statement plan's session that the pool's checkout
+            # guard did not switch back. (One flag read where it is not.)
+            driver = direct_driver(connection.dialect)
+            if driver is not None and driver.begin is not None:
+                try:
+                    driver.begin(connection.connection.dbapi_connection)
+                except connection.dialect.loaded_dbapi.Error as error:  # (as Core raises it)
+                    internals.raise_as_connection(connection, error, "BEGIN", None, None)
         return drive(connection, plan, first, commit=True)
 
     def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:

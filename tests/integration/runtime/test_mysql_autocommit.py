@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
-from faults import Proxy
+from faults import Faults, InjectedFault, Proxy
 from helpers import checkpoint, config, new_thread, table_counts
 from langgraph.checkpoint.base import ChannelVersions
 from modes import Either, saver_on, store_on, sync_engine
@@ -266,3 +266,30 @@ async def test_a_session_killed_between_a_puts_statements_leaves_nothing(
     found = await saver.get_tuple(stored)
     assert found is not None and found.checkpoint["channel_values"] == {"a": 1, "b": [1]}
     killer.admin.dispose()
+
+
+async def test_a_call_of_several_statements_is_one_transaction_on_an_autocommit_engine(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """An engine made with ``isolation_level="AUTOCOMMIT"`` (or a session a one-statement
+    call left so, which the pool's guard did not switch back) commits each statement
+    alone: a call of several statements through Core (``copy_thread``) sends BEGIN first,
+    so one failing midway leaves nothing of itself."""
+    engine = make_engine.for_mode(mode, backend, isolation_level="AUTOCOMMIT")
+    faults = Faults()
+    faults.install(sync_engine(engine))
+    saver = saver_on(engine)
+    source, target = new_thread(), new_thread()
+    stored = await saver.put(config(source), *_new_checkpoint(saver, 1))
+    await saver.put_writes(stored, [("a", 2)], "t1")
+    with faults.at(3) as seen, pytest.raises(InjectedFault):
+        await saver.copy_thread(source, target)
+    assert len(seen) == 3, seen  # (copied rows were sent before the fault)
+    assert table_counts(_plain_engine(backend), target) == {
+        "checkpoints": 0,
+        "checkpoint_writes": 0,
+        "checkpoint_blobs": 0,
+    }
+    await saver.copy_thread(source, target)  # (and nothing in the way of a retry)
+    copied = await saver.get_tuple(config(target))
+    assert copied is not None and copied.pending_writes == [("t1", "a", 2)]

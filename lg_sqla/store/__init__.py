@@ -50,6 +50,7 @@ from lg_sqla.models import StoreItemRow
 from lg_sqla.plans import Plan, T, declared_prebuilt
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding, bound_view, refuse_on_view
+from lg_sqla.runtime.kept import keeps_connections
 from lg_sqla.runtime.owning import aowned, owned
 from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.shared import utc_now
@@ -623,8 +624,9 @@ class AsyncSQLAlchemyStore(
     _StoreBase[AsyncEngine, AbstractAsyncContextManager["AsyncSQLAlchemyStore"]]
 ):
     """LangGraph's ``BaseStore`` on a SQLAlchemy ``AsyncEngine``; see :class:`SQLAlchemyStore`
-    (the same arguments; ``keep_connection`` applies to the pysqlite engine
-    ``from_conn_string`` runs a SQLite file's batches on: no async driver keeps one)."""
+    (the same arguments; of the async drivers, psycopg keeps a connection
+    (``from_conn_string`` sets ``keep_connection``); it applies to the pysqlite engine
+    ``from_conn_string`` runs a SQLite file's batches on too)."""
 
     def _set_up_face(self) -> None:
         self._sweeper = TaskSweeper("lg_sqla-ttl-sweeper", self._sweep_once)
@@ -679,8 +681,14 @@ class AsyncSQLAlchemyStore(
                 # Batches run there: so does the ranking.
                 store._native_vectors = store.sql.native_vectors(sync_engine)
 
-        # Its pysqlite engine (SQLite files) is the store's alone: it keeps a connection.
-        made = opening.made(sync_url is not None)
+        # Its engines are the store's alone: it keeps a connection where runtime.kept
+        # keeps one (a SQLite file's pysqlite engine, psycopg's; elsewhere nothing to
+        # ask per call), given back on exit before the engines are disposed.
+        def made(owned_engine: AsyncEngine) -> AsyncSQLAlchemyStore:
+            keep = sync_url is not None or keeps_connections(owned_engine.sync_engine)
+            store: AsyncSQLAlchemyStore = opening.made(keep)(owned_engine)
+            return store
+
         async with aowned(engine, made, threaded, attach) as store:
             yield store
 

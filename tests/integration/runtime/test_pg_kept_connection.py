@@ -1,4 +1,4 @@
-"""The pooled connection a PostgreSQL saver keeps between its calls (``runtime.kept``).
+"""The pooled connection a PostgreSQL saver (or async store) keeps between calls (``runtime.kept``).
 
 A sync saver opened by ``from_conn_string`` on PostgreSQL (psycopg) keeps one
 connection of its own engine's pool between direct-path calls, as the official
@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import ChannelVersions
 from sqlalchemy.pool import QueuePool
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.store import AsyncSQLAlchemyStore
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -206,6 +207,30 @@ async def test_the_async_saver_keeps_an_idle_connection_between_calls(
         assert [state for _, state in sessions.states()] == ["idle"]  # no open transaction
         found = await saver.aget_tuple(config(thread_id))
         assert found is not None and found.pending_writes == [("task-1", "v", 2)]
+    assert _checked_out(engine) == 0
+    assert sessions.states() == []  # given back, then closed with the engine
+
+
+async def test_the_async_store_keeps_an_idle_connection_between_calls(
+    backend: Backend, sessions: Sessions
+) -> None:
+    """As the async saver: one connection kept by the store's own engine, with no
+    transaction open between calls, and closed when the store is left."""
+    namespace = ("kept", new_thread())
+    async with AsyncSQLAlchemyStore.from_conn_string(
+        backend.async_url, connect_args={"application_name": sessions.name}
+    ) as store:
+        await store.aput(namespace, "a", {"v": 1})
+        engine = store.engine.sync_engine
+        assert _checked_out(engine) == 1  # kept
+        assert [state for _, state in sessions.states()] == ["idle"]  # no open transaction
+        await store.aput(namespace, "b", {"v": 2})
+        found = await store.aget(namespace, "a")
+        assert found is not None and found.value == {"v": 1}
+        assert _checked_out(engine) == 1  # the same one, not one more per call
+        assert [state for _, state in sessions.states()] == ["idle"]
+        listed = await store.asearch(namespace)
+        assert sorted(item.key for item in listed) == ["a", "b"]
     assert _checked_out(engine) == 0
     assert sessions.states() == []  # given back, then closed with the engine
 

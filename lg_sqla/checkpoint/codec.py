@@ -406,50 +406,52 @@ def inline_values_json(text: str | bytes) -> dict[str, Any]:
     return inline_values({INLINE_KEY: json_loads(text)})
 
 
+def _passed_thread_of(config: RunnableConfig) -> tuple[str, str, Any] | None:
+    """The config's thread id and namespace when both passed their checks already, with
+    its checkpoint id as given (unchecked); None otherwise. A graph's calls name the
+    thread and namespace it used before: then one frame, not eight."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    namespace = configurable.get("checkpoint_ns", "")
+    if (
+        type(thread_id) is str
+        and type(namespace) is str
+        and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
+        and (namespace, -1) in _PASSED_KEYS
+    ):
+        return thread_id, namespace, configurable.get("checkpoint_id")
+    return None
+
+
 def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
     """The config's thread id, namespace and checkpoint id, checked (as
     :func:`thread_id_of`, :func:`namespace_of` and :func:`checkpoint_id_of`). A
     graph's ``put_writes`` names the checkpoint its ``put`` returned, whose strings
-    passed already: then one frame, not eight."""
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    namespace = configurable.get("checkpoint_ns", "")
-    checkpoint_id = configurable.get("checkpoint_id")
-    passed = _PASSED_KEYS
-    if (
-        type(thread_id) is str
-        and type(namespace) is str
-        and type(checkpoint_id) is str
-        and checkpoint_id
-        and (thread_id, limits.THREAD_ID_MAX) in passed
-        and (namespace, -1) in passed
-        and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in passed
-    ):
-        return thread_id, namespace, checkpoint_id
+    passed already."""
+    known = _passed_thread_of(config)
+    if known is not None:
+        checkpoint_id = known[2]
+        if (
+            type(checkpoint_id) is str
+            and checkpoint_id
+            and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS
+        ):
+            return known
     return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
 
 
 def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
     """The thread id, namespace and parent checkpoint id (``None`` when absent or
     empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
-    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph puts on the thread and
-    namespace it used before, the parent its previous ``put`` returned: strings that
-    passed already, then one frame, not eight."""
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    namespace = configurable.get("checkpoint_ns", "")
-    parent = configurable.get("checkpoint_id")
-    passed = _PASSED_KEYS
-    if (
-        type(thread_id) is str
-        and type(namespace) is str
-        and (thread_id, limits.THREAD_ID_MAX) in passed
-        and (namespace, -1) in passed
-    ):
+    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph's parent is the
+    checkpoint its previous ``put`` returned, whose strings passed already."""
+    known = _passed_thread_of(config)
+    if known is not None:
+        thread_id, namespace, parent = known
         if parent is None or parent == "":
             return thread_id, namespace, None
-        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in passed:
-            return thread_id, namespace, parent
+        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
+            return known
     return (
         thread_id_of(config),
         namespace_of(config),

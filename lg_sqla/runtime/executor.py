@@ -487,18 +487,25 @@ class Runtime:
                     internals.raise_as_connection(connection, error, "BEGIN", None, None)
         return drive(connection, plan, first, commit=True)
 
-    def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
-        dialect = engine.dialect
-        driver = self._drivers.get(dialect) or self._driver_of(dialect)
+    def _connection_for_direct(
+        self, engine: Engine
+    ) -> tuple[KeptConnection | None, PoolProxiedConnection]:
+        """The direct path's connection: the kept one (with its keeper), else one checked
+        out of the pool (no keeper)."""
         kept = (self._kept.get(engine) or self._keep(engine)) if self.keep_connection else None
         try:
             pooled = kept.take(engine) if kept is not None else None
             if pooled is None:
-                kept = None
-                pooled = direct.checkout(engine)
+                return None, direct.checkout(engine)
         except DBAPIError as error:
             _pooler_refused(engine, error)  # (checkout marked it not started)
             raise
+        return kept, pooled
+
+    def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
+        dialect = engine.dialect
+        driver = self._drivers.get(dialect) or self._driver_of(dialect)
+        kept, pooled = self._connection_for_direct(engine)
         wrapped: list[Connection] = []
 
         def core() -> Connection:
@@ -569,15 +576,7 @@ class Runtime:
         """``_run_direct`` for a plan :meth:`_learn_lean` remembered: the kept (or a
         pooled) connection, the plan run and committed by ``direct.run``, the
         connection kept or checked in; on an error, what ``_run_direct`` does."""
-        kept = (self._kept.get(engine) or self._keep(engine)) if self.keep_connection else None
-        try:
-            pooled = kept.take(engine) if kept is not None else None
-            if pooled is None:
-                kept = None
-                pooled = direct.checkout(engine)
-        except DBAPIError as error:
-            _pooler_refused(engine, error)  # (checkout marked it not started)
-            raise
+        kept, pooled = self._connection_for_direct(engine)
         dialect = engine.dialect
         driver = self._drivers.get(dialect) or self._driver_of(dialect)
         wrapped: list[Connection] = []

@@ -23,13 +23,13 @@ from lg_sqla.store._common import (
     Settings,
     alive_at_now,
     as_item,
-    from_text,
     head_in,
     in_keys,
     join_namespace,
     key_chunks,
     op_tag,
     parse_json,
+    row_times,
     split_namespace,
     subtree_bounds,
     union_of,
@@ -154,14 +154,7 @@ def _plain_pages(
             namespace = namespaces[prefix] = split_namespace(prefix)
         if isinstance(value, (str, bytes)):  # SQLite's and MySQL's JSON is text
             value = parse_json(value)
-        if type(created_at) is str:  # SQLite's naive UTC text: ``utc``'s first case, inline
-            try:
-                created_at = from_text(created_at + "+00:00")
-                updated_at = from_text(updated_at + "+00:00")
-            except ValueError:  # (text with an offset of its own)
-                created_at, updated_at = utc(created_at), utc(updated_at)
-        else:
-            created_at, updated_at = utc(created_at), utc(updated_at)
+        created_at, updated_at = row_times(created_at, updated_at)
         pages[i].append(SearchItem(namespace, key, value, created_at, updated_at))
         if ttl is not None and i in refreshing:
             batch.refresh[(key_hash(prefix), key_hash(key))] = ttl

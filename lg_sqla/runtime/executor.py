@@ -197,6 +197,36 @@ def _give_back_failed(
     (connection if connection is not None else pooled).close()
 
 
+def _direct_failed(
+    engine: Engine,
+    pooled: PoolProxiedConnection,
+    wrapped: list[Connection],
+    kept: KeptConnection | None,
+    error: BaseException,
+    cut: bool,
+) -> None:
+    """After a direct-path plan failed: its connection invalidated where it is not to be
+    pooled again (``cut`` by the watchdog: dead; or a pooler refused one of its prepared
+    statements: a muddle), then given back, and its keeper told."""
+    if (cut or _pooler_refused(engine, error)) and pooled.is_valid:
+        (wrapped[0] if wrapped else pooled).invalidate(error)
+    try:
+        _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
+    finally:
+        if kept is not None:
+            kept.put_back(committed=False)
+
+
+def _direct_committed(pooled: PoolProxiedConnection, kept: KeptConnection | None) -> None:
+    """After a direct-path plan committed: kept clean for the next call, or checked in
+    without the pool's ROLLBACK of an ended transaction (on PyMySQL one more round trip
+    per call; what Connection.close() tells the pool after a commit)."""
+    if kept is not None:
+        kept.put_back(committed=True)
+    else:
+        internals.check_in_after_commit(pooled)
+
+
 # A writer lock not asked for yet (None: the database has none).
 _UNKNOWN_LOCK: Any = object()
 
@@ -531,27 +561,13 @@ class Runtime:
             )
         except BaseException as error:
             cut = clock if timeouts.ended(clock) else None
-            # Not pooled again: cut by the watchdog (dead), or its prepared statements
-            # are a muddle (a pooler refused one).
-            if (cut is not None or _pooler_refused(engine, error)) and pooled.is_valid:
-                (wrapped[0] if wrapped else pooled).invalidate(error)
-            try:
-                _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
-            finally:
-                if kept is not None:
-                    kept.put_back(committed=False)
+            _direct_failed(engine, pooled, wrapped, kept, error, cut is not None)
             if cut is not None:
                 raise timeouts.timed_out(cut) from error
             raise
         if clock is not None:
             timeouts.ended(clock)
-        if kept is not None:
-            kept.put_back(committed=True)  # committed: clean, kept for the next call
-            return result
-        # Committed: the pool need not roll back an ended transaction (on PyMySQL
-        # its ROLLBACK is one more round trip per call). What Connection.close()
-        # tells the pool after a commit.
-        internals.check_in_after_commit(pooled)
+        _direct_committed(pooled, kept)
         return result
 
     def _learn_lean(self, engine: Engine, first: Step) -> None:
@@ -588,18 +604,9 @@ class Runtime:
         try:
             result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, False)
         except BaseException as error:
-            if _pooler_refused(engine, error) and pooled.is_valid:
-                (wrapped[0] if wrapped else pooled).invalidate(error)
-            try:
-                _give_back_failed(engine, pooled, wrapped[0] if wrapped else None, error)
-            finally:
-                if kept is not None:
-                    kept.put_back(committed=False)
+            _direct_failed(engine, pooled, wrapped, kept, error, False)
             raise
-        if kept is not None:
-            kept.put_back(committed=True)
-            return result
-        internals.check_in_after_commit(pooled)
+        _direct_committed(pooled, kept)
         return result
 
     def _driver_of(self, dialect: Dialect) -> DirectDriver:

@@ -28,6 +28,8 @@ from lg_sqla.models import CacheEntryRow, cache_entries
 from lg_sqla.plans import Plan, Step, T
 from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
+from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.shared import key_hash, utc_now
 
 __all__ = ["SQLAlchemyCache"]
@@ -68,6 +70,11 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         serde: How values are serialized (default: LangGraph's JsonPlusSerializer).
         check_schema: Verify once, on first use, that the schema is at lg_sqla's head.
         schema: Keep the table in this PostgreSQL schema / MySQL database.
+        reconnect_window, call_timeout: As ``SQLAlchemySaver``'s: seconds a call waits
+            for a database that went away before raising (every call of the cache may
+            run again: a ``set`` writes the same entries again, a ``clear`` deletes), and
+            seconds a call may wait on its connection before it is cut with
+            ``CallTimeoutError`` (psycopg, psycopg2).
     """
 
     def __init__(
@@ -77,6 +84,8 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         serde: SerializerProtocol | None = None,
         check_schema: bool = True,
         schema: str | None = None,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
         super().__init__(serde=serde)
         # Two calls: in_schema is generic over the engine type, not over their union.
@@ -87,7 +96,13 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
             self.engine = in_schema(engine, schema)
         self.dialect_ops = ops_for(engine.dialect)
         # The cache's statements are built per call: its plans always run on Core.
-        self._runtime = Runtime(self.dialect_ops, check_schema=check_schema)
+        self._runtime = Runtime(
+            self.dialect_ops,
+            check_schema=check_schema,
+            reconnect_window=reconnect_window,
+            call_timeout=call_timeout,
+        )
+        check_driver(engine.dialect, self._runtime.call_timeout)
 
     # --- plans ---------------------------------------------------------------
 
@@ -172,17 +187,18 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
 
     def _run(self, factory: Callable[[], Plan[T]]) -> T:
         """Run a plan in one transaction, again from scratch when the database rolled
-        it back, as the savers do (``lg_sqla.runtime``)."""
+        it back, as the savers do (``lg_sqla.runtime``); idempotent: a lost COMMIT's
+        call runs again within the reconnect window (entries are set whole)."""
         if isinstance(self._binding, Binding):
             return self._binding.run(factory)
-        return self._runtime.run(self._sync_engine(), factory)
+        return self._runtime.run(self._sync_engine(), factory, idempotent=True)
 
     async def _arun(self, factory: Callable[[], Plan[T]]) -> T:
         if isinstance(self._binding, AsyncBinding):
             return await self._binding.run(factory)
         if not isinstance(self.engine, AsyncEngine):
             return await asyncio.to_thread(self._run, factory)
-        return await self._runtime.arun(self.engine, factory)
+        return await self._runtime.arun(self.engine, factory, idempotent=True)
 
     # --- BaseCache -----------------------------------------------------------
 

@@ -53,8 +53,9 @@ known or whose effect is idempotent:
   ``put`` (insert-or-ignore of immutable blobs, keyed by channel and version, and an
   upsert of the checkpoint row with the same content), ``put_writes`` (regular writes
   insert-or-ignore keyed by task and index, special ones an upsert of the same
-  value), ``delete_thread`` and the DeltaChannel history read. Every other call (a
-  prune, a copy, a sweep, the store's and the cache's writes) is never run again
+  value), ``delete_thread`` and the DeltaChannel history read; the store's reads
+  (a TTL refresh included) and every node-cache call (entries are set whole). Every
+  other call (a prune, a copy, a sweep, a store batch with a put) is never run again
   after an unknown outcome: its error reaches the caller.
 
 ``reconnect_window=0`` keeps the behaviour without it (one immediate retry).

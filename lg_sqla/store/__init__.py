@@ -52,6 +52,8 @@ from lg_sqla.runtime import Runtime
 from lg_sqla.runtime.bound import AsyncBinding, Binding, bound_view, refuse_on_view
 from lg_sqla.runtime.kept import keeps_connections
 from lg_sqla.runtime.owning import aowned, owned
+from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
+from lg_sqla.runtime.timeouts import check_driver
 from lg_sqla.runtime.workers import in_worker_thread
 from lg_sqla.shared import utc_now
 from lg_sqla.store._common import Embedded, NativeVectors, Settings, Statements
@@ -124,35 +126,25 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         direct_path: bool = True,
         read_only: bool = False,
         keep_connection: bool = False,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
     ) -> None:
-        self._configure(engine, index, ttl, check_schema, direct_path, read_only, keep_connection)
+        self._runtime = Runtime(
+            ops_for(engine.dialect),
+            check_schema=check_schema,
+            direct_path=direct_path,
+            keep_connection=keep_connection,
+            reconnect_window=reconnect_window,
+            call_timeout=call_timeout,
+        )
+        check_driver(engine.dialect, self._runtime.call_timeout)
+        self._configure(engine, index, ttl, read_only)
         self.engine: EngineT = in_schema(engine, schema)
         self._set_up_face()
 
     def _set_up_face(self) -> None:
         """What the sync or the async face adds: its sweeper and its gathering."""
         raise NotImplementedError
-
-    @classmethod
-    def _for_owned_engine(
-        cls: type[StoreT],
-        index: IndexConfig | None,
-        ttl: TTLConfig | None,
-        schema: str | None,
-        direct_path: bool,
-        read_only: bool,
-        keep_connection: bool,
-    ) -> Callable[[Any], StoreT]:
-        """How ``from_conn_string`` makes its store on the engine it owns (``owned``)."""
-        return lambda owned_engine: cls(
-            owned_engine,
-            index=index,
-            ttl=ttl,
-            schema=schema,
-            direct_path=direct_path,
-            read_only=read_only,
-            keep_connection=keep_connection,
-        )
 
     @classmethod
     def from_conn_string(
@@ -164,6 +156,8 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         schema: str | None = None,
         direct_path: bool = True,
         read_only: bool = False,
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW_S,
+        call_timeout: float | None = None,
         **engine_kwargs: Any,
     ) -> OpenedT:
         """Open a store on a database URL: ``with SQLAlchemyStore.from_conn_string(url)
@@ -171,10 +165,19 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         is stopped and the engine disposed. ``engine_kwargs`` go to
         ``sqlalchemy.create_engine`` (async: to ``create_async_engine``, and on a SQLite
         file to the pysqlite engine of the same file its batches run on)."""
+        options: dict[str, Any] = {
+            "index": index,
+            "ttl": ttl,
+            "schema": schema,
+            "direct_path": direct_path,
+            "read_only": read_only,
+            "reconnect_window": reconnect_window,
+            "call_timeout": call_timeout,
+        }
 
         def made(keep_connection: bool) -> Callable[[Any], Any]:
-            return cls._for_owned_engine(
-                index, ttl, schema, direct_path, read_only, keep_connection
+            return lambda owned_engine: cls(
+                owned_engine, keep_connection=keep_connection, **options
             )
 
         return cls._opened(_Opening(url, index, schema, engine_kwargs, made))
@@ -188,21 +191,12 @@ class _StoreBase(BaseStore, Generic[EngineT, OpenedT]):
         engine: Engine | AsyncEngine,
         index: IndexConfig | None,
         ttl: TTLConfig | None,
-        check_schema: bool,
-        direct_path: bool,
         read_only: bool,
-        keep_connection: bool,
     ) -> None:
         self.read_only = read_only
         # The dialect's object (lg_sqla.dialects), not a batch's ops (LangGraph's Op).
-        self.dialect_ops = ops_for(engine.dialect)
+        self.dialect_ops = self._runtime.dialect_ops
         self.sql = store_sql_for(self.dialect_ops)
-        self._runtime = Runtime(
-            self.dialect_ops,
-            check_schema=check_schema,
-            direct_path=direct_path,
-            keep_connection=keep_connection,
-        )
         self.ttl_config = ttl
         self.index_config = index
         self.embeddings = None
@@ -438,6 +432,11 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
             calls, where nothing can tell (``SQLAlchemySaver``'s argument, the same
             rules); call ``release_connections()`` before you dispose the engine.
             ``from_conn_string`` turns it on for the engine it owns.
+        reconnect_window, call_timeout: As ``SQLAlchemySaver``'s: seconds a call waits
+            for a database that went away (a failover, a restart) before raising, where
+            running it again is safe (reads; a batch of puts, which sets each item
+            whole); seconds a call may wait on its connection before it is cut with
+            ``CallTimeoutError`` (psycopg, psycopg2).
     """
 
     def _set_up_face(self) -> None:
@@ -486,7 +485,8 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
     def _run(self, factory: Callable[[], Plan[T]], writes: bool = True) -> T:
         if self._binding is not None:
             return self._binding.run(factory)
-        return self._runtime.run(self.engine, factory, writes=writes)
+        # (reads, a TTL refresh too, may run again after an unknown outcome: idempotent)
+        return self._runtime.run(self.engine, factory, writes=writes, idempotent=not writes)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md)."""
@@ -710,9 +710,11 @@ class AsyncSQLAlchemyStore(
             return await self._binding.run(factory)
         if self._threaded is not None:
             return await in_worker_thread(
-                partial(self._runtime.run, self._threaded, factory, writes=writes)
+                partial(
+                    self._runtime.run, self._threaded, factory, writes=writes, idempotent=not writes
+                )
             )
-        return await self._runtime.arun(self.engine, factory, writes=writes)
+        return await self._runtime.arun(self.engine, factory, writes=writes, idempotent=not writes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in one transaction, a constant number of statements (docs/store.md).

@@ -5,14 +5,18 @@ test, on SQLAlchemy's own error objects."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from lg_sqla import SQLAlchemySaver
+from lg_sqla.cache import SQLAlchemyCache
 from lg_sqla.dialects import ops_for
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.runtime import retry
+from lg_sqla.store import SQLAlchemyStore
 
 OPS = ops_for(postgresql.dialect())  # type: ignore[no-untyped-call]
 WINDOW = 30.0
@@ -75,18 +79,25 @@ def test_a_pooler_refusal_runs_again_at_once_a_bounded_number_of_times() -> None
     assert _delay(error, retry.MAX_ATTEMPTS, idempotent=False) is None
 
 
+# Every owner of a runtime takes the two options: the savers, the store, the node cache.
+OWNERS = [SQLAlchemySaver, SQLAlchemyStore, SQLAlchemyCache]
+
+
+@pytest.mark.parametrize("owner", OWNERS)
 @pytest.mark.parametrize("window", [-1, "30", float("nan"), True])
-def test_a_bad_window_is_refused(window: object) -> None:
+def test_a_bad_window_is_refused(owner: Any, window: object) -> None:
     with pytest.raises(InvalidInputError, match="reconnect_window"):
-        SQLAlchemySaver(sa.create_engine("sqlite://"), reconnect_window=window)  # type: ignore[arg-type]
+        owner(sa.create_engine("sqlite://"), reconnect_window=window)
 
 
+@pytest.mark.parametrize("owner", OWNERS)
 @pytest.mark.parametrize("timeout", [0, -2, "5", True])
-def test_a_bad_call_timeout_is_refused(timeout: object) -> None:
+def test_a_bad_call_timeout_is_refused(owner: Any, timeout: object) -> None:
     with pytest.raises(InvalidInputError, match="call_timeout"):
-        SQLAlchemySaver(sa.create_engine("sqlite://"), call_timeout=timeout)  # type: ignore[arg-type]
+        owner(sa.create_engine("sqlite://"), call_timeout=timeout)
 
 
-def test_a_call_timeout_needs_a_driver_whose_connection_can_be_cut() -> None:
+@pytest.mark.parametrize("owner", OWNERS)
+def test_a_call_timeout_needs_a_driver_whose_connection_can_be_cut(owner: Any) -> None:
     with pytest.raises(InvalidInputError, match="sqlite\\+pysqlite"):
-        SQLAlchemySaver(sa.create_engine("sqlite://"), call_timeout=5)
+        owner(sa.create_engine("sqlite://"), call_timeout=5)

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 from failover import Pair, failover_pair
 from graph_writers import (
     ASYNC_WRITERS,
@@ -40,7 +41,9 @@ from helpers import checkpoint, config, new_thread
 from servers import create_database
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.cache import SQLAlchemyCache
 from lg_sqla.errors import CallTimeoutError
+from lg_sqla.store import AsyncSQLAlchemyStore, SQLAlchemyStore
 
 pytestmark = pytest.mark.postgres
 
@@ -137,16 +140,35 @@ async def test_a_commit_waiting_for_a_missing_standby_ends_at_call_timeout(
     pair.crash(standby)
     try:
         parent = config(new_thread())
+        memory = (("memories", parent["configurable"]["thread_id"]), "fact")
         if mode == "sync":
             with SQLAlchemySaver.from_conn_string(url, call_timeout=1.5) as saver:
                 assert saver.get_tuple(parent) is None  # reads do not wait: answered
                 with pytest.raises(CallTimeoutError, match="synchronous_standby_names"):
                     saver.put(parent, checkpoint({"a": 1}), {}, {})
                 saver.get_tuple(parent)  # answers: the cut connection was replaced
+            # The store and the node cache take the same option, with the same effect.
+            with SQLAlchemyStore.from_conn_string(url, call_timeout=1.5) as store:
+                assert store.get(*memory) is None
+                with pytest.raises(CallTimeoutError, match="synchronous_standby_names"):
+                    store.put(*memory, {"text": "likes tea"})
+                assert store.get(*memory) is None
+            engine = sa.create_engine(url)
+            try:
+                cache: SQLAlchemyCache[object] = SQLAlchemyCache(engine, call_timeout=1.5)
+                assert cache.get([memory]) == {}
+                with pytest.raises(CallTimeoutError, match="synchronous_standby_names"):
+                    cache.set({memory: ("value", None)})
+            finally:
+                engine.dispose()
         else:
             async with AsyncSQLAlchemySaver.from_conn_string(url, call_timeout=1.5) as asaver:
                 assert await asaver.aget_tuple(parent) is None
                 with pytest.raises(CallTimeoutError, match="synchronous_standby_names"):
                     await asaver.aput(parent, checkpoint({"a": 1}), {}, {})
+            async with AsyncSQLAlchemyStore.from_conn_string(url, call_timeout=1.5) as astore:
+                assert await astore.aget(*memory) is None
+                with pytest.raises(CallTimeoutError, match="synchronous_standby_names"):
+                    await astore.aput(*memory, {"text": "likes tea"})
     finally:
         pair.rebuild_standby()  # (synchronous again, for whatever runs next)

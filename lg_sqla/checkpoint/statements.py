@@ -543,7 +543,9 @@ def select_load(
         "state_revision": blob.c.state_revision,
         **{name: blob.c[name] for name in ("channel", "type", "blob")},
     }
-    blobs = sa.select(*_value_columns(dialect_ops, layout, KIND_BLOB, blob_values)).select_from(found.joined)
+    blobs = sa.select(*_value_columns(dialect_ops, layout, KIND_BLOB, blob_values)).select_from(
+        found.joined
+    )
     writes = _LoadedWrites(dialect_ops, layout, page, thread, owner_keys)
     own_writes = writes.select(KIND_WRITE, page.c.checkpoint_id)
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.

@@ -475,6 +475,8 @@ def _one_tuple(
     blobs: list[StoredBlob] = []
     writes: list[StoredWrite] = []
     sends: list[StoredWrite] = []
+    if layout.packed:
+        rows = layout.unpack(rows)
     revised = ctx.state is not None
     lean = layout.lean
     blob_of, write_of = layout.blob_of, layout.write_of

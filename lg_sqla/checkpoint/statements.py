@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable, visitors
@@ -73,16 +74,22 @@ class LoadLayout:
     NULL: the drivers pay per column of every row (pysqlite a call per value, PyMySQL
     a field descriptor parsed in Python per column on every execute). ``keyed``: the
     blob and write rows carry their checkpoint's keys (a page of several); without
-    them (``get_tuple``), every row is the page's one checkpoint's.
+    them (``get_tuple``), every row is the page's one checkpoint's. ``packed``: the
+    first that many slots come as one column, a JSON array of their values
+    (``DialectOps.packs_load_rows``), which ``unpack`` spreads back into the slots.
     """
 
-    def __init__(self, slots: Sequence[Slot], *, keyed: bool, lean: bool = False) -> None:
+    def __init__(
+        self, slots: Sequence[Slot], *, keyed: bool, lean: bool = False, packed: int = 0
+    ) -> None:
         assert slots[AT_KIND] == ("kind", "kind")
         revision_at = [at for at, slot in enumerate(slots) if slot[0] == "state_revision"]
         assert revision_at == ([] if lean else [AT_STATE_REVISION])
+        assert 0 <= packed < len(slots)
         self.slots = tuple(slots)
         self.keyed = keyed
         self.lean = lean
+        self.packed = packed
         self.checkpoint_at = {c: i for i, (c, _) in enumerate(slots) if c is not None}
         self.value_at = {v: i for i, (_, v) in enumerate(slots) if v is not None}
         # Each checkpoint column the rows carry; the others (keyless: the keys) None.
@@ -115,6 +122,15 @@ class LoadLayout:
             else _keyless
         )
 
+    def unpack(self, rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
+        """The rows of a statement in this layout, one value per slot (a packed
+        layout's rows as the database sent them: the JSON array of the first
+        ``packed`` values, then the others)."""
+        if not self.packed:
+            return rows
+        loads = orjson.loads
+        return [[*loads(row[0]), *row[1:]] for row in rows]
+
     def record(self, row: Sequence[Any], q: PageQuery) -> dict[str, Any]:
         """A checkpoint row's values by name (``CHECKPOINT_COLUMNS``); keyless, its
         thread and namespace are the query's (``q``: the page's)."""
@@ -140,10 +156,11 @@ def _keyless(row: Sequence[Any]) -> PageKey:
     return cast(PageKey, _KEYLESS)
 
 
-def _layout(shared: str, *, keyed: bool, lean: bool = False) -> LoadLayout:
+def _layout(shared: str, *, keyed: bool, lean: bool = False, unpacked: int = 0) -> LoadLayout:
     """A :class:`LoadLayout` from its columns after the ones every layout begins with
     (kind, state_revision unless ``lean``; keyed, the three keys): ``"checkpoint
-    column/value column"`` pairs, ``-`` where that kind of row leaves the column NULL."""
+    column/value column"`` pairs, ``-`` where that kind of row leaves the column NULL.
+    ``unpacked``: packed (``LoadLayout.packed``) but for the last that many slots."""
     first = ["kind/kind"] if lean else ["kind/kind", "state_revision/state_revision"]
     if keyed:
         first += ["thread_id/thread_id", "checkpoint_ns_hash/checkpoint_ns_hash"]
@@ -152,7 +169,8 @@ def _layout(shared: str, *, keyed: bool, lean: bool = False) -> LoadLayout:
     for pair in [*first, *shared.split()]:
         checkpoint_column, value_column = (None if n == "-" else n for n in pair.split("/"))
         slots.append((checkpoint_column, value_column))
-    return LoadLayout(slots, keyed=keyed, lean=lean)
+    packed = len(slots) - unpacked if unpacked else 0
+    return LoadLayout(slots, keyed=keyed, lean=lean, packed=packed)
 
 
 # Checkpoint rows and blob/write rows share the key and string columns of the same
@@ -202,6 +220,23 @@ _LAYOUTS = {
 # each result: 47k instructions of MariaDB's 821k get_tuple). By union_sharing.
 _LEAN_KEYLESS = {
     sharing: _layout(keyless, keyed=False, lean=True) for sharing, (keyless, _) in _COLUMNS.items()
+}
+# get_tuple's keyless layouts where the dialect packs a row's short values into one
+# column (DialectOps.packs_load_rows: MariaDB's JSON_ARRAY): the kind, the key
+# strings, type and idx; the long text (metadata, task_path: a JSON array of them,
+# escaped, could pass max_allowed_packet) and the binary column stay columns of their
+# own. 3 columns instead of 7.
+_PACKED_COLUMNS = {
+    "json_with_binary": "checkpoint_id/channel parent_checkpoint_id/task_id -/type -/idx"
+    " metadata/task_path checkpoint/blob",
+}
+# By union_sharing: (the lean layout, the full one).
+_PACKED_KEYLESS = {
+    sharing: (
+        _layout(columns, keyed=False, lean=True, unpacked=2),
+        _layout(columns, keyed=False, unpacked=2),
+    )
+    for sharing, columns in _PACKED_COLUMNS.items()
 }
 
 
@@ -408,7 +443,11 @@ def one_checkpoint_load(
 
     def build() -> tuple[Executable, LoadLayout]:
         q = PageQuery("", "", "" if by_id else None, limit=_LITERAL_LIMIT, namespace="")
-        layout = _LEAN_KEYLESS[sharing] if lean else layout_of(dialect_ops, q)
+        packed = _PACKED_KEYLESS.get(sharing) if dialect_ops.packs_load_rows() else None
+        if packed is not None:
+            layout = packed[0] if lean else packed[1]
+        else:
+            layout = _LEAN_KEYLESS[sharing] if lean else layout_of(dialect_ops, q)
         return load_statement(dialect_ops, q, layout), layout
 
     return dialect_ops.cached(("get_tuple", sharing, by_id, lean), build)
@@ -504,7 +543,9 @@ def select_load(
         "state_revision": blob.c.state_revision,
         **{name: blob.c[name] for name in ("channel", "type", "blob")},
     }
-    blobs = sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(found.joined)
+    blobs = sa.select(*_value_columns(dialect_ops, layout, KIND_BLOB, blob_values)).select_from(
+        found.joined
+    )
     writes = _LoadedWrites(dialect_ops, layout, page, thread, owner_keys)
     own_writes = writes.select(KIND_WRITE, page.c.checkpoint_id)
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes.
@@ -557,7 +598,7 @@ def _one_by_scalars(
     write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
 
     def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
-        return sa.select(*_value_columns(layout, kind, write_values)).where(
+        return sa.select(*_value_columns(dialect_ops, layout, kind, write_values)).where(
             W.c.thread_id == thread,
             W.c.checkpoint_ns_hash == ns_hash,
             W.c.checkpoint_id == checkpoint_id,
@@ -597,7 +638,7 @@ def _blobs_named_by(
         ),
     )
     blob_values = {name: blob.c[name] for name in ("state_revision", "channel", "type", "blob")}
-    return sa.select(*_value_columns(layout, KIND_BLOB, blob_values)).select_from(
+    return sa.select(*_value_columns(dialect_ops, layout, KIND_BLOB, blob_values)).select_from(
         ordered_join(pairs, blob, blob_on)
     )
 
@@ -623,8 +664,19 @@ def _loaded_checkpoints(dialect_ops: DialectOps, layout: LoadLayout, page: Any) 
         else:
             assert value_name is not None
             column = dialect_ops.typed_null(_VALUE_TYPES[value_name])
-        columns.append(_untyped(column).label(f"c{at}"))
-    return sa.select(*columns)
+        columns.append(column)
+    packed = _packed(dialect_ops, layout, columns)
+    return sa.select(*(_untyped(column).label(f"c{at}") for at, column in enumerate(packed)))
+
+
+def _packed(
+    dialect_ops: DialectOps, layout: LoadLayout, columns: list[ColumnElement[Any]]
+) -> list[ColumnElement[Any]]:
+    """A branch's ``columns`` (one per slot of ``layout``) as it sends them: where the
+    layout is packed, its first ``packed`` values as one column."""
+    if not layout.packed:
+        return columns
+    return [dialect_ops.packed_values(columns[: layout.packed]), *columns[layout.packed :]]
 
 
 # The type of each value a blob or write row carries (for the checkpoint branch's NULLs).
@@ -632,10 +684,13 @@ _VALUE_TYPES = {name: W.c[name].type for name in WRITE_VALUE_COLUMNS}
 
 
 def _value_columns(
-    layout: LoadLayout, kind: int, values: Mapping[str, ColumnElement[Any]]
+    dialect_ops: DialectOps,
+    layout: LoadLayout,
+    kind: int,
+    values: Mapping[str, ColumnElement[Any]],
 ) -> list[ColumnElement[Any]]:
     """A blob or write branch's columns: ``values`` where ``layout`` puts them, NULL elsewhere."""
-    return [
+    columns = [
         (_kind(kind) if not layout.lean else _kind_of(layout, kind, values["state_revision"]))
         if at == AT_KIND
         else _null()
@@ -643,6 +698,7 @@ def _value_columns(
         else values.get(name, _null())
         for at, (_, name) in enumerate(layout.slots)
     ]
+    return _packed(dialect_ops, layout, columns)
 
 
 @dataclass(frozen=True)
@@ -673,7 +729,7 @@ class _LoadedWrites:
             "state_revision": write.c.state_revision,
             **{name: write.c[name] for name in WRITE_VALUE_COLUMNS},
         }
-        return sa.select(*_value_columns(self.layout, kind, values)).select_from(
+        return sa.select(*_value_columns(self.dialect_ops, self.layout, kind, values)).select_from(
             ordered_join(page, write, write_on)
         )
 

@@ -357,6 +357,18 @@ class DialectOps:
         """A NULL that fixes a UNION column's type (result processing follows it)."""
         return sa.type_coerce(sa.null(), type_)
 
+    def packs_load_rows(self) -> bool:
+        """Whether ``get_tuple``'s load statement sends the short values of each row
+        (kind, keys, type, idx) as one column (``packed_values``): where the driver
+        pays per column of a result (PyMySQL parses each column's descriptor in
+        Python) and the database builds a JSON array as cheaply as it sends columns."""
+        return False
+
+    def packed_values(self, values: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
+        """``values`` (integers, key strings, NULLs) as one column: a JSON array of them,
+        which the reader parses (``packs_load_rows``)."""
+        raise NotImplementedError
+
     def before_deep_recursion(self) -> sa.Executable | None:
         """A statement lifting the server's recursive-CTE depth limit, if it has one."""
         return None

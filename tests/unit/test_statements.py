@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,6 +19,7 @@ from lg_sqla.checkpoint.statements import (
     layout_of,
     load_layout,
     load_statement,
+    one_checkpoint_load,
     select_load,
     select_page,
 )
@@ -195,3 +197,39 @@ def test_load_rows_share_columns_the_database_can_union(name: str, one_checkpoin
     # The statement has the layout's columns (every branch: a UNION requires it).
     statement = select_load(ops, select_page(ops, PageQuery(limit=1)), one_checkpoint=False)
     assert len(statement.selected_columns) == len(load_layout(ops, False).slots)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("by_id", [False, True])
+def test_mariadb_get_tuple_packs_only_key_strings_and_integers(by_id: bool, lean: bool) -> None:
+    """MariaDB's get_tuple sends each row's short values as one JSON array (a column
+    fewer is a field descriptor fewer for PyMySQL to parse): only integers and key
+    strings, which share one collation (JSON_ARRAY refuses a mix, as a UNION does) and
+    a bounded length (a long text, escaped, could pass max_allowed_packet); the
+    statement's columns are that array and the slots after it."""
+    dialect = DIALECTS["mariadb"]
+    statement, layout = one_checkpoint_load(ops_for(dialect), by_id, lean)
+    assert isinstance(statement, sa.CompoundSelect)
+    assert layout.packed == len(layout.slots) - 2
+    key_type = _sql_type(checkpoints.c.checkpoint_id, dialect)
+    for checkpoint_name, value_name in layout.slots[1 : layout.packed]:
+        for table, name in ((checkpoints, checkpoint_name), (checkpoint_writes, value_name)):
+            if name is not None:
+                assert _sql_type(table.c[name], dialect) in {key_type, "INTEGER"}, name
+    assert len(statement.selected_columns) == 3
+    assert str(statement.compile(dialect=dialect)).count("json_array(") == 4
+    # A row as sent reads as one value per slot.
+    values = [6, *(f'v"{at}\\' for at in range(1, layout.packed - 1)), -1]
+    row = (json.dumps(values), "a/b", b"blob")
+    assert layout.unpack([row]) == [[*values, "a/b", b"blob"]]
+
+
+@pytest.mark.parametrize("name", ["postgresql", "sqlite", "mysql"])
+def test_other_dialects_get_tuple_rows_are_unpacked(name: str) -> None:
+    ops = ops_for(DIALECTS[name])
+    for by_id in (False, True):
+        for lean in (True, False):
+            statement, layout = one_checkpoint_load(ops, by_id, lean)
+            assert isinstance(statement, sa.CompoundSelect)
+            assert layout.packed == 0
+            assert len(statement.selected_columns) == len(layout.slots)

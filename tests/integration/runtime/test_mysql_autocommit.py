@@ -223,6 +223,40 @@ async def test_a_new_pool_at_a_disposed_guarded_pools_address_is_guarded(
     assert counts["checkpoints"] == 1, "the rolled-back DELETE was autocommitted"
 
 
+async def test_the_guard_holds_through_an_engine_copy_and_dispose(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """The other routes to one pool: a saver on a copy of the engine with its own
+    execution options (what ``schema=`` makes), the pool ``engine.dispose()`` puts in
+    place of the old one, a second saver on the disposed engine; an application's
+    transaction on the original engine is still one."""
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    copy = engine.execution_options(logging_token="lg_sqla")  # (shares the pool)
+    saver = saver_on(copy)
+    thread_id = new_thread()
+    values = {"count": 1}  # (kept in the checkpoint document: a put of one statement)
+    versions: ChannelVersions = {"count": "1"}
+    stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
+    if isinstance(engine, AsyncEngine):
+        await engine.dispose()
+    else:
+        engine.dispose()
+    again = saver_on(copy)
+    await again.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
+    await saver.put_writes(stored, [("count", 3)], "t2")
+    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:  # the new pool's only connection
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 2
+            await connection.rollback()
+    else:
+        with engine.connect() as sync_connection:
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 2
+            sync_connection.rollback()
+    counts = table_counts(_plain_engine(backend), thread_id)
+    assert counts["checkpoint_writes"] == 2, "the rolled-back DELETE was autocommitted"
+
+
 def _plain_engine(backend: Backend) -> sa.Engine:
     return backend.engine(poolclass=sa.pool.NullPool)
 

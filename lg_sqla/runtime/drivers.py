@@ -361,10 +361,16 @@ def guard_sessions(engine: Engine) -> None:
     leave their sessions in autocommit: the pool switches them back at any other
     checkout. Once per engine's pool."""
     driver = direct_driver(engine.dialect)
-    if driver is None or driver.begin is None or engine.dialect in _GUARDED_DIALECTS:
+    if driver is None or driver.begin is None:
         return
-    if not event.contains(engine.pool, "checkout", _out_of_autocommit):
-        event.listen(engine.pool, "checkout", _out_of_autocommit)
+    pool = engine.pool
+    # Asked of the pool's own listeners, not ``event.contains``: SQLAlchemy's registry
+    # knows a listener by its target's id(), which a pool recreated by
+    # ``engine.dispose()`` keeps from the old pool; a new pool at the address the old
+    # one freed then looked guarded, got no guard, and its sessions stayed in
+    # autocommit for everyone (an application's rolled-back DELETE was committed).
+    if _out_of_autocommit not in pool.dispatch.checkout:
+        event.listen(pool, "checkout", _out_of_autocommit)
     _GUARDED_DIALECTS.add(engine.dialect)
 
 

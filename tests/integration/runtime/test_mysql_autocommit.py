@@ -11,6 +11,7 @@ put's two statements, sync (PyMySQL) and async (asyncmy).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from modes import Either, saver_on, store_on, sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
+from lg_sqla.runtime.drivers import guard_sessions
 
 pytestmark = pytest.mark.parametrize("backend", ["mysql"], indirect=True)
 
@@ -166,6 +168,93 @@ async def test_a_connection_checked_out_elsewhere_is_out_of_autocommit(
     assert await session.sent_by(write) == {"statements": 2, "begin": 0, "commit": 0, "set": 1}
     read = lambda: saver.get_tuple(stored)  # noqa: E731
     assert await session.sent_by(read) == {"statements": 1, "begin": 0, "commit": 0, "set": 0}
+
+
+def _a_pool_where_a_guarded_one_was(
+    make_engine: EngineFactory, backend: Backend, mode: str, engine: sa.Engine
+) -> None:
+    """Give ``engine`` a new pool (``pool.recreate()``, as ``engine.dispose()`` makes one)
+    at the address of a freed pool whose engine lg_sqla guarded and ``dispose()``d:
+    SQLAlchemy's event registry knows a listener by its target's ``id()``, and the
+    disposed engine's new pool keeps the freed pool's ``id()`` there. (CPython hands a
+    freed block to the next object of its size: the first try lands on it, nearly always.)"""
+    for _ in range(50):
+        earlier = sync_engine(make_engine.for_mode(mode, backend))
+        guard_sessions(earlier)  # (what a saver's setup() or first call does)
+        freed = earlier.pool
+        earlier.pool = freed.recreate()  # engine.dispose(), its connections aside
+        address, gone = id(freed), weakref.ref(freed)
+        del freed
+        assert gone() is None, "the disposed pool is still referenced"
+        new_pool = engine.pool.recreate()
+        if id(new_pool) == address:
+            engine.pool = new_pool
+            return
+        new_pool.dispose()
+    raise AssertionError("no new pool was allocated at a freed pool's address in 50 tries")
+
+
+async def test_a_new_pool_at_a_disposed_guarded_pools_address_is_guarded(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """An application's transaction is one on a pool lg_sqla's one-statement calls ran on,
+    wherever in memory that pool is. The checkout guard was once taken for installed on
+    a new pool that sat where a disposed engine's old pool had been (the registry above):
+    its sessions stayed in autocommit, and an application's DELETE, rolled back, was
+    committed (seen in full test runs only, where engines come and go)."""
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    _a_pool_where_a_guarded_one_was(make_engine, backend, mode, sync_engine(engine))
+    saver = saver_on(engine)
+    thread_id = new_thread()
+    values = {"count": 1}  # (kept in the checkpoint document: a put of one statement)
+    versions: ChannelVersions = {"count": "1"}
+    stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
+    await saver.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
+    delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:  # the pool's only connection
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
+            await connection.rollback()
+    else:
+        with engine.connect() as sync_connection:
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
+            sync_connection.rollback()
+    counts = table_counts(_plain_engine(backend), thread_id)
+    assert counts["checkpoints"] == 1, "the rolled-back DELETE was autocommitted"
+
+
+async def test_the_guard_holds_through_an_engine_copy_and_dispose(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """The other routes to one pool: a saver on a copy of the engine with its own
+    execution options (what ``schema=`` makes), the pool ``engine.dispose()`` puts in
+    place of the old one, a second saver on the disposed engine; an application's
+    transaction on the original engine is still one."""
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    copy = engine.execution_options(logging_token="lg_sqla")  # (shares the pool)
+    saver = saver_on(copy)
+    thread_id = new_thread()
+    values = {"count": 1}  # (kept in the checkpoint document: a put of one statement)
+    versions: ChannelVersions = {"count": "1"}
+    stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
+    if isinstance(engine, AsyncEngine):
+        await engine.dispose()
+    else:
+        engine.dispose()
+    again = saver_on(copy)
+    await again.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
+    await saver.put_writes(stored, [("count", 3)], "t2")
+    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:  # the new pool's only connection
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 2
+            await connection.rollback()
+    else:
+        with engine.connect() as sync_connection:
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 2
+            sync_connection.rollback()
+    counts = table_counts(_plain_engine(backend), thread_id)
+    assert counts["checkpoint_writes"] == 2, "the rolled-back DELETE was autocommitted"
 
 
 def _plain_engine(backend: Backend) -> sa.Engine:

@@ -116,54 +116,63 @@ async def test_conformance_through_pgbouncer(pooled: Pooled, mode: str, flavour:
 # --------------------------------------------------------------------------- graphs
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_graphs_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+def _graph_users(saver: SQLAlchemySaver) -> None:
     """Chat threads and an interrupted approval, from threads at once."""
     errors: list[BaseException] = []
-    with SQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
-        chat = build_chat_graph().compile(checkpointer=saver)
-        calls: Counter[str] = Counter()
-        approval = build_approval_graph(calls).compile(checkpointer=saver)
+    chat = build_chat_graph().compile(checkpointer=saver)
+    calls: Counter[str] = Counter()
+    approval = build_approval_graph(calls).compile(checkpointer=saver)
 
-        def user(n: int) -> None:
-            try:
-                cfg = {"configurable": {"thread_id": new_thread()}}
-                for text in ("hello", "again", "bye"):
-                    chat.invoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
-                state = chat.get_state(cfg)
-                assert summarize(state.values["messages"]) == expected_chat(
-                    f"hello {n}", f"again {n}", f"bye {n}"
-                )
-                assert len(list(chat.get_state_history(cfg))) == 3 * 3  # input, 2 steps
-                ask = {"configurable": {"thread_id": new_thread()}}
-                approval.invoke({"request": f"r{n}"}, ask)
-                assert approval.get_state(ask).next == ("ask_human",)
-                done = approval.invoke(Command(resume="yes"), ask)
-                assert done["log"][-1] == "finished with yes"
-            except BaseException as error:
-                errors.append(error)
+    def user(n: int) -> None:
+        try:
+            cfg = {"configurable": {"thread_id": new_thread()}}
+            for text in ("hello", "again", "bye"):
+                chat.invoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+            state = chat.get_state(cfg)
+            assert summarize(state.values["messages"]) == expected_chat(
+                f"hello {n}", f"again {n}", f"bye {n}"
+            )
+            assert len(list(chat.get_state_history(cfg))) == 3 * 3  # input, 2 steps
+            ask = {"configurable": {"thread_id": new_thread()}}
+            approval.invoke({"request": f"r{n}"}, ask)
+            assert approval.get_state(ask).next == ("ask_human",)
+            done = approval.invoke(Command(resume="yes"), ask)
+            assert done["log"][-1] == "finished with yes"
+        except BaseException as error:
+            errors.append(error)
 
-        threads = [threading.Thread(target=user, args=(n,)) for n in range(5)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    threads = [threading.Thread(target=user, args=(n,)) for n in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert errors == []
+
+
+async def _async_graph_users(saver: AsyncSQLAlchemySaver) -> None:
+    """Chat threads from tasks at once."""
+    chat = build_chat_graph().compile(checkpointer=saver)
+
+    async def user(n: int) -> None:
+        cfg = {"configurable": {"thread_id": new_thread()}}
+        for text in ("hello", "bye"):
+            await chat.ainvoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+        state = await chat.aget_state(cfg)
+        assert summarize(state.values["messages"]) == expected_chat(f"hello {n}", f"bye {n}")
+
+    await asyncio.gather(*(user(n) for n in range(5)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_graphs_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+    with SQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
+        _graph_users(saver)
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_async_graph_through_pgbouncer(pooled: Pooled, mode: str) -> None:
     async with AsyncSQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
-        chat = build_chat_graph().compile(checkpointer=saver)
-
-        async def user(n: int) -> None:
-            cfg = {"configurable": {"thread_id": new_thread()}}
-            for text in ("hello", "bye"):
-                await chat.ainvoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
-            state = await chat.aget_state(cfg)
-            assert summarize(state.values["messages"]) == expected_chat(f"hello {n}", f"bye {n}")
-
-        await asyncio.gather(*(user(n) for n in range(5)))
+        await _async_graph_users(saver)
 
 
 # --------------------------------------------------------------------------- writers
@@ -279,3 +288,107 @@ def test_a_pooler_error_switches_the_engine_and_runs_the_call_again(
         poolers._CHECKED.discard(engine.pool)
         engine.dispose()
         blocker.dispose()
+
+
+# --------------------------------------------------------------------------- every driver
+# psycopg 3 (sync and async) is lg_sqla's default, tested above in both modes. Here,
+# in transaction mode (where prepared statements break), the other PostgreSQL drivers
+# lg_sqla runs on (tests/integration/runtime/test_drivers.py): psycopg2 binds on the
+# client and sends plain queries; asyncpg prepares named statements and caches them;
+# pg8000 runs each statement as an unnamed one, in exchanges of several round trips.
+
+
+@dataclass(frozen=True)
+class PgDriver:
+    name: str  # the test id
+    scheme: str  # the URL's drivername
+    is_async: bool
+
+    def url(self, pooled_url: str) -> str:
+        return pooled_url.replace("postgresql://", f"{self.scheme}://", 1)
+
+
+OTHER_DRIVERS = (
+    PgDriver("psycopg2", "postgresql+psycopg2", is_async=False),
+    PgDriver("asyncpg", "postgresql+asyncpg", is_async=True),
+    PgDriver("pg8000", "postgresql+pg8000", is_async=False),
+)
+by_driver = pytest.mark.parametrize("driver", OTHER_DRIVERS, ids=lambda d: d.name)
+
+
+@by_driver
+async def test_conformance_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver
+) -> None:
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+
+        async def factory() -> Any:
+            async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    else:
+
+        async def factory() -> Any:
+            with SQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    report = await validate(checkpointer_test(name=f"lg_sqla-pgbouncer-{driver.name}")(factory))
+    assert_conformance(report)
+
+
+@by_driver
+async def test_graphs_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver
+) -> None:
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+            await _async_graph_users(saver)
+    else:
+        with SQLAlchemySaver.from_conn_string(url) as saver:
+            await asyncio.to_thread(_graph_users, saver)
+
+
+async def _async_writers(
+    saver: AsyncSQLAlchemySaver,
+) -> tuple[list[BaseException], list[tuple[Any, str]]]:
+    """``_writers`` as WRITERS tasks of the event loop."""
+    errors: list[BaseException] = []
+    acknowledged: list[tuple[Any, str]] = []
+    start = asyncio.Barrier(WRITERS)
+
+    async def writer(w: int) -> None:
+        parent = config(new_thread())
+        await start.wait()
+        for i in range(PUTS):
+            try:
+                stored = await saver.aput(
+                    parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {}
+                )
+                await saver.aput_writes(stored, [("a", i), ("b", w)], f"task-{i}")
+                acknowledged.append((stored, f"task-{i}"))
+                parent = stored
+            except Exception as error:
+                errors.append(error)
+
+    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    return errors, acknowledged
+
+
+@by_driver
+async def test_concurrent_writers_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as saver:
+            errors, acknowledged = await _async_writers(saver)
+    else:
+        with SQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as sync_saver:
+            errors, acknowledged = await asyncio.to_thread(_writers, sync_saver)
+    assert errors == []
+    assert len(acknowledged) == WRITERS * PUTS
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)

@@ -461,7 +461,7 @@ def pg8000_backend_pid(connection: Any) -> int | None:
 def asyncpg_caches_statements(adapted_connection: Any) -> bool:
     """Whether an asyncpg connection (behind SQLAlchemy's adapter) names and caches its
     statements (asyncpg's ``statement_cache_size`` above 0); True where unknown."""
-    enabled = getattr(adapted_connection.driver_connection, "_stmt_cache_enabled", True)
+    enabled = getattr(driver_connection(adapted_connection), "_stmt_cache_enabled", True)
     return enabled is not False
 
 
@@ -475,7 +475,7 @@ def asyncpg_unnamed_statements(adapted_connection: Any) -> bool:
     with ``statement_cache_size=0``, and SQLAlchemy's adapter with its default
     statement names): the named statements both cached are forgotten. False, and
     nothing changed, where asyncpg or the adapter keeps these otherwise."""
-    connection = adapted_connection.driver_connection
+    connection = driver_connection(adapted_connection)
     cache: Any = getattr(connection, "_stmt_cache", None)
     if (
         not isinstance(getattr(connection, "_stmt_cache_enabled", None), bool)

@@ -296,19 +296,29 @@ def check_first_connection(engine: Engine, dbapi_connection: Any) -> None:
     driver = _DRIVERS.get(engine.dialect.driver)
     if driver is None or engine.pool in _CHECKED:
         return
+    if engine.dialect.is_async:
+        # No lock: the check waits on the event loop, whose other tasks (the owners'
+        # other first calls) would block its thread on the lock. Each of them checks
+        # its own connection instead (the same query: nothing runs unchecked).
+        _check_first_connection(engine, driver, dbapi_connection)
+        return
     # Under a lock, and marked checked once done: the owners' other first calls wait
     # here rather than run a statement before the engine is switched.
     with _CHECKING:
-        if engine.pool in _SWITCHED:
-            if driver.at_risk(dbapi_connection):
-                driver.switch(dbapi_connection)
-            return
-        if engine.pool in _CHECKED or not driver.at_risk(dbapi_connection):
-            return  # (not at risk: the caller's setting, safe)
-        if _behind_a_pooler(driver, dbapi_connection):
+        _check_first_connection(engine, driver, dbapi_connection)
+
+
+def _check_first_connection(engine: Engine, driver: _Driver, dbapi_connection: Any) -> None:
+    if engine.pool in _SWITCHED:
+        if driver.at_risk(dbapi_connection):
             driver.switch(dbapi_connection)
-            stop_preparing(engine, "its backend key is not the session's")
-        _CHECKED.add(engine.pool)
+        return
+    if engine.pool in _CHECKED or not driver.at_risk(dbapi_connection):
+        return  # (not at risk: the caller's setting, safe)
+    if _behind_a_pooler(driver, dbapi_connection):
+        driver.switch(dbapi_connection)
+        stop_preparing(engine, "its backend key is not the session's")
+    _CHECKED.add(engine.pool)
 
 
 def is_pooler_prepare_error(engine: Engine, error: BaseException) -> bool:

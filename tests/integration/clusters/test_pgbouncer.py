@@ -32,6 +32,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from pgbouncer import MODES, Bouncers, pgbouncers
 from servers import create_database, drop_database, sqlalchemy_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.dialects import poolers
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.postgres
 
 WRITERS = 8
 PUTS = 100
+DRIVER_PUTS = 30  # (each other driver: 480 calls at once, enough to meet another's session)
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,11 @@ async def test_an_async_graph_through_pgbouncer(pooled: Pooled, mode: str) -> No
 # --------------------------------------------------------------------------- writers
 
 
-def _writers(saver: SQLAlchemySaver) -> tuple[list[BaseException], list[tuple[Any, str]]]:
-    """WRITERS threads, PUTS puts and put_writes each on a thread of their own; returns
-    the errors and every acknowledged (put config, write task)."""
+def _writers(
+    saver: SQLAlchemySaver, puts: int = PUTS
+) -> tuple[list[BaseException], list[tuple[Any, str]]]:
+    """WRITERS threads, ``puts`` puts and put_writes each on a thread of their own;
+    returns the errors and every acknowledged (put config, write task)."""
     errors: list[BaseException] = []
     acknowledged: list[tuple[Any, str]] = []
     start = threading.Barrier(WRITERS)
@@ -188,7 +192,7 @@ def _writers(saver: SQLAlchemySaver) -> tuple[list[BaseException], list[tuple[An
     def writer(w: int) -> None:
         parent = config(new_thread())
         start.wait()
-        for i in range(PUTS):
+        for i in range(puts):
             try:
                 stored = saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {})
                 saver.put_writes(stored, [("a", i), ("b", w)], f"task-{i}")
@@ -363,7 +367,7 @@ async def _async_writers(
     async def writer(w: int) -> None:
         parent = config(new_thread())
         await start.wait()
-        for i in range(PUTS):
+        for i in range(DRIVER_PUTS):
             try:
                 stored = await saver.aput(
                     parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {}
@@ -378,17 +382,129 @@ async def _async_writers(
     return errors, acknowledged
 
 
+def _leaves_nothing(engine: sa.Engine, driver: PgDriver) -> None:
+    """What each driver was switched to (``dialects.poolers``), on every connection the
+    engine's pool holds: asyncpg names and caches no statement; pg8000 stays in
+    transactions when asked for AUTOCOMMIT. (psycopg2 leaves nothing anyway.)"""
+    pool = engine.pool
+    assert isinstance(pool, sa.pool.QueuePool)
+    held = [engine.raw_connection() for _ in range(pool.checkedin())]
+    try:
+        assert held, "the writers left no pooled connection to look at"
+        for pooled in held:
+            own = pooled.driver_connection
+            if driver.name == "asyncpg":  # (asyncpg's statement_cache_size, turned to 0)
+                assert own._stmt_cache_enabled is False
+                assert len(own._stmt_cache) == 0
+    finally:
+        for pooled in held:
+            pooled.close()
+    if driver.name == "pg8000":
+        with engine.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            assert connection.connection.dbapi_connection.autocommit is False
+
+
+async def _run_writers(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> list[tuple[Any, str]]:
+    if isinstance(saver, AsyncSQLAlchemySaver):
+        errors, acknowledged = await _async_writers(saver)
+    else:
+        errors, acknowledged = await asyncio.to_thread(_writers, saver, DRIVER_PUTS)
+    assert errors == []
+    assert len(acknowledged) == WRITERS * DRIVER_PUTS
+    return acknowledged
+
+
+def _switch_warnings(driver: PgDriver) -> int:
+    return 0 if driver.name == "psycopg2" else 1  # (one per engine)
+
+
 @by_driver
 async def test_concurrent_writers_on_every_driver_through_transaction_mode(
     pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
     url = driver.url(pooled.urls["transaction"])
     if driver.is_async:
         async with AsyncSQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as saver:
-            errors, acknowledged = await _async_writers(saver)
+            acknowledged = await _run_writers(saver)
+            await asyncio.to_thread(_leaves_nothing, saver.engine.sync_engine, driver)
     else:
         with SQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as sync_saver:
-            errors, acknowledged = await asyncio.to_thread(_writers, sync_saver)
-    assert errors == []
-    assert len(acknowledged) == WRITERS * PUTS
+            acknowledged = await _run_writers(sync_saver)
+            _leaves_nothing(sync_saver.engine, driver)
     await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == _switch_warnings(driver), _warnings(caplog)
+
+
+@by_driver
+async def test_a_callers_engine_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An engine the caller made with the driver's defaults (asyncpg: named, cached
+    statements; pg8000: lg_sqla's AUTOCOMMIT for one statement): lg_sqla's first call
+    finds the pooler, and every checkout is switched from then on."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        engine = create_async_engine(url, pool_size=WRITERS)
+        try:
+            acknowledged = await _run_writers(AsyncSQLAlchemySaver(engine))
+            await asyncio.to_thread(_leaves_nothing, engine.sync_engine, driver)
+        finally:
+            await engine.dispose()
+    else:
+        sync_engine = sa.create_engine(url, pool_size=WRITERS)
+        try:
+            acknowledged = await _run_writers(SQLAlchemySaver(sync_engine))
+            _leaves_nothing(sync_engine, driver)
+        finally:
+            sync_engine.dispose()
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == _switch_warnings(driver), _warnings(caplog)
+
+
+async def test_an_asyncpg_pooler_error_switches_the_engine_and_runs_the_call_again(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """asyncpg's "prepared statement "__asyncpg_stmt_N__" does not exist", from a
+    pooler the connect-time check cannot see: the engine is switched to unnamed
+    statements, and the call that met it runs again."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+asyncpg://")
+    engine = create_async_engine(url, pool_size=2)
+    blocker = create_async_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        poolers._CHECKED.add(engine.sync_engine.pool)  # (as if the check had found no pooler)
+        saver = AsyncSQLAlchemySaver(engine)
+        stored = await saver.aput(config(new_thread()), checkpoint({"a": 1}), {}, {})
+        assert await saver.aget_tuple(stored) is not None  # named on server session S
+        # Another client holds S in a transaction: the next aget_tuple runs on another
+        # server session, where asyncpg's cached statement does not exist.
+        async with blocker.connect() as other:
+            await other.execute(sa.text("SELECT 1"))
+            found = await saver.aget_tuple(stored)
+            await other.rollback()
+        assert found is not None and found.config == stored
+        assert len(_warnings(caplog)) == 1
+        await asyncio.to_thread(_leaves_nothing, engine.sync_engine, OTHER_DRIVERS[1])
+    finally:
+        poolers._CHECKED.discard(engine.sync_engine.pool)
+        await engine.dispose()
+        await blocker.dispose()
+
+
+async def test_an_asyncpg_that_cannot_be_switched_is_refused_behind_a_pooler(
+    pooled: Pooled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asyncpg whose internals lg_sqla does not find (a release that changed them):
+    refused at its first connection through the pooler, with the setting that makes
+    it safe, rather than left to hand its named statements to other clients."""
+    from lg_sqla import internals
+    from lg_sqla.errors import UnsupportedDriverError
+
+    monkeypatch.setattr(internals, "asyncpg_unnamed_statements", lambda _connection: False)
+    url = OTHER_DRIVERS[1].url(pooled.urls["transaction"])
+    async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+        with pytest.raises(UnsupportedDriverError, match="statement_cache_size': 0"):
+            await saver.aget_tuple(config(new_thread()))

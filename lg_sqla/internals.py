@@ -127,7 +127,7 @@ INTERNALS: tuple[Internal, ...] = (
         "pg8000 Connection",
         "_backend_key_data",
         "tell a pooler in front of PostgreSQL from the server (its backend pid)",
-        "not told (a pooler's error still switches the engine)",
+        "no check at connect (pg8000 keeps AUTOCOMMIT behind a pooler: unsafe there)",
     ),
     Internal(
         "PyMySQL Cursor",

@@ -10,7 +10,9 @@ execution) is missing there, or taken by another client, or, worst, another clie
 statement of the same name runs with this client's parameters. lg_sqla tells a
 pooler from the server at connect (``dialects.poolers``) and prepares nothing
 through one: the conformance suite, graphs and concurrent writers pass, and no
-connection of the engine ever prepares a statement.
+connection of the engine ever prepares a statement. The same in transaction mode on
+lg_sqla's other PostgreSQL drivers (psycopg2, asyncpg, pg8000: the last section),
+where asyncpg's named statements failed and pg8000's calls hung before.
 """
 
 from __future__ import annotations
@@ -359,10 +361,10 @@ async def test_graphs_on_every_driver_through_transaction_mode(
 async def _async_writers(
     saver: AsyncSQLAlchemySaver,
 ) -> tuple[list[BaseException], list[tuple[Any, str]]]:
-    """``_writers`` as WRITERS tasks of the event loop."""
+    """``_writers`` as WRITERS tasks of the event loop, DRIVER_PUTS each."""
     errors: list[BaseException] = []
     acknowledged: list[tuple[Any, str]] = []
-    start = asyncio.Barrier(WRITERS)
+    start = asyncio.Event()  # (set once every writer's task exists)
 
     async def writer(w: int) -> None:
         parent = config(new_thread())
@@ -378,7 +380,9 @@ async def _async_writers(
             except Exception as error:
                 errors.append(error)
 
-    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    tasks = [asyncio.create_task(writer(w)) for w in range(WRITERS)]
+    start.set()
+    await asyncio.gather(*tasks)
     return errors, acknowledged
 
 
@@ -392,7 +396,7 @@ def _leaves_nothing(engine: sa.Engine, driver: PgDriver) -> None:
     try:
         assert held, "the writers left no pooled connection to look at"
         for pooled in held:
-            own = pooled.driver_connection
+            own: Any = pooled.driver_connection
             if driver.name == "asyncpg":  # (asyncpg's statement_cache_size, turned to 0)
                 assert own._stmt_cache_enabled is False
                 assert len(own._stmt_cache) == 0
@@ -402,7 +406,8 @@ def _leaves_nothing(engine: sa.Engine, driver: PgDriver) -> None:
     if driver.name == "pg8000":
         with engine.connect() as connection:
             connection.execution_options(isolation_level="AUTOCOMMIT")
-            assert connection.connection.dbapi_connection.autocommit is False
+            own_connection: Any = connection.connection.dbapi_connection
+            assert own_connection.autocommit is False
 
 
 async def _run_writers(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> list[tuple[Any, str]]:

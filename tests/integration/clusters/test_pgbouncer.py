@@ -513,3 +513,21 @@ async def test_an_asyncpg_that_cannot_be_switched_is_refused_behind_a_pooler(
     async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
         with pytest.raises(UnsupportedDriverError, match="statement_cache_size': 0"):
             await saver.aget_tuple(config(new_thread()))
+
+
+async def test_a_callers_async_psycopg_engine_through_transaction_mode(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async engine the caller made: its writers' first calls start together on one
+    event loop, and each checks its connection for the pooler without blocking the
+    loop's thread (a thread lock there hung them all)."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+psycopg://")
+    engine = create_async_engine(url, pool_size=WRITERS, connect_args={"prepare_threshold": 0})
+    try:
+        acknowledged = await _run_writers(AsyncSQLAlchemySaver(engine))
+        await asyncio.to_thread(_prepares_nothing, engine.sync_engine)
+    finally:
+        await engine.dispose()
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == 1

@@ -531,3 +531,30 @@ async def test_a_callers_async_psycopg_engine_through_transaction_mode(
         await engine.dispose()
     await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
     assert len(_warnings(caplog)) == 1
+
+
+@pytest.mark.parametrize("driver", OTHER_DRIVERS[1:], ids=lambda d: d.name)
+async def test_the_server_itself_keeps_every_drivers_settings(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No pooler in front: the check at connect switches nothing (asyncpg keeps its
+    statement cache, pg8000 its AUTOCOMMIT), and warns of nothing."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.server_url.replace("postgresql+psycopg://", f"{driver.scheme}://", 1)
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+            assert await saver.aget_tuple(config(new_thread())) is None
+            raw = await saver.engine.raw_connection()
+            try:
+                own: Any = raw.driver_connection
+                assert own._stmt_cache_enabled is True
+            finally:
+                raw.close()
+    else:
+        with SQLAlchemySaver.from_conn_string(url) as sync_saver:
+            assert sync_saver.get_tuple(config(new_thread())) is None
+            with sync_saver.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                own_connection: Any = connection.connection.dbapi_connection
+                assert own_connection.autocommit is True
+    assert _warnings(caplog) == []

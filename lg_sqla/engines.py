@@ -282,10 +282,11 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
     (durable commits). Pass
     ``sqlite_synchronous="NORMAL"`` to trade the durability of the last commits
     on power loss for faster writes. asyncmy connections escape str and bytes
-    parameters at C speed (``_asyncmy_literal``). A psycopg connection that reaches
-    PostgreSQL through a pooler (PgBouncer) prepares no statements
-    (``dialects.poolers``; one query per new connection, none where the caller
-    set ``prepare_threshold=None``).
+    parameters at C speed (``_asyncmy_literal``). A psycopg, asyncpg or pg8000
+    connection that reaches PostgreSQL through a pooler (PgBouncer) leaves no
+    statement on a server session (``dialects.poolers``; one query per new
+    connection until one finds a pooler, none where the caller's settings are safe
+    there, e.g. ``prepare_threshold=None``).
     """
     if sqlite_synchronous not in ("EXTRA", "FULL", "NORMAL", "OFF"):
         raise ValueError(
@@ -298,8 +299,8 @@ def configure_engine(engine: E, *, sqlite_synchronous: SqliteSynchronous = "FULL
         event.listen(sync_engine, "connect", partial(_sqlite_pragmas, sqlite_synchronous, sleep))
     if sync_engine.dialect.driver == "asyncmy":
         event.listen(sync_engine, "connect", _fast_asyncmy_escaping)
-    if sync_engine.dialect.driver in _PSYCOPG:
-        detect_poolers(sync_engine)  # (PgBouncer in front: no prepared statements)
+    # PgBouncer in front: nothing left on a server session (psycopg, asyncpg, pg8000).
+    detect_poolers(sync_engine)
     return engine
 
 

@@ -100,6 +100,36 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("psycopg Connection", "_pipeline", "set autocommit client-side", "the setter"),
     Internal("psycopg Cursor", "_reset", "keep a read's cursor", "close it"),
     Internal(
+        "asyncpg Connection",
+        "_stmt_cache_enabled",
+        "asyncpg behind a pooler: unnamed statements, parsed with each execution",
+        "refused behind a pooler (UnsupportedDriverError naming connect_args)",
+    ),
+    Internal(
+        "asyncpg Connection",
+        "_stmt_cache",
+        "asyncpg behind a pooler: its named statements forgotten",
+        "refused behind a pooler (UnsupportedDriverError naming connect_args)",
+    ),
+    Internal(
+        "sqlalchemy asyncpg adapter",
+        "_prepared_statement_cache",
+        "asyncpg behind a pooler: its named statements forgotten",
+        "refused behind a pooler (UnsupportedDriverError naming connect_args)",
+    ),
+    Internal(
+        "sqlalchemy asyncpg adapter",
+        "_prepared_statement_name_func",
+        "asyncpg behind a pooler: statements left unnamed",
+        "refused behind a pooler (UnsupportedDriverError naming connect_args)",
+    ),
+    Internal(
+        "pg8000 Connection",
+        "_backend_key_data",
+        "tell a pooler in front of PostgreSQL from the server (its backend pid)",
+        "no check at connect (pg8000 keeps AUTOCOMMIT behind a pooler: unsafe there)",
+    ),
+    Internal(
         "PyMySQL Cursor",
         "_do_execute_many",
         "an executemany's multi-row INSERT without matching its SQL per call",
@@ -413,6 +443,57 @@ def psycopg_drop_own_results(cursor: Any) -> bool:
     if not callable(reset):
         return False
     reset()
+    return True
+
+
+# --- drivers behind a connection pooler (dialects.poolers) ----------------------------
+
+
+def pg8000_backend_pid(connection: Any) -> int | None:
+    """The backend process id pg8000 was told at connect (BackendKeyData: the pid, then
+    the secret key, 4 bytes each, big-endian), or None where pg8000 keeps it otherwise."""
+    data = getattr(connection, "_backend_key_data", None)
+    if not isinstance(data, bytes | bytearray) or len(data) < 4:
+        return None
+    return int.from_bytes(data[:4], "big")
+
+
+def asyncpg_caches_statements(adapted_connection: Any) -> bool:
+    """Whether an asyncpg connection (behind SQLAlchemy's adapter) names and caches its
+    statements (asyncpg's ``statement_cache_size`` above 0); True where unknown."""
+    enabled = getattr(driver_connection(adapted_connection), "_stmt_cache_enabled", True)
+    return enabled is not False
+
+
+def _no_statement_name() -> None:
+    return None  # (asyncpg then names a statement only where its cache is on)
+
+
+def asyncpg_unnamed_statements(adapted_connection: Any) -> bool:
+    """Make an asyncpg connection run unnamed statements only, parsed again with each
+    execution in the one message sequence that binds and runs it (what asyncpg does
+    with ``statement_cache_size=0``, and SQLAlchemy's adapter with its default
+    statement names): the named statements both cached are forgotten. False, and
+    nothing changed, where asyncpg or the adapter keeps these otherwise."""
+    connection = driver_connection(adapted_connection)
+    cache: Any = getattr(connection, "_stmt_cache", None)
+    if (
+        not isinstance(getattr(connection, "_stmt_cache_enabled", None), bool)
+        or not callable(getattr(cache, "clear", None))
+        or not callable(getattr(cache, "set_max_size", None))
+        or not hasattr(adapted_connection, "_prepared_statement_cache")
+        or not hasattr(adapted_connection, "_prepared_statement_name_func")
+    ):
+        return False
+    connection._stmt_cache_enabled = False
+    cache.set_max_size(0)
+    cache.clear()
+    # The adapter's cache may keep its (unnamed, never marked prepared) statements:
+    # asyncpg parses those again at each execution. Its named ones go.
+    adapted_cache = adapted_connection._prepared_statement_cache
+    if adapted_cache is not None:
+        adapted_cache.clear()
+    adapted_connection._prepared_statement_name_func = _no_statement_name
     return True
 
 

@@ -16,8 +16,9 @@ generic.py       any other dialect: portable SQL only (existence checks,
                  a second batched query for blobs)
 mysql_offline.py MySQL and MariaDB offline (``--sql``) DDL, without a server:
                  the key collation named for each in an executable comment
-poolers.py       a connection pooler (PgBouncer) in front of PostgreSQL: no
-                 prepared statements through it
+poolers.py       a connection pooler (PgBouncer) in front of PostgreSQL:
+                 nothing of one client left on a server session (psycopg,
+                 asyncpg: no named statements; pg8000: no autocommit)
 ================ ==========================================================
 
 A :class:`DialectOps` is chosen once per engine from SQLAlchemy's dialect

@@ -208,3 +208,7 @@ def test_driver_defaults() -> None:
     assert internals.adapted_cursor(plain) is None
     assert internals.psycopg_drop_results(plain) is False  # closed, not kept
     assert internals.psycopg_autocommit_flag(plain, None) is None  # the setter is used
+    # Behind a pooler: pid not known (not switched at connect), asyncpg refused there.
+    assert internals.pg8000_backend_pid(plain) is None
+    assert internals.asyncpg_caches_statements(plain) is True
+    assert internals.asyncpg_unnamed_statements(plain) is False

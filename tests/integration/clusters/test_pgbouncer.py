@@ -10,7 +10,9 @@ execution) is missing there, or taken by another client, or, worst, another clie
 statement of the same name runs with this client's parameters. lg_sqla tells a
 pooler from the server at connect (``dialects.poolers``) and prepares nothing
 through one: the conformance suite, graphs and concurrent writers pass, and no
-connection of the engine ever prepares a statement.
+connection of the engine ever prepares a statement. The same in transaction mode on
+lg_sqla's other PostgreSQL drivers (psycopg2, asyncpg, pg8000: the last section),
+where asyncpg's named statements failed and pg8000's calls hung before.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from pgbouncer import MODES, Bouncers, pgbouncers
 from servers import create_database, drop_database, sqlalchemy_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
 from lg_sqla.dialects import poolers
@@ -40,6 +43,7 @@ pytestmark = pytest.mark.postgres
 
 WRITERS = 8
 PUTS = 100
+DRIVER_PUTS = 30  # (each other driver: 480 calls at once, enough to meet another's session)
 
 
 @dataclass(frozen=True)
@@ -116,62 +120,73 @@ async def test_conformance_through_pgbouncer(pooled: Pooled, mode: str, flavour:
 # --------------------------------------------------------------------------- graphs
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_graphs_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+def _graph_users(saver: SQLAlchemySaver) -> None:
     """Chat threads and an interrupted approval, from threads at once."""
     errors: list[BaseException] = []
-    with SQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
-        chat = build_chat_graph().compile(checkpointer=saver)
-        calls: Counter[str] = Counter()
-        approval = build_approval_graph(calls).compile(checkpointer=saver)
+    chat = build_chat_graph().compile(checkpointer=saver)
+    calls: Counter[str] = Counter()
+    approval = build_approval_graph(calls).compile(checkpointer=saver)
 
-        def user(n: int) -> None:
-            try:
-                cfg = {"configurable": {"thread_id": new_thread()}}
-                for text in ("hello", "again", "bye"):
-                    chat.invoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
-                state = chat.get_state(cfg)
-                assert summarize(state.values["messages"]) == expected_chat(
-                    f"hello {n}", f"again {n}", f"bye {n}"
-                )
-                assert len(list(chat.get_state_history(cfg))) == 3 * 3  # input, 2 steps
-                ask = {"configurable": {"thread_id": new_thread()}}
-                approval.invoke({"request": f"r{n}"}, ask)
-                assert approval.get_state(ask).next == ("ask_human",)
-                done = approval.invoke(Command(resume="yes"), ask)
-                assert done["log"][-1] == "finished with yes"
-            except BaseException as error:
-                errors.append(error)
+    def user(n: int) -> None:
+        try:
+            cfg = {"configurable": {"thread_id": new_thread()}}
+            for text in ("hello", "again", "bye"):
+                chat.invoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+            state = chat.get_state(cfg)
+            assert summarize(state.values["messages"]) == expected_chat(
+                f"hello {n}", f"again {n}", f"bye {n}"
+            )
+            assert len(list(chat.get_state_history(cfg))) == 3 * 3  # input, 2 steps
+            ask = {"configurable": {"thread_id": new_thread()}}
+            approval.invoke({"request": f"r{n}"}, ask)
+            assert approval.get_state(ask).next == ("ask_human",)
+            done = approval.invoke(Command(resume="yes"), ask)
+            assert done["log"][-1] == "finished with yes"
+        except BaseException as error:
+            errors.append(error)
 
-        threads = [threading.Thread(target=user, args=(n,)) for n in range(5)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    threads = [threading.Thread(target=user, args=(n,)) for n in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert errors == []
+
+
+async def _async_graph_users(saver: AsyncSQLAlchemySaver) -> None:
+    """Chat threads from tasks at once."""
+    chat = build_chat_graph().compile(checkpointer=saver)
+
+    async def user(n: int) -> None:
+        cfg = {"configurable": {"thread_id": new_thread()}}
+        for text in ("hello", "bye"):
+            await chat.ainvoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
+        state = await chat.aget_state(cfg)
+        assert summarize(state.values["messages"]) == expected_chat(f"hello {n}", f"bye {n}")
+
+    await asyncio.gather(*(user(n) for n in range(5)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_graphs_through_pgbouncer(pooled: Pooled, mode: str) -> None:
+    with SQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
+        _graph_users(saver)
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_async_graph_through_pgbouncer(pooled: Pooled, mode: str) -> None:
     async with AsyncSQLAlchemySaver.from_conn_string(pooled.urls[mode]) as saver:
-        chat = build_chat_graph().compile(checkpointer=saver)
-
-        async def user(n: int) -> None:
-            cfg = {"configurable": {"thread_id": new_thread()}}
-            for text in ("hello", "bye"):
-                await chat.ainvoke({"messages": [HumanMessage(f"{text} {n}")]}, cfg)
-            state = await chat.aget_state(cfg)
-            assert summarize(state.values["messages"]) == expected_chat(f"hello {n}", f"bye {n}")
-
-        await asyncio.gather(*(user(n) for n in range(5)))
+        await _async_graph_users(saver)
 
 
 # --------------------------------------------------------------------------- writers
 
 
-def _writers(saver: SQLAlchemySaver) -> tuple[list[BaseException], list[tuple[Any, str]]]:
-    """WRITERS threads, PUTS puts and put_writes each on a thread of their own; returns
-    the errors and every acknowledged (put config, write task)."""
+def _writers(
+    saver: SQLAlchemySaver, puts: int = PUTS
+) -> tuple[list[BaseException], list[tuple[Any, str]]]:
+    """WRITERS threads, ``puts`` puts and put_writes each on a thread of their own;
+    returns the errors and every acknowledged (put config, write task)."""
     errors: list[BaseException] = []
     acknowledged: list[tuple[Any, str]] = []
     start = threading.Barrier(WRITERS)
@@ -179,7 +194,7 @@ def _writers(saver: SQLAlchemySaver) -> tuple[list[BaseException], list[tuple[An
     def writer(w: int) -> None:
         parent = config(new_thread())
         start.wait()
-        for i in range(PUTS):
+        for i in range(puts):
             try:
                 stored = saver.put(parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {})
                 saver.put_writes(stored, [("a", i), ("b", w)], f"task-{i}")
@@ -279,3 +294,267 @@ def test_a_pooler_error_switches_the_engine_and_runs_the_call_again(
         poolers._CHECKED.discard(engine.pool)
         engine.dispose()
         blocker.dispose()
+
+
+# --------------------------------------------------------------------------- every driver
+# psycopg 3 (sync and async) is lg_sqla's default, tested above in both modes. Here,
+# in transaction mode (where prepared statements break), the other PostgreSQL drivers
+# lg_sqla runs on (tests/integration/runtime/test_drivers.py): psycopg2 binds on the
+# client and sends plain queries; asyncpg prepares named statements and caches them;
+# pg8000 runs each statement as an unnamed one, in exchanges of several round trips.
+
+
+@dataclass(frozen=True)
+class PgDriver:
+    name: str  # the test id
+    scheme: str  # the URL's drivername
+    is_async: bool
+
+    def url(self, pooled_url: str) -> str:
+        return pooled_url.replace("postgresql://", f"{self.scheme}://", 1)
+
+
+OTHER_DRIVERS = (
+    PgDriver("psycopg2", "postgresql+psycopg2", is_async=False),
+    PgDriver("asyncpg", "postgresql+asyncpg", is_async=True),
+    PgDriver("pg8000", "postgresql+pg8000", is_async=False),
+)
+by_driver = pytest.mark.parametrize("driver", OTHER_DRIVERS, ids=lambda d: d.name)
+
+
+@by_driver
+async def test_conformance_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver
+) -> None:
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+
+        async def factory() -> Any:
+            async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    else:
+
+        async def factory() -> Any:
+            with SQLAlchemySaver.from_conn_string(url) as saver:
+                yield saver
+
+    report = await validate(checkpointer_test(name=f"lg_sqla-pgbouncer-{driver.name}")(factory))
+    assert_conformance(report)
+
+
+@by_driver
+async def test_graphs_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver
+) -> None:
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+            await _async_graph_users(saver)
+    else:
+        with SQLAlchemySaver.from_conn_string(url) as saver:
+            await asyncio.to_thread(_graph_users, saver)
+
+
+async def _async_writers(
+    saver: AsyncSQLAlchemySaver,
+) -> tuple[list[BaseException], list[tuple[Any, str]]]:
+    """``_writers`` as WRITERS tasks of the event loop, DRIVER_PUTS each."""
+    errors: list[BaseException] = []
+    acknowledged: list[tuple[Any, str]] = []
+    start = asyncio.Event()  # (set once every writer's task exists)
+
+    async def writer(w: int) -> None:
+        parent = config(new_thread())
+        await start.wait()
+        for i in range(DRIVER_PUTS):
+            try:
+                stored = await saver.aput(
+                    parent, checkpoint({"a": i}, {"a": i + 1}), {"step": i}, {}
+                )
+                await saver.aput_writes(stored, [("a", i), ("b", w)], f"task-{i}")
+                acknowledged.append((stored, f"task-{i}"))
+                parent = stored
+            except Exception as error:
+                errors.append(error)
+
+    tasks = [asyncio.create_task(writer(w)) for w in range(WRITERS)]
+    start.set()
+    await asyncio.gather(*tasks)
+    return errors, acknowledged
+
+
+def _leaves_nothing(engine: sa.Engine, driver: PgDriver) -> None:
+    """What each driver was switched to (``dialects.poolers``), on every connection the
+    engine's pool holds: asyncpg names and caches no statement; pg8000 stays in
+    transactions when asked for AUTOCOMMIT. (psycopg2 leaves nothing anyway.)"""
+    pool = engine.pool
+    assert isinstance(pool, sa.pool.QueuePool)
+    held = [engine.raw_connection() for _ in range(pool.checkedin())]
+    try:
+        assert held, "the writers left no pooled connection to look at"
+        for pooled in held:
+            own: Any = pooled.driver_connection
+            if driver.name == "asyncpg":  # (asyncpg's statement_cache_size, turned to 0)
+                assert own._stmt_cache_enabled is False
+                assert len(own._stmt_cache) == 0
+    finally:
+        for pooled in held:
+            pooled.close()
+    if driver.name == "pg8000":
+        with engine.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            own_connection: Any = connection.connection.dbapi_connection
+            assert own_connection.autocommit is False
+
+
+async def _run_writers(saver: SQLAlchemySaver | AsyncSQLAlchemySaver) -> list[tuple[Any, str]]:
+    if isinstance(saver, AsyncSQLAlchemySaver):
+        errors, acknowledged = await _async_writers(saver)
+    else:
+        errors, acknowledged = await asyncio.to_thread(_writers, saver, DRIVER_PUTS)
+    assert errors == []
+    assert len(acknowledged) == WRITERS * DRIVER_PUTS
+    return acknowledged
+
+
+def _switch_warnings(driver: PgDriver) -> int:
+    return 0 if driver.name == "psycopg2" else 1  # (one per engine)
+
+
+@by_driver
+async def test_concurrent_writers_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as saver:
+            acknowledged = await _run_writers(saver)
+            await asyncio.to_thread(_leaves_nothing, saver.engine.sync_engine, driver)
+    else:
+        with SQLAlchemySaver.from_conn_string(url, pool_size=WRITERS) as sync_saver:
+            acknowledged = await _run_writers(sync_saver)
+            _leaves_nothing(sync_saver.engine, driver)
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == _switch_warnings(driver), _warnings(caplog)
+
+
+@by_driver
+async def test_a_callers_engine_on_every_driver_through_transaction_mode(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An engine the caller made with the driver's defaults (asyncpg: named, cached
+    statements; pg8000: lg_sqla's AUTOCOMMIT for one statement): lg_sqla's first call
+    finds the pooler, and every checkout is switched from then on."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = driver.url(pooled.urls["transaction"])
+    if driver.is_async:
+        engine = create_async_engine(url, pool_size=WRITERS)
+        try:
+            acknowledged = await _run_writers(AsyncSQLAlchemySaver(engine))
+            await asyncio.to_thread(_leaves_nothing, engine.sync_engine, driver)
+        finally:
+            await engine.dispose()
+    else:
+        sync_engine = sa.create_engine(url, pool_size=WRITERS)
+        try:
+            acknowledged = await _run_writers(SQLAlchemySaver(sync_engine))
+            _leaves_nothing(sync_engine, driver)
+        finally:
+            sync_engine.dispose()
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == _switch_warnings(driver), _warnings(caplog)
+
+
+async def test_an_asyncpg_pooler_error_switches_the_engine_and_runs_the_call_again(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """asyncpg's "prepared statement "__asyncpg_stmt_N__" does not exist", from a
+    pooler the connect-time check cannot see: the engine is switched to unnamed
+    statements, and the call that met it runs again."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+asyncpg://")
+    engine = create_async_engine(url, pool_size=2)
+    blocker = create_async_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        poolers._CHECKED.add(engine.sync_engine.pool)  # (as if the check had found no pooler)
+        saver = AsyncSQLAlchemySaver(engine)
+        stored = await saver.aput(config(new_thread()), checkpoint({"a": 1}), {}, {})
+        assert await saver.aget_tuple(stored) is not None  # named on server session S
+        # Another client holds S in a transaction: the next aget_tuple runs on another
+        # server session, where asyncpg's cached statement does not exist.
+        async with blocker.connect() as other:
+            await other.execute(sa.text("SELECT 1"))
+            found = await saver.aget_tuple(stored)
+            await other.rollback()
+        assert found is not None and found.config == stored
+        assert len(_warnings(caplog)) == 1
+        await asyncio.to_thread(_leaves_nothing, engine.sync_engine, OTHER_DRIVERS[1])
+    finally:
+        poolers._CHECKED.discard(engine.sync_engine.pool)
+        await engine.dispose()
+        await blocker.dispose()
+
+
+async def test_an_asyncpg_that_cannot_be_switched_is_refused_behind_a_pooler(
+    pooled: Pooled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asyncpg whose internals lg_sqla does not find (a release that changed them):
+    refused at its first connection through the pooler, with the setting that makes
+    it safe, rather than left to hand its named statements to other clients."""
+    from lg_sqla import internals
+    from lg_sqla.errors import UnsupportedDriverError
+
+    monkeypatch.setattr(internals, "asyncpg_unnamed_statements", lambda _connection: False)
+    url = OTHER_DRIVERS[1].url(pooled.urls["transaction"])
+    async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+        with pytest.raises(UnsupportedDriverError, match="statement_cache_size': 0"):
+            await saver.aget_tuple(config(new_thread()))
+
+
+async def test_a_callers_async_psycopg_engine_through_transaction_mode(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async engine the caller made: its writers' first calls start together on one
+    event loop, and each checks its connection for the pooler without blocking the
+    loop's thread (a thread lock there hung them all)."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.urls["transaction"].replace("postgresql://", "postgresql+psycopg://")
+    engine = create_async_engine(url, pool_size=WRITERS, connect_args={"prepare_threshold": 0})
+    try:
+        acknowledged = await _run_writers(AsyncSQLAlchemySaver(engine))
+        await asyncio.to_thread(_prepares_nothing, engine.sync_engine)
+    finally:
+        await engine.dispose()
+    await asyncio.to_thread(_all_there, pooled.server_url, acknowledged)
+    assert len(_warnings(caplog)) == 1
+
+
+@pytest.mark.parametrize("driver", OTHER_DRIVERS[1:], ids=lambda d: d.name)
+async def test_the_server_itself_keeps_every_drivers_settings(
+    pooled: Pooled, driver: PgDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No pooler in front: the check at connect switches nothing (asyncpg keeps its
+    statement cache, pg8000 its AUTOCOMMIT), and warns of nothing."""
+    caplog.set_level(logging.WARNING, logger="lg_sqla")
+    url = pooled.server_url.replace("postgresql+psycopg://", f"{driver.scheme}://", 1)
+    if driver.is_async:
+        async with AsyncSQLAlchemySaver.from_conn_string(url) as saver:
+            assert await saver.aget_tuple(config(new_thread())) is None
+            raw = await saver.engine.raw_connection()
+            try:
+                own: Any = raw.driver_connection
+                assert own._stmt_cache_enabled is True
+            finally:
+                raw.close()
+    else:
+        with SQLAlchemySaver.from_conn_string(url) as sync_saver:
+            assert sync_saver.get_tuple(config(new_thread())) is None
+            with sync_saver.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                own_connection: Any = connection.connection.dbapi_connection
+                assert own_connection.autocommit is True
+    assert _warnings(caplog) == []

@@ -20,7 +20,12 @@ from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
 
-from lg_sqla.dialects import NO_BACKSLASH_ESCAPES, mysql_string_literal, ops_for
+from lg_sqla.dialects import (
+    MYSQL_CONNECTION_CHARSET,
+    NO_BACKSLASH_ESCAPES,
+    mysql_string_literal,
+    ops_for,
+)
 from lg_sqla.dialects.poolers import detect_poolers
 from lg_sqla.errors import InvalidInputError, MissingDriverError
 
@@ -221,6 +226,15 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in _PSYCOPG:
         options["connect_args"] = _psycopg_connect_args(options.get("connect_args", {}))
+    if (
+        parsed.get_backend_name() in _CHARSET_DRIVERS
+        and parsed.get_driver_name() in _CHARSET_DRIVERS[parsed.get_backend_name()]
+    ):
+        # Text as it is stored (utf8mb4): a ?charset= of the URL (latin1, utf8) would
+        # turn other characters into "?" (dialects.mysql.check_session_charset).
+        # Over the URL's query, under connect_args the caller passes.
+        charset = {"charset": MYSQL_CONNECTION_CHARSET}
+        options["connect_args"] = {**charset, **options.get("connect_args", {})}
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
         options = {"poolclass": pool.StaticPool, **options}
         connect_args = {"check_same_thread": False, **options.get("connect_args", {})}
@@ -236,6 +250,10 @@ def engine_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 _PSYCOPG = ("psycopg", "psycopg_async")
+# The MySQL drivers whose connect() takes charset= (MariaDB Connector/Python has none:
+# it is always utf8mb4).
+_MYSQL_CHARSET_DRIVERS = frozenset({"pymysql", "mysqldb", "asyncmy", "aiomysql"})
+_CHARSET_DRIVERS = {"mysql": _MYSQL_CHARSET_DRIVERS, "mariadb": _MYSQL_CHARSET_DRIVERS}
 # psycopg prepares a statement on its first execution on a connection (one extra
 # round trip, once) instead of its 6th. lg_sqla's pool spreads the calls over its
 # connections (LangGraph writes from background threads while the next step

@@ -25,7 +25,7 @@ from lg_sqla.cli.interrupts import resumable
 from lg_sqla.cli.output import Progress, say
 from lg_sqla.dialects import ops_for
 from lg_sqla.dialects.base import OfficialSchema
-from lg_sqla.engines import saver_url
+from lg_sqla.engines import engine_options, saver_url
 from lg_sqla.errors import NoOfficialSaverError
 
 if TYPE_CHECKING:
@@ -183,8 +183,10 @@ def import_(args: argparse.Namespace) -> int:
         refuse_missing_source_file(args.source)
         # The source's tables are also read directly (thread ids, task paths), on the sync
         # driver lg_sqla's extras install where the URL names none (as the savers do).
+        # (engine_options: on MySQL a utf8mb4 session whatever ?charset= the URL names,
+        # else ids outside its charset would be read as '?'.)
         url = saver_url(args.source, is_async=False)
-        source_engine = create_engine(url, poolclass=pool.NullPool)
+        source_engine = create_engine(url, **engine_options(url, {"poolclass": pool.NullPool}))
     try:
         with blamed_on(SOURCE, args.source):
             check_source(source_engine, args.source)

@@ -46,6 +46,7 @@ from lg_sqla.dialects.base import (
 )
 from lg_sqla.dialects.generic import GenericOps
 from lg_sqla.dialects.mysql import (
+    MYSQL_CONNECTION_CHARSET,
     NO_BACKSLASH_ESCAPES,
     MySQLOps,
     MySQLStoreSQL,
@@ -63,6 +64,7 @@ from lg_sqla.errors import UnsupportedDriverError
 
 __all__ = [
     "MIGRATION_LOCK_NAME",
+    "MYSQL_CONNECTION_CHARSET",
     "NO_BACKSLASH_ESCAPES",
     "NUMERIC_STRING",
     "AnnIndex",

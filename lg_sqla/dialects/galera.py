@@ -56,7 +56,6 @@ WSREP_SYNC_WAIT_READS = 1  # the bit for SELECT (and SHOW); 2 UPDATE/DELETE, 4 I
 _DEFAULT = object()  # option not set: add the read bit unless the session was changed
 _UNSET = object()
 _PREPARED_KEY = "lg_sqla_wsrep_sync_wait"
-_GALERA_KEY = "lg_sqla_wsrep_on"
 
 
 def _driver_rows(dbapi_connection: Any, sql: str) -> list[tuple[Any, ...]]:
@@ -68,15 +67,42 @@ def _driver_rows(dbapi_connection: Any, sql: str) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-def _wsrep_on(pooled: PoolProxiedConnection) -> bool:
-    """Whether the session is on a Galera node replicating it (``wsrep_on``), asked once
-    per DBAPI connection. SHOW, not ``@@wsrep_on``: MySQL without Galera has no such
-    variable (an error), and SHOW answers no row."""
-    known = pooled.info.get(_GALERA_KEY)
+# The session's character sets (checked by ``mysql.check_session_charset``): asked in
+# the same question as wsrep_on, one round trip per DBAPI connection for both.
+SESSION_CHARSET_VARIABLES = (
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+)
+_SESSION_VARIABLES_KEY = "lg_sqla_session_variables"
+_SESSION_VARIABLES_SQL = "SHOW VARIABLES WHERE Variable_name IN ({})".format(
+    ", ".join(f"'{name}'" for name in ("wsrep_on", *SESSION_CHARSET_VARIABLES))
+)
+
+
+def session_variables(pooled: PoolProxiedConnection) -> dict[str, str]:
+    """wsrep_on and the session's character sets, asked once per DBAPI connection.
+    SHOW, not ``@@wsrep_on``: MySQL without Galera has no such variable (an error),
+    and SHOW answers no row for it. (A NULL character_set_results is "".)"""
+    known: dict[str, str] | None = pooled.info.get(_SESSION_VARIABLES_KEY)
     if known is None:
-        rows = _driver_rows(pooled.dbapi_connection, "SHOW VARIABLES LIKE 'wsrep_on'")
-        known = pooled.info[_GALERA_KEY] = bool(rows) and str(rows[0][1]).upper() == "ON"
-    return bool(known)
+        rows = _driver_rows(pooled.dbapi_connection, _SESSION_VARIABLES_SQL)
+        known = pooled.info[_SESSION_VARIABLES_KEY] = {
+            _text(name): _text(value) for name, value in rows
+        }
+    return known
+
+
+def _text(value: Any) -> str:
+    """A SHOW row's cell as text (mysqlclient may answer bytes; NULL as "")."""
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _wsrep_on(pooled: PoolProxiedConnection) -> bool:
+    """Whether the session is on a Galera node replicating it (``wsrep_on``)."""
+    return session_variables(pooled).get("wsrep_on", "").upper() == "ON"
 
 
 def is_galera_node(connection: Connection) -> bool:

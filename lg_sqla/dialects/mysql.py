@@ -43,12 +43,15 @@ from lg_sqla.dialects.galera import (
     _DEFAULT,
     _PREPARED_KEY,
     _UNSET,
+    SESSION_CHARSET_VARIABLES,
     WSREP_SYNC_WAIT_OPTION,
     galera_migration_lock,
     is_galera_node,
     mysql_error_number,
     prepare_galera_session,
+    session_variables,
 )
+from lg_sqla.errors import InvalidInputError
 
 MYSQL_FAMILY = ("mysql", "mariadb")
 
@@ -502,8 +505,44 @@ class MySQLOps(DialectOps):
         wanted = options.get(WSREP_SYNC_WAIT_OPTION, _DEFAULT)
         if pooled.info.get(_PREPARED_KEY, _UNSET) is wanted:
             return  # the common case: one dict lookup per call
+        check_session_charset(pooled)
         prepare_galera_session(pooled, wanted)
         pooled.info[_PREPARED_KEY] = wanted
+
+
+# The connection charset lg_sqla's engines use (its tables' charset).
+MYSQL_CONNECTION_CHARSET = "utf8mb4"
+
+
+def check_session_charset(pooled: PoolProxiedConnection) -> None:
+    """Refuse a session whose character sets are not utf8mb4 (once per DBAPI connection,
+    in the question ``galera.session_variables`` asks anyway).
+
+    lg_sqla's columns are utf8mb4 whatever the connection, but a latin1 session
+    (``?charset=latin1``) makes the server send every stored character outside
+    latin1 back as "?", and a utf8 (utf8mb3) session every emoji: thread ids, task
+    ids, channel names, store namespaces and keys read back wrong, two thread ids
+    as one, without an error or a warning (measured on MariaDB 10.11 with PyMySQL,
+    mysqlclient and asyncmy). Writes of such text fail in the driver
+    (UnicodeEncodeError) or in the server (1366), or, with a non-strict sql_mode,
+    store "?" too. Nothing can be made exact on such a session, so no call runs.
+    """
+    found = session_variables(pooled)
+    wrong = {
+        name: found.get(name, "")
+        for name in SESSION_CHARSET_VARIABLES
+        if found.get(name) != MYSQL_CONNECTION_CHARSET
+    }
+    if wrong:
+        described = ", ".join(f"{name}={value or 'NULL'}" for name, value in wrong.items())
+        raise InvalidInputError(
+            f"this engine's MySQL/MariaDB session is not utf8mb4 ({described}): the "
+            "server would return text outside that character set as '?' (thread ids, "
+            "channel names, store keys and values), and lg_sqla refuses to lose it. "
+            "Create the engine with ?charset=utf8mb4 in its URL (or "
+            "connect_args={'charset': 'utf8mb4'}); lg_sqla's own engines "
+            "(from_conn_string) always connect with utf8mb4"
+        )
 
 
 @compiles(sa.PrimaryKeyConstraint, "mysql")

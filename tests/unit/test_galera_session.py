@@ -9,11 +9,22 @@ import pytest
 from sqlalchemy.dialects import mysql
 
 from lg_sqla.dialects import MySQLOps
+from lg_sqla.dialects.galera import SESSION_CHARSET_VARIABLES
+from lg_sqla.errors import InvalidInputError
+
+# What a session is asked once: wsrep_on and its character sets (mysql.check_session_charset).
+SESSION_QUESTION = (
+    "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'character_set_client',"
+    " 'character_set_connection', 'character_set_results')"
+)
 
 
 class FakeServer:
-    def __init__(self, wsrep_on: str | None, session: int = 0, global_: int = 0) -> None:
+    def __init__(
+        self, wsrep_on: str | None, session: int = 0, global_: int = 0, charset: str = "utf8mb4"
+    ) -> None:
         self.wsrep_on, self.session, self.global_ = wsrep_on, session, global_
+        self.charset = charset
         self.sent: list[str] = []
 
     def cursor(self) -> FakeCursor:
@@ -29,9 +40,10 @@ class FakeCursor:
     def execute(self, sql: str) -> None:
         self.server.sent.append(sql)
         self.description = ("x",)
-        if sql.startswith("SHOW VARIABLES LIKE 'wsrep_on'"):
+        if sql == SESSION_QUESTION:
             on = self.server.wsrep_on
             self.rows = [] if on is None else [("wsrep_on", on)]
+            self.rows += [(name, self.server.charset) for name in SESSION_CHARSET_VARIABLES]
         elif sql.startswith("SELECT @@session.wsrep_sync_wait"):
             self.rows = [(self.server.session, self.server.global_)]
         elif sql.startswith("SET SESSION wsrep_sync_wait = "):
@@ -64,8 +76,21 @@ def test_not_galera_one_question_per_connection(wsrep_on: str | None) -> None:
     server = FakeServer(wsrep_on)
     pooled = prepare(server)
     prepare(server, pooled)
-    assert server.sent == ["SHOW VARIABLES LIKE 'wsrep_on'"]
+    assert server.sent == [SESSION_QUESTION]
     assert server.session == 0
+
+
+@pytest.mark.parametrize("charset", ["latin1", "utf8mb3", None])
+def test_a_session_not_in_utf8mb4_is_refused_without_another_question(
+    charset: str | None,
+) -> None:
+    server = FakeServer("OFF", charset=charset)  # type: ignore[arg-type]
+    pooled = FakePooled(server)
+    for _ in range(2):  # each call refused; the server asked once
+        with pytest.raises(InvalidInputError, match=r"\?charset=utf8mb4") as refused:
+            prepare(server, pooled)
+        assert f"character_set_results={charset or 'NULL'}" in str(refused.value)
+    assert server.sent == [SESSION_QUESTION]
 
 
 def test_galera_default_adds_the_read_bit_once() -> None:
@@ -94,4 +119,5 @@ def test_galera_option() -> None:
     assert server.session == 3
     server = FakeServer("ON")
     prepare(server, lg_sqla_wsrep_sync_wait=None)
-    assert server.sent == []  # not even asked
+    # Nothing set (only the charset question, which reads wsrep_on too).
+    assert server.sent == [SESSION_QUESTION]

@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from modes import Either, either, saver_on
+from modes import Either, either, saver_from_url, saver_on
 from typing_extensions import TypedDict
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
@@ -288,32 +288,26 @@ def test_our_text_columns_are_utf8_whatever_the_database_default(
             assert encoding == "UTF-8"
 
 
-def _latin1_connection(backend: Backend) -> Backend:
-    """The same database; on MySQL/MariaDB through connections whose charset is latin1.
+def _latin1_url(backend: Backend, mode: str) -> str:
+    """The same database; on MySQL/MariaDB a URL asking for latin1 connections.
 
     (psycopg decodes JSON as UTF-8 whatever the client_encoding, and SQLite has
     no connection charset: those keep their URLs.)
     """
-    if backend.name != "mysql":
-        return backend
-    sync_url, async_url = (
-        url.split("?")[0] + "?charset=latin1" for url in (backend.sync_url, backend.async_url)
-    )
-    return Backend(backend.name, sync_url, async_url, backend.variant)
+    url = backend.sync_url if mode == "sync" else backend.async_url
+    return url.split("?")[0] + "?charset=latin1" if backend.name == "mysql" else url
 
 
-async def test_reads_and_filters_on_a_latin1_connection(
-    make_engine: EngineFactory, backend: Backend, mode: str
-) -> None:
-    """Strings computed from JSON are compared as utf8mb4 whatever the connection's
-    charset (MariaDB used to fail with 1253 "COLLATION ... not valid for CHARACTER SET")."""
-    latin1 = _latin1_connection(backend)
-    channels = ["ñandú", "-k", 'say "hi"', "a.b", "plain"]
+async def test_reads_and_filters_with_a_latin1_url(backend: Backend, mode: str) -> None:
+    """from_conn_string with ``?charset=latin1``: reads and filters find every name,
+    those outside latin1 too (its engine connects with utf8mb4 whatever the URL
+    asks; a caller's latin1 engine is refused: test_connection_charset.py)."""
+    channels = ["ñandú", "日本語", "😀", "-k", 'say "hi"', "a.b", "plain"]
     ref = InMemorySaver()
-    thread_id = f"ñ-{uuid.uuid4().hex[:8]}"
-    api = saver_on(make_engine.for_mode(mode, latin1))
-    configs = await _store_both(api, ref, thread_id, "ns-é", channels, "clé")
-    await _assert_same(api, ref, thread_id, "ns-é", configs, "clé")
+    thread_id = f"ñ-{uuid.uuid4().hex[:8]}-日本"
+    async with saver_from_url(mode, _latin1_url(backend, mode)) as api:
+        configs = await _store_both(api, ref, thread_id, "ns-é🦜", channels, "clé-キー")
+        await _assert_same(api, ref, thread_id, "ns-é🦜", configs, "clé-キー")
 
 
 # Channel names as any JSON writer may spell them (raw UTF-8, no quote, no leading "-").

@@ -496,6 +496,8 @@ def _prepare(
             kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
             if kept is not None and kept[0] is dbapi_connection:
                 return kept[1], kept[2], restore, again
+        if driver.plain_cursors:  # (``_plain_cursor``, inlined: a frame less per call)
+            return dbapi_connection.cursor(), False, restore, again
         cursor, native = driver.open_cursor(dbapi_connection)
         return cursor, native, restore, again
     except Exception as error:  # (interrupted: no more I/O, see run)

@@ -479,7 +479,7 @@ def _prepare(
     transaction on a session in autocommit, and says how to give the session back.
     Failing, they fail as a step does: rolled back, the AUTOCOMMIT undone, a DBAPI
     error raised as SQLAlchemy would."""
-    dbapi_connection = pooled.dbapi_connection
+    dbapi_connection: Any = pooled.dbapi_connection  # (checked by ``run``)
     restore: Restore | None = None
     again: Restore | None = None
     try:

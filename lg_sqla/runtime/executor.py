@@ -604,6 +604,17 @@ class Runtime:
         try:
             if self.dialect_ops.prepares_sessions:
                 self.prepare_session(engine, pooled, None)
+            # Several statements on a session in autocommit: one transaction all the same
+            # (``dialects.autocommit``; drivers with ``begin`` send BEGIN themselves).
+            # Elsewhere one flag read (the direct path's dialects all tell, no I/O).
+            held, dbapi_connection = None, pooled.dbapi_connection
+            if (
+                not first.whole_plan
+                and driver.begin is None
+                and dbapi_connection is not None
+                and dialect.detect_autocommit_setting(dbapi_connection)
+            ):
+                held = self.dialect_ops.out_of_autocommit
             result = direct.run(
                 pooled,
                 dialect,
@@ -614,11 +625,7 @@ class Runtime:
                 first,
                 first.whole_plan
                 and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
-                # (several statements: one transaction on a session in autocommit; the
-                # drivers with ``begin`` send BEGIN themselves)
-                None
-                if first.whole_plan or driver.begin is not None
-                else self.dialect_ops.out_of_autocommit,
+                held,
             )
         except BaseException as error:
             cut = clock if timeouts.ended(clock) else None

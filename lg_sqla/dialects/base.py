@@ -27,6 +27,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import CTE, FromClause, Join
 
 from lg_sqla import internals
+from lg_sqla.dialects.autocommit import switch_out_of_autocommit
 from lg_sqla.errors import NoOfficialSaverError
 from lg_sqla.plans import Plan, Step
 
@@ -113,6 +114,9 @@ class DialectOps:
     locks_rows = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
+    # Before a plan of several statements: on a session in autocommit, makes it one
+    # transaction and says how to give the session back (``dialects.autocommit``).
+    out_of_autocommit = staticmethod(switch_out_of_autocommit)
     # True: the database lets one writer in at a time; this process's writers then
     # queue on an in-process lock (lg_sqla.runtime.locks) rather than in its busy handler.
     one_writer_at_a_time = False

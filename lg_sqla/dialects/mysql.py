@@ -21,6 +21,7 @@ from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 
 from lg_sqla import limits
+from lg_sqla.dialects.autocommit import begin_in_autocommit
 from lg_sqla.dialects.base import (
     BLOBS_LAYOUT,
     MAX_RECURSION,
@@ -297,6 +298,9 @@ class MySQLOps(DialectOps):
     # autocommit once switched, send BEGIN before plans of several statements, and
     # the pool switches the session back for any other checkout
     # (``runtime.drivers.guard_sessions``): one-statement calls are one round trip.
+    # A session in autocommit gets BEGIN before a plan of several statements on Core
+    # too, whatever the driver (cheaper than switching autocommit off and on).
+    out_of_autocommit = staticmethod(begin_in_autocommit)
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__()

@@ -34,11 +34,16 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import Executable
 
 from lg_sqla import internals
+from lg_sqla.dialects.autocommit import AutocommitHold
 from lg_sqla.plans import Outcome, Plan, Step, T
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.drivers import DIRECT_CHECKOUT, DirectDriver, Restore, direct_driver
 
 logger = logging.getLogger(__name__)
+
+# ``DialectOps.out_of_autocommit``: a plan of several statements' transaction on a
+# session in autocommit (``dialects.autocommit``).
+OutOfAutocommit = Callable[[Dialect, Any], AutocommitHold | None]
 
 
 @dataclass(frozen=True)
@@ -306,27 +311,28 @@ def run(
     plan: Plan[T],
     first: Step,
     autocommit: bool,
+    out_of_autocommit: OutOfAutocommit | None = None,
 ) -> T:
     """Run ``plan`` on ``pooled``'s DBAPI connection; commit at its end (or per ``COMMIT``
     step), roll back on an error; ``autocommit``: its one statement without a transaction.
     ``core`` gives the ``Connection`` through which a DBAPI error is raised as SQLAlchemy
-    raises it (callers without one build it only then)."""
+    raises it (callers without one build it only then); ``out_of_autocommit``: ``_prepare``."""
     dbapi_connection = pooled.dbapi_connection
     assert dbapi_connection is not None
     if autocommit and driver.begin is not None and not driver.one_statement(first.params):
         autocommit = False  # (an executemany the driver cuts into several statements)
-    restore: Restore | None = None
-    if autocommit or driver.keeps_cursors or not driver.plain_cursors or driver.begin:
-        cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
+    prepared = autocommit or out_of_autocommit or driver.begin or not driver.plain_cursors
+    if prepared or driver.keeps_cursors:
+        cursor, native, restore, begin = _prepare(
+            pooled, dialect, core, driver, autocommit, out_of_autocommit
+        )
     else:  # (a new cursor of the DBAPI's own, nothing to undo or begin: _prepare inlined)
-        native = False
+        native, restore, begin = False, None, None
         try:
             cursor = dbapi_connection.cursor()
         except Exception as error:  # (interrupted: no more I/O, see below)
             _unprepared(dbapi_connection, dialect, core, None, error)
             raise
-    # (sessions left in autocommit: the transaction after a COMMIT step)
-    begin = None if autocommit or driver.begin is None else partial(driver.begin, dbapi_connection)
     try:
         result, fetched = _steps(
             dbapi_connection,
@@ -463,24 +469,37 @@ def _prepare(
     core: Callable[[], Connection],
     driver: DirectDriver,
     autocommit: bool,
-) -> tuple[Any, bool, Restore | None]:
+    out_of_autocommit: OutOfAutocommit | None,
+) -> tuple[Any, bool, Restore | None, Restore | None]:
     """The plan's cursor (the one the last plan on this connection kept, where the
-    driver keeps cursors, or a new one) and, for ``autocommit``, what undoes the
-    connection's AUTOCOMMIT. Failing, they fail as a step does: rolled back, the
-    AUTOCOMMIT undone, a DBAPI error raised as SQLAlchemy would."""
-    dbapi_connection = pooled.dbapi_connection
+    driver keeps cursors, or a new one); for ``autocommit``, what undoes the
+    connection's AUTOCOMMIT; and what begins the transaction after a COMMIT step on a
+    session kept in autocommit. ``out_of_autocommit`` (``DialectOps.out_of_autocommit``,
+    given for a plan of several statements): asked first, it makes the plan one
+    transaction on a session in autocommit, and says how to give the session back.
+    Failing, they fail as a step does: rolled back, the AUTOCOMMIT undone, a DBAPI
+    error raised as SQLAlchemy would."""
+    dbapi_connection: Any = pooled.dbapi_connection  # (checked by ``run``)
     restore: Restore | None = None
+    again: Restore | None = None
     try:
         if autocommit:
             restore = driver.autocommit(dialect, dbapi_connection)
         elif driver.begin is not None:  # (a session left in autocommit: DirectDriver.begin)
             driver.begin(dbapi_connection)
+            again = partial(driver.begin, dbapi_connection)  # (after a COMMIT step)
+        elif out_of_autocommit is not None:
+            hold = out_of_autocommit(dialect, dbapi_connection)
+            if hold is not None:
+                restore, again = hold.restore, hold.again
         if driver.keeps_cursors:  # the cursor the last plan on this connection kept
             kept = pooled.info.pop(_KEPT_CURSOR, None)  # (out of info: this plan's alone)
             if kept is not None and kept[0] is dbapi_connection:
-                return kept[1], kept[2], restore
+                return kept[1], kept[2], restore, again
+        if driver.plain_cursors:  # (``_plain_cursor``, inlined: a frame less per call)
+            return dbapi_connection.cursor(), False, restore, again
         cursor, native = driver.open_cursor(dbapi_connection)
-        return cursor, native, restore
+        return cursor, native, restore, again
     except Exception as error:  # (interrupted: no more I/O, see run)
         _unprepared(dbapi_connection, dialect, core, restore, error)
         raise

@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -35,6 +37,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
+from lg_sqla.dialects.autocommit import AutocommitHold
 from lg_sqla.plans import PREBUILT_CODES as PREBUILT
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
@@ -53,10 +56,19 @@ if TYPE_CHECKING:
     from lg_sqla.dialects import DialectOps
 
 
-def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = False) -> T:
+def drive(
+    connection: Connection,
+    plan: Plan[T],
+    first: Step,
+    *,
+    commit: bool = False,
+    again: Callable[[], None] | None = None,
+) -> T:
     """Run a plan's statements on ``connection``, feeding each one's rows back; with
     ``commit``, commit at its end. Errors are marked for the retry decision
-    (``runtime.retry``): after a ``COMMIT`` step, or by the final commit itself."""
+    (``runtime.retry``): after a ``COMMIT`` step, or by the final commit itself.
+    ``again``: after each ``COMMIT`` step, begins the next statements' transaction
+    (a session kept in autocommit, ``dialects.autocommit``)."""
     step = first
     committed = False
     try:
@@ -64,6 +76,8 @@ def drive(connection: Connection, plan: Plan[T], first: Step, *, commit: bool = 
             if step.statement is None:
                 connection.commit()
                 committed = True
+                if again is not None:
+                    again()
                 step = plan.send(Outcome((), 0))
                 continue
             result = connection.execute(step.statement, step.params)
@@ -171,6 +185,45 @@ def _close_core(connection: Connection, pooled: PoolProxiedConnection) -> None:
             if dbapi_connection is not None:
                 with contextlib.suppress(Exception):
                     dbapi_connection.close()
+
+
+def _drive_held(connection: Connection, plan: Plan[T], first: Step, hold: AutocommitHold) -> T:
+    """``drive`` on a session a plan of several statements took out of autocommit
+    (``hold``): ``hold.again`` after each COMMIT step; once the plan is over (committed,
+    or failed and rolled back), the session given back as it was (``hold.restore``).
+    Interrupted, nothing more is sent: the caller invalidates the connection."""
+    again = None if hold.again is None else partial(_begin_again, connection, hold.again)
+    try:
+        result = drive(connection, plan, first, commit=True, again=again)
+    except Exception:
+        _end_hold(connection, hold, roll_back=True)
+        raise
+    _end_hold(connection, hold, roll_back=False)
+    return result
+
+
+def _begin_again(connection: Connection, begin: Callable[[], None]) -> None:
+    try:
+        begin()
+    except connection.dialect.loaded_dbapi.Error as error:  # (as Core raises it)
+        internals.raise_as_connection(connection, error, "BEGIN", None, None)
+
+
+def _end_hold(connection: Connection, hold: AutocommitHold, *, roll_back: bool) -> None:
+    """Roll back what a failed plan left open (the pool's reset would skip it where the
+    engine skips rollbacks in autocommit), then switch the session back to autocommit.
+    A session that cannot be given back as it was is not pooled again (invalidated);
+    the call's own outcome stands."""
+    if connection.invalidated or (hold.restore is None and not roll_back):
+        return
+    try:
+        if roll_back:
+            connection.rollback()
+        if hold.restore is not None:
+            hold.restore()
+    except Exception as error:
+        if not connection.invalidated:
+            connection.invalidate(error)
 
 
 def _give_back_failed(
@@ -499,23 +552,26 @@ class Runtime:
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
-        if first.whole_plan and self.dialect_ops.autocommit_single_statements:
-            # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
-            # any statement (the connection autobegins).
-            connection.execution_options(isolation_level="AUTOCOMMIT")
-        elif not first.whole_plan:
-            # A session in autocommit would commit each statement alone, and a failure
-            # midway would leave the first ones: MySQL's (``DirectDriver.begin``) gets
-            # BEGIN first, as on the direct path, whether it is an engine made with
-            # AUTOCOMMIT or a one-statement plan's session that the pool's checkout
-            # guard did not switch back. (One flag read where it is not.)
-            driver = direct_driver(connection.dialect)
-            if driver is not None and driver.begin is not None:
-                try:
-                    driver.begin(connection.connection.dbapi_connection)
-                except connection.dialect.loaded_dbapi.Error as error:  # (as Core raises it)
-                    internals.raise_as_connection(connection, error, "BEGIN", None, None)
-        return drive(connection, plan, first, commit=True)
+        if first.whole_plan:
+            if self.dialect_ops.autocommit_single_statements:
+                # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
+                # any statement (the connection autobegins).
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+            return drive(connection, plan, first, commit=True)
+        # Several statements: one transaction even on a session in autocommit (an
+        # AUTOCOMMIT engine, a driver connected so: ``dialects.autocommit``). Elsewhere
+        # one flag read.
+        dialect = connection.dialect
+        try:
+            hold = self.dialect_ops.out_of_autocommit(
+                dialect, connection.connection.dbapi_connection
+            )
+        except dialect.loaded_dbapi.Error as error:  # (as Core raises it)
+            internals.raise_as_connection(connection, error, "BEGIN", None, None)
+            raise  # (raise_as_connection raised)
+        if hold is None:
+            return drive(connection, plan, first, commit=True)
+        return _drive_held(connection, plan, first, hold)
 
     def _connection_for_direct(
         self, engine: Engine
@@ -548,6 +604,17 @@ class Runtime:
         try:
             if self.dialect_ops.prepares_sessions:
                 self.prepare_session(engine, pooled, None)
+            # Several statements on a session in autocommit: one transaction all the same
+            # (``dialects.autocommit``; drivers with ``begin`` send BEGIN themselves).
+            # Elsewhere one flag read (the direct path's dialects all tell, no I/O).
+            held, dbapi_connection = None, pooled.dbapi_connection
+            if (
+                not first.whole_plan
+                and driver.begin is None
+                and dbapi_connection is not None
+                and dialect.detect_autocommit_setting(dbapi_connection)
+            ):
+                held = self.dialect_ops.out_of_autocommit
             result = direct.run(
                 pooled,
                 dialect,
@@ -558,6 +625,7 @@ class Runtime:
                 first,
                 first.whole_plan
                 and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
+                held,
             )
         except BaseException as error:
             cut = clock if timeouts.ended(clock) else None

@@ -37,6 +37,9 @@ class Faults:
     def __init__(self) -> None:
         self.armed_at = 0  # 0: not armed
         self.seen: list[str] = []
+        # Only statements holding this text are counted towards ``armed_at``.
+        self.containing = ""
+        self.counted = 0
         # Raised, first to last, by the next DBAPI commits instead of committing.
         self.commit_errors: list[BaseException] = []
         self.commits = 0
@@ -45,12 +48,16 @@ class Faults:
         if not self.armed_at:
             return
         self.seen.append(statement)
-        if len(self.seen) == self.armed_at:
-            raise InjectedFault(f"statement {self.armed_at}: {statement[:80]}")
+        if self.containing in statement:
+            self.counted += 1
+            if self.counted == self.armed_at:
+                raise InjectedFault(f"statement {self.armed_at}: {statement[:80]}")
 
     @contextmanager
-    def at(self, n: int) -> Iterator[list[str]]:
-        self.armed_at, self.seen = n, []
+    def at(self, n: int, containing: str = "") -> Iterator[list[str]]:
+        """Armed at the ``n``-th statement (of those holding ``containing``); yields
+        every statement sent meanwhile, the failed one included."""
+        self.armed_at, self.seen, self.containing, self.counted = n, [], containing, 0
         try:
             yield self.seen
         finally:
@@ -62,6 +69,31 @@ class Faults:
 
         sa.event.listen(engine, "do_connect", connect)
         assert not engine._has_events, "the fault injection must not need a ConnectionEvents hook"
+
+    def install_on_core(self, engine: sa.Engine) -> None:
+        """:meth:`install` for drivers whose connections cannot be wrapped (psycopg2's
+        extras check the connection's type; MariaDB Connector/Python's C cursor reads
+        its connection's own struct): a ConnectionEvents listener, which sees Core's
+        statements and keeps every call on Core, where those drivers run anyway. The
+        armed statement is sent with ``INJECTED_SQL_FAULT`` appended, so the server
+        refuses it (a syntax error: the driver's own error, wrapped by SQLAlchemy);
+        raising from the listener instead left MariaDB Connector/Python's cursor in a
+        state that crashed the process on a later call."""
+
+        def before(
+            _conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any
+        ) -> tuple[str, Any]:
+            try:
+                self.before(statement)
+            except InjectedFault:
+                return f"{statement} {INJECTED_SQL_FAULT}", parameters
+            return statement, parameters
+
+        sa.event.listen(engine, "before_cursor_execute", before, retval=True)
+
+
+# What ``Faults.install_on_core`` appends to the armed statement.
+INJECTED_SQL_FAULT = "lg_sqla_injected_fault"
 
 
 class Proxy:

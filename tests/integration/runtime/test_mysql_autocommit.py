@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
-from faults import Faults, InjectedFault, Proxy
+from faults import Proxy
 from helpers import checkpoint, config, new_thread, table_counts
 from langgraph.checkpoint.base import ChannelVersions
 from modes import Either, saver_on, store_on, sync_engine
@@ -357,28 +357,29 @@ async def test_a_session_killed_between_a_puts_statements_leaves_nothing(
     killer.admin.dispose()
 
 
-async def test_a_call_of_several_statements_is_one_transaction_on_an_autocommit_engine(
+async def test_an_autocommit_engine_sends_begin_only_for_several_statements(
     make_engine: EngineFactory, backend: Backend, mode: str
 ) -> None:
-    """An engine made with ``isolation_level="AUTOCOMMIT"`` (or a session a one-statement
-    call left so, which the pool's guard did not switch back) commits each statement
-    alone: a call of several statements through Core (``copy_thread``) sends BEGIN first,
-    so one failing midway leaves nothing of itself."""
-    engine = make_engine.for_mode(mode, backend, isolation_level="AUTOCOMMIT")
-    faults = Faults()
-    faults.install(sync_engine(engine))
+    """On an engine made with ``isolation_level="AUTOCOMMIT"`` a one-statement call is
+    still its statement alone, and a call of several statements is one transaction by
+    one BEGIN, never by switching autocommit (``SET``), on the direct path (a put with
+    blobs) and on Core (``copy_thread``); the session stays in autocommit. (That such a
+    call failing midway leaves nothing, on every backend and driver:
+    test_autocommit_engines.py.)"""
+    engine = make_engine.for_mode(
+        mode, backend, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0
+    )
     saver = saver_on(engine)
-    source, target = new_thread(), new_thread()
-    stored = await saver.put(config(source), *_new_checkpoint(saver, 1))
-    await saver.put_writes(stored, [("a", 2)], "t1")
-    with faults.at(3) as seen, pytest.raises(InjectedFault):
-        await saver.copy_thread(source, target)
-    assert len(seen) == 3, seen  # (copied rows were sent before the fault)
-    assert table_counts(_plain_engine(backend), target) == {
-        "checkpoints": 0,
-        "checkpoint_writes": 0,
-        "checkpoint_blobs": 0,
-    }
-    await saver.copy_thread(source, target)  # (and nothing in the way of a retry)
-    copied = await saver.get_tuple(config(target))
-    assert copied is not None and copied.pending_writes == [("t1", "a", 2)]
+    thread_id = new_thread()
+    await saver.get_tuple(config(thread_id))  # the schema check (through Core)
+    session = await _only_connection(engine, mode)
+    one = {"statements": 1, "begin": 0, "commit": 0, "set": 0}
+    values = {"count": 1}
+    versions: ChannelVersions = {"count": "1"}
+    inline = checkpoint(values, versions)
+    assert await session.sent_by(lambda: saver.put(config(thread_id), inline, {}, versions)) == one
+    put = await session.sent_by(lambda: saver.put(config(thread_id), *_new_checkpoint(saver, 1)))
+    assert put == {"statements": 4, "begin": 1, "commit": 1, "set": 0}
+    copy = await session.sent_by(lambda: saver.copy_thread(thread_id, new_thread()))
+    assert copy["begin"] == 1 and copy["commit"] == 1 and copy["set"] == 0, copy
+    assert await session.sent_by(lambda: saver.get_tuple(config(thread_id))) == one

@@ -114,8 +114,7 @@ class DialectOps:
     locks_rows = False
     # True: a plan of one statement runs without BEGIN/COMMIT (fewer round trips).
     autocommit_single_statements = False
-    # Before a plan of several statements: on a session in autocommit, makes it one
-    # transaction and says how to give the session back (``dialects.autocommit``).
+    # A plan of several statements on a session in autocommit: one transaction all the same.
     out_of_autocommit = staticmethod(switch_out_of_autocommit)
     # True: the database lets one writer in at a time; this process's writers then
     # queue on an in-process lock (lg_sqla.runtime.locks) rather than in its busy handler.
@@ -362,15 +361,12 @@ class DialectOps:
         return sa.type_coerce(sa.null(), type_)
 
     def packs_load_rows(self) -> bool:
-        """Whether ``get_tuple``'s load statement sends the short values of each row
-        (kind, keys, type, idx) as one column (``packed_values``): where the driver
-        pays per column of a result (PyMySQL parses each column's descriptor in
-        Python) and the database builds a JSON array as cheaply as it sends columns."""
+        """Whether ``get_tuple``'s load rows send their short values (kind, keys, type,
+        idx) as one JSON array column (``packed_values``): a driver paying per column."""
         return False
 
     def packed_values(self, values: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
-        """``values`` (integers, key strings, NULLs) as one column: a JSON array of them,
-        which the reader parses (``packs_load_rows``)."""
+        """``values`` (integers, key strings, NULLs) as one JSON array column."""
         raise NotImplementedError
 
     def before_deep_recursion(self) -> sa.Executable | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -59,6 +60,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
 from lg_sqla.serde.tags import parse_type_tag
+from lg_sqla.shared import key_hash
 
 EMPTY_TYPE = "empty"
 # The document key of the values kept inline, each wrapped in a one-element list, so
@@ -445,18 +447,37 @@ def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
     empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
     :func:`namespace_of` and :func:`checkpoint_id_of`). A graph's parent is the
     checkpoint its previous ``put`` returned, whose strings passed already."""
+    return checkpoint_key(config, "parent checkpoint_id")
+
+
+def checkpoint_key(
+    config: RunnableConfig, field: str = "checkpoint_id"
+) -> tuple[str, str, str | None]:
+    """The config's thread id, namespace and checkpoint id (``None`` when absent or
+    empty; named ``field`` in an error), checked (as :func:`thread_id_of`,
+    :func:`namespace_of` and :func:`checkpoint_id_of`): ``get_tuple``'s key, and
+    ``put``'s parent. Strings that passed already are taken in one frame."""
     known = _passed_thread_of(config)
     if known is not None:
-        thread_id, namespace, parent = known
-        if parent is None or parent == "":
+        thread_id, namespace, checkpoint_id = known
+        if checkpoint_id is None or checkpoint_id == "":
             return thread_id, namespace, None
-        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
+        if type(checkpoint_id) is str and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
             return known
     return (
         thread_id_of(config),
         namespace_of(config),
-        checkpoint_id_of(config, "parent checkpoint_id"),
+        checkpoint_id_of(config, field),
     )
+
+
+# The hash of the default namespace, which nearly every call names (``key_hash``).
+_DEFAULT_NAMESPACE_HASH = key_hash("")
+
+
+def namespace_hash(namespace: str) -> str:
+    """``key_hash(namespace)``, without hashing the default namespace on every call."""
+    return _DEFAULT_NAMESPACE_HASH if namespace == "" else key_hash(namespace)
 
 
 def dump_writes(
@@ -605,6 +626,51 @@ def _write_order(write: StoredWrite) -> tuple[str, str, int]:
     return writes_sort_key(write[2] or "", write[1], write[3])
 
 
+def _loaded_blobs(
+    serde: SerializerProtocol, blobs: Iterable[StoredBlob], inline: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The values of a checkpoint's blobs (but the ``inline`` channels' and empty ones)."""
+    loads = serde.loads_typed
+    values = {}
+    for channel, type_, blob in blobs:
+        if type_ != EMPTY_TYPE and channel not in inline:
+            # (load_value's frame only for what it converts or names: not bytes, or failing)
+            if type(blob) is bytes:
+                try:
+                    values[channel] = loads((type_, blob))
+                    continue
+                except Exception:
+                    pass
+            values[channel] = load_value(serde, type_, blob)
+    return values
+
+
+# LangGraph's writes_sort_key as a C getter: (task_path, task_id, idx) of a StoredWrite.
+# A row written before task paths were stored has None, which sorts as "" there and
+# cannot be compared with a str here: those are sorted by _write_order.
+_WRITE_ORDER = operator.itemgetter(2, 1, 3)
+
+
+def _pending_writes(serde: SerializerProtocol, writes: Iterable[StoredWrite]) -> list[PendingWrite]:
+    """The pending writes of a tuple, in ``writes_sort_key`` order, their values loaded."""
+    try:
+        ordered = sorted(writes, key=_WRITE_ORDER)
+    except TypeError:  # (a None task_path beside a str one)
+        ordered = sorted(writes, key=_write_order)
+    loads = serde.loads_typed
+    pending: list[PendingWrite] = []
+    for channel, task_id, _, _, type_, blob in ordered:
+        # (load_value's frame only for what it converts or names: not bytes, or failing)
+        if type(blob) is bytes:
+            try:
+                pending.append((task_id, channel, loads((type_, blob))))
+                continue
+            except Exception:
+                pass
+        pending.append((task_id, channel, load_value(serde, type_, blob)))
+    return pending
+
+
 def _add_parent_sends(
     serde: SerializerProtocol,
     checkpoint: Checkpoint,
@@ -638,46 +704,24 @@ def build_tuple(
     document: dict[str, Any] = row["checkpoint"]
     if isinstance(document, (str, bytes)):
         document = json_loads(document)
-    checkpoint: Checkpoint = {**document, "channel_values": {}}  # type: ignore[typeddict-item]
+    checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
-    values = checkpoint["channel_values"]
     inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
-    for channel, type_, blob in blobs:
-        if type_ != EMPTY_TYPE and channel not in inline:
-            values[channel] = load_value(serde, type_, blob)
+    checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
     values.update(inline)
     if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
 
-    pending: list[PendingWrite] = [
-        (w[1], w[0], load_value(serde, w[4], w[5])) for w in sorted(writes, key=_write_order)
-    ]
-    thread_id = row["thread_id"]
-    checkpoint_ns = row["checkpoint_ns"]
+    thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
     parent_id = row["parent_checkpoint_id"]
     metadata: CheckpointMetadata = row["metadata"]
     if isinstance(metadata, (str, bytes)):
         metadata = json_loads(metadata)
-    return CheckpointTuple(  # (by position, as declared: cheaper than by keyword)
-        {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": row["checkpoint_id"],
-            }
-        },
-        checkpoint,
-        metadata,
-        (
-            {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": parent_id,
-                }
-            }
-            if parent_id
-            else None
-        ),
-        pending,
+    own = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    parent = {"configurable": {**own, "checkpoint_id": parent_id}} if parent_id else None
+    own["checkpoint_id"] = row["checkpoint_id"]
+    # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
+    return tuple.__new__(  # type: ignore[no-any-return]
+        CheckpointTuple,
+        ({"configurable": own}, checkpoint, metadata, parent, _pending_writes(serde, writes)),
     )

@@ -18,7 +18,10 @@ from lg_sqla.dialects import DialectOps
 from lg_sqla.errors import InvalidInputError
 
 if TYPE_CHECKING:
+    from sqlalchemy.sql import Executable
+
     from lg_sqla.checkpoint.state_migrations import StateMigrations
+    from lg_sqla.checkpoint.statements import LoadLayout
 
 DEFAULT_LIST_PAGE_SIZE = 100
 
@@ -62,6 +65,12 @@ class Context:
         (``codec.inline_types``): asked once per context (a context lives as long as its
         saver's serializer)."""
         return codec.inline_types(self.serde)
+
+    @functools.cached_property
+    def one_checkpoint_loads(self) -> dict[tuple[str, bool, bool], tuple[Executable, LoadLayout]]:
+        """``get_tuple``'s statements and layouts (``statements.one_checkpoint_load``) by
+        (union sharing, by id, lean): at most a few, asked on every call."""
+        return {}
 
 
 def checked_migrations(

@@ -189,7 +189,7 @@ def _put_rows(
     new_versions: ChannelVersions,
 ) -> _PutRows:
     """What a put writes, its keys and values checked and serialized."""
-    thread_id, checkpoint_ns, parent_id = codec.parent_of_put(config)
+    thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
     nsh = key_hash(checkpoint_ns)
     now = _now(_UTC)  # (utc_now, without its frame)
@@ -570,9 +570,8 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 @prebuilt
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
-    checkpoint_id = codec.checkpoint_id_of(config)
-    namespace = _namespace(config)
-    params = {"thread_id": codec.thread_id_of(config), "ns_hash": key_hash(namespace)}
+    thread_id, namespace, checkpoint_id = codec.checkpoint_key(config)
+    params = {"thread_id": thread_id, "ns_hash": codec.namespace_hash(namespace)}
     if checkpoint_id is not None:
         params["checkpoint_id"] = checkpoint_id
     if not ctx.dialect_ops.joins_channel_versions:
@@ -582,14 +581,24 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
     # Without state migrations, the lean layout: a row at a state revision is refused,
     # naming its revision, which the full layout's rows then carry (read again).
     by_id, lean = checkpoint_id is not None, ctx.state is None
-    statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+    statement, layout = _one_checkpoint_load(ctx, by_id, lean)
     rows = (yield Step(statement, params, True, True, True)).rows
     found = _one_tuple(ctx, layout, rows, params, namespace)
     if found is _READ_AGAIN:
-        statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, False)
+        statement, layout = _one_checkpoint_load(ctx, by_id, False)
         rows = (yield Step(statement, params, True, False, True)).rows
         found = _one_tuple(ctx, layout, rows, params, namespace)
     return found
+
+
+def _one_checkpoint_load(ctx: Context, by_id: bool, lean: bool) -> tuple[Executable, LoadLayout]:
+    """``one_checkpoint_load``, kept by the context: every ``get_tuple`` asks for it."""
+    key = (ctx.dialect_ops.union_sharing(), by_id, lean)  # (sharing: learnt on connect)
+    try:
+        return ctx.one_checkpoint_loads[key]
+    except KeyError:
+        found = ctx.one_checkpoint_loads[key] = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+        return found
 
 
 def list_query(

@@ -32,6 +32,7 @@ from typing import Any, cast
 import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    EXCLUDED_METADATA_KEYS,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
@@ -53,6 +54,7 @@ from lg_sqla.checkpoint.checks import (
     check_text,
     encodable,
     plain_json,
+    plain_json_scalar,
     strip_nul,
     strip_nul_walk,
 )
@@ -198,6 +200,66 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
 
 
 def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """The metadata a put stores: LangGraph's ``get_serializable_checkpoint_metadata``
+    (merged with the config's, NUL characters stripped, ``writes`` dropped), checked
+    as JSON (``check_json``).
+
+    The common case is merged and tested (``plain_json``'s test) in one walk here: the
+    same merge as LangGraph's, key order included (metadata's items, then the config's
+    ``metadata`` and ``configurable`` str, int, bool and float values under new keys,
+    not excluded, not ``__``-prefixed; ``writes`` dropped last). Anything else (not a
+    dict, a str with a NUL, which LangGraph strips, a subclass of a type it converts,
+    a value ``plain_json`` refuses) takes ``_checked_metadata``, LangGraph's own merge.
+    tests/unit/test_metadata_merge.py holds the two to the same result."""
+    if type(metadata) is not dict:
+        return _checked_metadata(config, metadata)
+    merged: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
+            return _checked_metadata(config, metadata)
+        kind = type(value)  # (plain_json's test of a member, scalars without a call)
+        if kind is str:
+            if "\x00" in value or not (value.isascii() or encodable(value)):
+                return _checked_metadata(config, metadata)
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:
+                return _checked_metadata(config, metadata)
+        elif not (
+            value is None
+            or kind is bool
+            or (kind is dict and not value)  # (LangGraph's "parents" of a root graph)
+            or key == "writes"  # (dropped, unchecked)
+            or _plain_member(value)
+        ):
+            return _checked_metadata(config, metadata)
+        merged[key] = value
+    for merged_from in (config.get("metadata"), config.get("configurable")):
+        if not merged_from:
+            continue
+        for key, value in merged_from.items():
+            if key in merged or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
+                continue
+            kind = type(value)
+            if kind is str or kind is int or kind is bool or kind is float:
+                if not _plain_member(value):
+                    return _checked_metadata(config, metadata)
+                merged[key] = value
+            elif isinstance(value, (str, int, float)):  # (a subclass: LangGraph converts)
+                return _checked_metadata(config, metadata)
+    merged.pop("writes", None)
+    return merged
+
+
+def _plain_member(value: Any) -> bool:
+    """``plain_json``'s test of a top-level member (a container at depth 1)."""
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        return plain_json(value, 1)
+    return plain_json_scalar(value)
+
+
+def _checked_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """``dump_metadata`` by LangGraph's merge, then ``check_json`` (stripping NUL)."""
     merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
     if plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
         return merged
@@ -212,17 +274,17 @@ def run_id_of(metadata: Mapping[str, Any]) -> str | None:
     return check_length("metadata run_id", str(run_id), limits.RUN_ID_MAX)
 
 
-# (INLINE_KEY is lg_sqla's own member of the document: never taken from a checkpoint.)
-_CHECKED_PARTS = frozenset(("channel_values", "channel_versions", "versions_seen", INLINE_KEY))
-
-
 def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest: dict[str, Any] = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
-    for part in _CHECKED_PARTS:
-        rest.pop(part, None)
+    # (copied, then popped: a comprehension is a call; the pops unrolled, without a loop)
+    rest: dict[str, Any] = dict(checkpoint)
+    pop = rest.pop
+    pop("channel_values", None)
+    pop("channel_versions", None)
+    pop("versions_seen", None)
+    pop(INLINE_KEY, None)  # (lg_sqla's own member: never taken from a checkpoint)
     document: dict[str, Any] = rest
     # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
     # and lists of str) is searched for NUL here, without serializing it; anything

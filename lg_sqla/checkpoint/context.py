@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,7 @@ from lg_sqla.dialects import DialectOps
 from lg_sqla.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from sqlalchemy.sql import Executable
-
     from lg_sqla.checkpoint.state_migrations import StateMigrations
-    from lg_sqla.checkpoint.statements import LoadLayout
 
 DEFAULT_LIST_PAGE_SIZE = 100
 
@@ -67,9 +64,10 @@ class Context:
         return codec.inline_types(self.serde)
 
     @functools.cached_property
-    def one_checkpoint_loads(self) -> dict[tuple[str, bool, bool], tuple[Executable, LoadLayout]]:
-        """``get_tuple``'s statements and layouts (``statements.one_checkpoint_load``) by
-        (union sharing, by id, lean): at most a few, asked on every call."""
+    def hot_statements(self) -> dict[Hashable, Any]:
+        """The statements (``DialectOps.cached`` ones, and ``get_tuple``'s with its layout)
+        that the hot calls (put, put_writes, get_tuple) ask for on every call, by a key
+        of their own: a dict lookup, not ``cached``'s frame. A few keys, fixed by code."""
         return {}
 
 

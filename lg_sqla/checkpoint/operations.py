@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -123,6 +123,11 @@ _CHECKPOINT_UPDATE = (
 _UPSERT_KEY = ("upsert", C.name, _CHECKPOINT_UPDATE)
 
 
+def _upsert(ctx: Context) -> Callable[[], Executable]:
+    """The builder of the checkpoint upsert (``_UPSERT_KEY``)."""
+    return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
+
+
 @dataclass(slots=True)
 class _PutRows:
     """What one put stores: its checkpoint row, the blob rows of its new versions (their
@@ -169,7 +174,9 @@ def put(
         # Every value inline (or none new): the put is this one statement, atomic by
         # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
         # in _put_in_steps: a generator less on the common path.
-        upsert = ops.cached(_UPSERT_KEY, lambda: ops.upsert(C, _CHECKPOINT_UPDATE))
+        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        if upsert is None:
+            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
         yield Step(upsert, [rows.checkpoint], False, True)
     stored = rows.checkpoint
     return {
@@ -191,7 +198,7 @@ def _put_rows(
     """What a put writes, its keys and values checked and serialized."""
     thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    nsh = key_hash(checkpoint_ns)
+    nsh = codec.namespace_hash(checkpoint_ns)
     now = _now(_UTC)  # (utc_now, without its frame)
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = codec.dump_metadata(config, metadata)
@@ -302,9 +309,9 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     new = rows.new
     checked = [key for key in rows.named if key not in new] if rows.named else []
     if not checked and not rows.blobs:  # (put's own one-statement case)
-        upsert = ctx.dialect_ops.cached(
-            _UPSERT_KEY, lambda: ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE)
-        )
+        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        if upsert is None:
+            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
         yield Step(upsert, [rows.checkpoint], whole_plan=True)
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
@@ -357,7 +364,7 @@ def put_writes(
         )
     shared = {
         "thread_id": thread_id,
-        "checkpoint_ns_hash": key_hash(checkpoint_ns),
+        "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
         "checkpoint_id": checkpoint_id,
         "created_at": utc_now(),
         "state_revision": ctx.state_head,
@@ -381,10 +388,13 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        statement = ctx.dialect_ops.cached(
-            "put_writes",
-            lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
-        )
+        statement = ctx.hot_statements.get("put_writes")
+        if statement is None:
+            statement = _hot(
+                ctx,
+                "put_writes",
+                lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
+            )
         yield Step(statement, rows, whole_plan=True)  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
@@ -593,12 +603,19 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
 
 def _one_checkpoint_load(ctx: Context, by_id: bool, lean: bool) -> tuple[Executable, LoadLayout]:
     """``one_checkpoint_load``, kept by the context: every ``get_tuple`` asks for it."""
-    key = (ctx.dialect_ops.union_sharing(), by_id, lean)  # (sharing: learnt on connect)
-    try:
-        return ctx.one_checkpoint_loads[key]
-    except KeyError:
-        found = ctx.one_checkpoint_loads[key] = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
-        return found
+    # (sharing: learnt on connect, so asked each time)
+    key = ("get_tuple", ctx.dialect_ops.union_sharing(), by_id, lean)
+    found: tuple[Executable, LoadLayout] | None = ctx.hot_statements.get(key)
+    if found is None:
+        found = ctx.hot_statements[key] = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+    return found
+
+
+def _hot(ctx: Context, key: Hashable, build: Callable[[], Executable]) -> Executable:
+    """``DialectOps.cached(key, build)``, kept in ``ctx.hot_statements`` (callers look it
+    up there first: a statement has no truth value, so by ``is None``)."""
+    statement = ctx.hot_statements[key] = ctx.dialect_ops.cached(key, build)
+    return statement
 
 
 def list_query(

@@ -213,8 +213,9 @@ def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
     tests/unit/test_metadata_merge.py holds the two to the same result."""
     if type(metadata) is not dict:
         return _checked_metadata(config, metadata)
+    given: dict[str, Any] = metadata  # type: ignore[assignment]  # (no cast: a call)
     merged: dict[str, Any] = {}
-    for key, value in metadata.items():
+    for key, value in given.items():
         if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
             return _checked_metadata(config, metadata)
         kind = type(value)  # (plain_json's test of a member, scalars without a call)
@@ -547,33 +548,38 @@ def dump_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    shared: Mapping[str, Any] | None = None,
+    shared: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Write rows (``shared``'s columns, then the write's own); special channels get
     fixed negative idx, and a special channel written twice keeps its last write (one
     task: the key is the idx; only special channels can repeat one)."""
-    passed = _PASSED_KEYS
-    if type(task_id) is not str or (task_id, limits.TASK_ID_MAX) not in passed:
-        checked_key("task_id", task_id, limits.TASK_ID_MAX)
-    if type(task_path) is not str or (task_path, -1) not in passed:
-        checked_text("task_path", task_path)
+    # A task id is new on nearly every call (one per task): checked here, in C for a
+    # short ASCII one, and not remembered (it would only push out the ids that repeat).
+    if not (
+        type(task_id) is str
+        and task_id.isascii()
+        and "\x00" not in task_id
+        and len(task_id) <= limits.TASK_ID_MAX
+    ):
+        check_length("task_id", task_id, limits.TASK_ID_MAX)
+    if not (type(task_path) is str and task_path.isascii() and "\x00" not in task_path):
+        check_text("task_path", task_path)
     rows = []
     special = WRITES_IDX_MAP
     channels = _PASSED_CHANNELS
+    dumps = serde.dumps_typed
     repeats = False
     for position, (channel, value) in enumerate(writes):
-        type_, blob = serde.dumps_typed(value)
-        row = {} if shared is None else dict(shared)
+        if type(channel) is not str or channel not in channels:
+            channel = _passed(channels, channel_name(channel))
+        idx = special.get(channel, position)
+        repeats = repeats or idx < 0
+        row = shared.copy()  # (cheaper than a display with **shared)
         row["task_id"] = task_id
         row["task_path"] = task_path
-        idx = row["idx"] = special.get(channel, position)
-        repeats = repeats or idx < 0
-        if type(channel) is str and channel in channels:
-            row["channel"] = channel
-        else:
-            row["channel"] = _passed(channels, channel_name(channel))
-        row["type"] = type_
-        row["blob"] = blob
+        row["idx"] = idx
+        row["channel"] = channel
+        row["type"], row["blob"] = dumps(value)
         rows.append(row)
     if repeats:  # (a special channel: maybe written twice)
         rows = list({row["idx"]: row for row in rows}.values())
@@ -783,7 +789,7 @@ def build_tuple(
     parent = {"configurable": {**own, "checkpoint_id": parent_id}} if parent_id else None
     own["checkpoint_id"] = row["checkpoint_id"]
     # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
-    return tuple.__new__(  # type: ignore[no-any-return]
+    return tuple.__new__(
         CheckpointTuple,
         ({"configurable": own}, checkpoint, metadata, parent, _pending_writes(serde, writes)),
     )

@@ -62,7 +62,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
-from lg_sqla.shared import key_hash, utc_now
+from lg_sqla.shared import key_hash
 
 # --- writing -----------------------------------------------------------------
 
@@ -366,7 +366,7 @@ def put_writes(
         "thread_id": thread_id,
         "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
         "checkpoint_id": checkpoint_id,
-        "created_at": utc_now(),
+        "created_at": _now(_UTC),  # (utc_now, without its frame)
         "state_revision": ctx.state_head,
     }
     rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)
@@ -388,14 +388,14 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        statement = ctx.hot_statements.get("put_writes")
-        if statement is None:
-            statement = _hot(
+        upsert: Executable | None = ctx.hot_statements.get("put_writes")
+        if upsert is None:
+            upsert = _hot(
                 ctx,
                 "put_writes",
                 lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
             )
-        yield Step(statement, rows, whole_plan=True)  # (see DirectDriver.one_statement)
+        yield Step(upsert, rows, whole_plan=True)  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])

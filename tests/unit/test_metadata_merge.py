@@ -19,7 +19,7 @@ from lg_sqla.checkpoint.checks import check_json, strip_nul
 from lg_sqla.errors import InvalidInputError
 
 
-class Color(enum.StrEnum):
+class Color(str, enum.Enum):
     RED = "red"
 
 

@@ -32,14 +32,12 @@ from typing import Any, cast
 import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    EXCLUDED_METADATA_KEYS,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
-    get_serializable_checkpoint_metadata,
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -49,12 +47,9 @@ from lg_sqla import limits
 from lg_sqla.checkpoint.checks import (
     INT64_MAX,
     INT64_MIN,
-    check_json,
     check_length,
     check_text,
     encodable,
-    plain_json,
-    plain_json_scalar,
     strip_nul,
     strip_nul_walk,
 )
@@ -197,75 +192,6 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
             v = _passed(known, v if short else version_str(v))
         stringified[ch] = v
     return stringified
-
-
-def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    """The metadata a put stores: LangGraph's ``get_serializable_checkpoint_metadata``
-    (merged with the config's, NUL characters stripped, ``writes`` dropped), checked
-    as JSON (``check_json``).
-
-    The common case is merged and tested (``plain_json``'s test) in one walk here: the
-    same merge as LangGraph's, key order included (metadata's items, then the config's
-    ``metadata`` and ``configurable`` str, int, bool and float values under new keys,
-    not excluded, not ``__``-prefixed; ``writes`` dropped last). Anything else (not a
-    dict, a str with a NUL, which LangGraph strips, a subclass of a type it converts,
-    a value ``plain_json`` refuses) takes ``_checked_metadata``, LangGraph's own merge.
-    tests/unit/test_metadata_merge.py holds the two to the same result."""
-    if type(metadata) is not dict:
-        return _checked_metadata(config, metadata)
-    given: dict[str, Any] = metadata  # type: ignore[assignment]  # (no cast: a call)
-    merged: dict[str, Any] = {}
-    for key, value in given.items():
-        if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
-            return _checked_metadata(config, metadata)
-        kind = type(value)  # (plain_json's test of a member, scalars without a call)
-        if kind is str:
-            if "\x00" in value or not (value.isascii() or encodable(value)):
-                return _checked_metadata(config, metadata)
-        elif kind is int:
-            if not INT64_MIN <= value <= INT64_MAX:
-                return _checked_metadata(config, metadata)
-        elif not (
-            value is None
-            or kind is bool
-            or (kind is dict and not value)  # (LangGraph's "parents" of a root graph)
-            or key == "writes"  # (dropped, unchecked)
-            or _plain_member(value)
-        ):
-            return _checked_metadata(config, metadata)
-        merged[key] = value
-    for merged_from in (config.get("metadata"), config.get("configurable")):
-        if not merged_from:
-            continue
-        for key, value in merged_from.items():
-            if key in merged or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
-                continue
-            kind = type(value)
-            if kind is str or kind is int or kind is bool or kind is float:
-                if not _plain_member(value):
-                    return _checked_metadata(config, metadata)
-                merged[key] = value
-            elif isinstance(value, (str, int, float)):  # (a subclass: LangGraph converts)
-                return _checked_metadata(config, metadata)
-    merged.pop("writes", None)
-    return merged
-
-
-def _plain_member(value: Any) -> bool:
-    """``plain_json``'s test of a top-level member (a container at depth 1)."""
-    kind = type(value)
-    if kind is dict or kind is list or kind is tuple:
-        return plain_json(value, 1)
-    return plain_json_scalar(value)
-
-
-def _checked_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    """``dump_metadata`` by LangGraph's merge, then ``check_json`` (stripping NUL)."""
-    merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
-    if plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
-        return merged
-    checked: dict[str, Any] = check_json("metadata", strip_nul(merged))
-    return checked
 
 
 def run_id_of(metadata: Mapping[str, Any]) -> str | None:
@@ -471,38 +397,12 @@ def inline_values_json(text: str | bytes) -> dict[str, Any]:
     return inline_values({INLINE_KEY: json_loads(text)})
 
 
-def _passed_thread_of(config: RunnableConfig) -> tuple[str, str, Any] | None:
-    """The config's thread id and namespace when both passed their checks already, with
-    its checkpoint id as given (unchecked); None otherwise. A graph's calls name the
-    thread and namespace it used before: then one frame, not eight."""
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    namespace = configurable.get("checkpoint_ns", "")
-    if (
-        type(thread_id) is str
-        and type(namespace) is str
-        and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
-        and (namespace, -1) in _PASSED_KEYS
-    ):
-        return thread_id, namespace, configurable.get("checkpoint_id")
-    return None
-
-
 def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
     """The config's thread id, namespace and checkpoint id, checked (as
     :func:`thread_id_of`, :func:`namespace_of` and :func:`checkpoint_id_of`). A
     graph's ``put_writes`` names the checkpoint its ``put`` returned, whose strings
     passed already."""
-    known = _passed_thread_of(config)
-    if known is not None:
-        checkpoint_id = known[2]
-        if (
-            type(checkpoint_id) is str
-            and checkpoint_id
-            and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS
-        ):
-            return known
-    return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
+    return checkpoint_key(config)
 
 
 def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -518,15 +418,24 @@ def checkpoint_key(
 ) -> tuple[str, str, str | None]:
     """The config's thread id, namespace and checkpoint id (``None`` when absent or
     empty; named ``field`` in an error), checked (as :func:`thread_id_of`,
-    :func:`namespace_of` and :func:`checkpoint_id_of`): ``get_tuple``'s key, and
-    ``put``'s parent. Strings that passed already are taken in one frame."""
-    known = _passed_thread_of(config)
-    if known is not None:
-        thread_id, namespace, checkpoint_id = known
+    :func:`namespace_of` and :func:`checkpoint_id_of`): the key of ``get_tuple``,
+    ``put_writes`` and ``put``'s parent. A graph's calls name the thread, namespace and
+    checkpoints it used before, whose strings passed already: then one frame, not
+    eight."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    namespace = configurable.get("checkpoint_ns", "")
+    if (
+        type(thread_id) is str
+        and type(namespace) is str
+        and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
+        and (namespace, -1) in _PASSED_KEYS
+    ):
+        checkpoint_id = configurable.get("checkpoint_id")
         if checkpoint_id is None or checkpoint_id == "":
             return thread_id, namespace, None
         if type(checkpoint_id) is str and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
-            return known
+            return thread_id, namespace, checkpoint_id
     return (
         thread_id_of(config),
         namespace_of(config),
@@ -768,8 +677,34 @@ def build_tuple(
     """A CheckpointTuple from a checkpoint row and its blobs and writes (plain tuples:
     a checkpoint may have thousands of writes). ``parent_sends``: the parent's ``TASKS``
     writes, for checkpoints older than format v4 (LangGraph now expects a channel)."""
+    key = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+    return tuple_of(
+        serde,
+        key,
+        row["parent_checkpoint_id"],
+        (row["checkpoint"], row["metadata"]),
+        blobs,
+        writes,
+        parent_sends,
+        next_version,
+    )
+
+
+def tuple_of(
+    serde: SerializerProtocol,
+    key: tuple[str, str, str],
+    parent_id: str | None,
+    stored: tuple[Any, Any],
+    blobs: Iterable[StoredBlob],
+    writes: Iterable[StoredWrite],
+    parent_sends: Iterable[StoredWrite],
+    next_version: Callable[[], Any],
+) -> CheckpointTuple:
+    """:func:`build_tuple` of a checkpoint's key (thread id, namespace, id), its parent's
+    id and its ``stored`` document and metadata (parsed, or JSON text): ``get_tuple``
+    calls it with the values of its row, without a record of them."""
     # (json_object, inline_values and typing.cast written out: get_tuple's path)
-    document: dict[str, Any] = row["checkpoint"]
+    document: dict[str, Any] = stored[0]
     if isinstance(document, (str, bytes)):
         document = json_loads(document)
     checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
@@ -777,17 +712,15 @@ def build_tuple(
     inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
     checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
     values.update(inline)
-    if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
+    if document.get("v", 0) < 4 and parent_id:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
-
-    thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
-    parent_id = row["parent_checkpoint_id"]
-    metadata: CheckpointMetadata = row["metadata"]
+    metadata: CheckpointMetadata = stored[1]
     if isinstance(metadata, (str, bytes)):
         metadata = json_loads(metadata)
+    thread_id, checkpoint_ns, checkpoint_id = key
     own = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     parent = {"configurable": {**own, "checkpoint_id": parent_id}} if parent_id else None
-    own["checkpoint_id"] = row["checkpoint_id"]
+    own["checkpoint_id"] = checkpoint_id
     # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
     return tuple.__new__(
         CheckpointTuple,

@@ -201,7 +201,7 @@ def _put_rows(
     nsh = codec.namespace_hash(checkpoint_ns)
     now = _now(_UTC)  # (utc_now, without its frame)
     document = codec.dump_checkpoint_document(checkpoint)
-    stored_metadata = codec.dump_metadata(config, metadata)
+    stored_metadata = checks.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
     versions = document["channel_versions"]
     # Every row of the put at the writing application's state revision (None: zero).
@@ -357,7 +357,7 @@ def put_writes(
     task_path: str,
 ) -> Plan[None]:
     """Special-channel writes replace earlier ones; regular writes are first-wins."""
-    thread_id, checkpoint_ns, checkpoint_id = codec.written_checkpoint(config)
+    thread_id, checkpoint_ns, checkpoint_id = codec.checkpoint_key(config)
     if checkpoint_id is None:
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
@@ -509,15 +509,9 @@ def _one_tuple(
     if type(document) is str and type(metadata) is str:
         # (the two documents as one JSON text: one parse, one check for long numbers)
         document, metadata = codec.json_loads(f"[{document},{metadata}]")
-    record = {
-        "thread_id": params["thread_id"],
-        "checkpoint_ns": namespace,
-        "checkpoint_id": checkpoint_id,
-        "parent_checkpoint_id": parent_id,
-        "checkpoint": document,
-        "metadata": metadata,
-    }
-    return codec.build_tuple(ctx.serde, record, blobs, writes, sends, next_version=ctx.next_version)
+    key = (params["thread_id"], namespace, checkpoint_id)
+    stored = (document, metadata)
+    return codec.tuple_of(ctx.serde, key, parent_id, stored, blobs, writes, sends, ctx.next_version)
 
 
 def _page_of_one(params: Record, namespace: str) -> PageQuery:

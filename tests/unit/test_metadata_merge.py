@@ -1,5 +1,5 @@
 """A put's metadata is LangGraph's ``get_serializable_checkpoint_metadata`` (merged with
-the config's, NUL stripped, ``writes`` dropped), checked as JSON: ``codec.dump_metadata``
+the config's, NUL stripped, ``writes`` dropped), checked as JSON: ``checks.dump_metadata``
 merges the common case in one walk of its own, which must give the very same dict (key
 order included: the stored JSON text follows it) as LangGraph's merge, and refuse what
 ``check_json`` refuses, naming it."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import get_serializable_checkpoint_metadata
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import checks
 from lg_sqla.checkpoint.checks import check_json, strip_nul
 from lg_sqla.errors import InvalidInputError
 
@@ -69,7 +69,7 @@ def _langgraphs(config: dict[str, Any], metadata: Any) -> dict[str, Any]:
 def test_the_merge_is_langgraphs_key_order_and_types_included(
     config: dict[str, Any], metadata: Any
 ) -> None:
-    ours = codec.dump_metadata(config, metadata)  # type: ignore[arg-type]
+    ours = checks.dump_metadata(config, metadata)  # type: ignore[arg-type]
     expected = _langgraphs(config, metadata)
     assert json.dumps(ours, default=str) == json.dumps(expected, default=str)
     assert [type(v) for v in ours.values()] == [type(v) for v in expected.values()]
@@ -91,4 +91,4 @@ def test_what_json_cannot_hold_is_refused_naming_it(
     config: dict[str, Any], metadata: dict[str, Any], culprit: str
 ) -> None:
     with pytest.raises(InvalidInputError, match=culprit):
-        codec.dump_metadata(config, metadata)  # type: ignore[arg-type]
+        checks.dump_metadata(config, metadata)  # type: ignore[arg-type]

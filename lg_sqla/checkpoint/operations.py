@@ -119,6 +119,10 @@ _CHECKPOINT_UPDATE = (
 )
 
 
+# The hot calls' Step (statement, params, fetch, whole_plan, positional), made without
+# the named tuple's Python __new__ (a frame on every call).
+_step = functools.partial(tuple.__new__, Step)
+
 # (DialectOps.upsert_rows' cache key of the same statement: one statement cached)
 _UPSERT_KEY = ("upsert", C.name, _CHECKPOINT_UPDATE)
 
@@ -177,7 +181,7 @@ def put(
         upsert = ctx.hot_statements.get(_UPSERT_KEY)
         if upsert is None:
             upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
-        yield Step(upsert, [rows.checkpoint], False, True)
+        yield _step((upsert, [rows.checkpoint], False, True, False))
     stored = rows.checkpoint
     return {
         "configurable": {
@@ -395,7 +399,7 @@ def put_writes(
                 "put_writes",
                 lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
             )
-        yield Step(upsert, rows, whole_plan=True)  # (see DirectDriver.one_statement)
+        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
@@ -586,7 +590,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
     # naming its revision, which the full layout's rows then carry (read again).
     by_id, lean = checkpoint_id is not None, ctx.state is None
     statement, layout = _one_checkpoint_load(ctx, by_id, lean)
-    rows = (yield Step(statement, params, True, True, True)).rows
+    rows = (yield _step((statement, params, True, True, True))).rows
     found = _one_tuple(ctx, layout, rows, params, namespace)
     if found is _READ_AGAIN:
         statement, layout = _one_checkpoint_load(ctx, by_id, False)

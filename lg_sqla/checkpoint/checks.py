@@ -1,12 +1,20 @@
 """Checks of what a checkpoint stores: key text every database stores as given, and
 metadata that survives as JSON on every dialect (with NUL characters stripped as
-LangGraph does). Pure functions, no I/O; ``codec`` builds rows with them."""
+LangGraph does; ``dump_metadata``, LangGraph's merge of a put's metadata). Pure
+functions, no I/O; ``codec`` builds rows with them."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    EXCLUDED_METADATA_KEYS,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
 
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.shared import json_text
@@ -178,3 +186,72 @@ def check_json_named(where: str, value: Any, depth: int) -> Any:
         f"{where} is a {type(value).__name__}; metadata must be JSON "
         "(str, int, float, bool, None, list, dict)"
     )
+
+
+def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """The metadata a put stores: LangGraph's ``get_serializable_checkpoint_metadata``
+    (merged with the config's, NUL characters stripped, ``writes`` dropped), checked
+    as JSON (``check_json``).
+
+    The common case is merged and tested (``plain_json``'s test) in one walk here: the
+    same merge as LangGraph's, key order included (metadata's items, then the config's
+    ``metadata`` and ``configurable`` str, int, bool and float values under new keys,
+    not excluded, not ``__``-prefixed; ``writes`` dropped last). Anything else (not a
+    dict, a str with a NUL, which LangGraph strips, a subclass of a type it converts,
+    a value ``plain_json`` refuses) takes ``_checked_metadata``, LangGraph's own merge.
+    tests/unit/test_metadata_merge.py holds the two to the same result."""
+    if type(metadata) is not dict:
+        return _checked_metadata(config, metadata)
+    given: dict[str, Any] = metadata  # type: ignore[assignment]  # (no cast: a call)
+    merged: dict[str, Any] = {}
+    for key, value in given.items():
+        if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
+            return _checked_metadata(config, metadata)
+        kind = type(value)  # (plain_json's test of a member, scalars without a call)
+        if kind is str:
+            if "\x00" in value or not (value.isascii() or encodable(value)):
+                return _checked_metadata(config, metadata)
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:
+                return _checked_metadata(config, metadata)
+        elif not (
+            value is None
+            or kind is bool
+            or (kind is dict and not value)  # (LangGraph's "parents" of a root graph)
+            or key == "writes"  # (dropped, unchecked)
+            or _plain_member(value)
+        ):
+            return _checked_metadata(config, metadata)
+        merged[key] = value
+    for merged_from in (config.get("metadata"), config.get("configurable")):
+        if not merged_from:
+            continue
+        for key, value in merged_from.items():
+            if key in merged or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
+                continue
+            kind = type(value)
+            if kind is str or kind is int or kind is bool or kind is float:
+                if not _plain_member(value):
+                    return _checked_metadata(config, metadata)
+                merged[key] = value
+            elif isinstance(value, (str, int, float)):  # (a subclass: LangGraph converts)
+                return _checked_metadata(config, metadata)
+    merged.pop("writes", None)
+    return merged
+
+
+def _plain_member(value: Any) -> bool:
+    """``plain_json``'s test of a top-level member (a container at depth 1)."""
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        return plain_json(value, 1)
+    return plain_json_scalar(value)
+
+
+def _checked_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """``dump_metadata`` by LangGraph's merge, then ``check_json`` (stripping NUL)."""
+    merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
+    if plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
+        return merged
+    checked: dict[str, Any] = check_json("metadata", strip_nul(merged))
+    return checked

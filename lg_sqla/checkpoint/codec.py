@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -37,7 +38,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
-    get_serializable_checkpoint_metadata,
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -47,11 +47,9 @@ from lg_sqla import limits
 from lg_sqla.checkpoint.checks import (
     INT64_MAX,
     INT64_MIN,
-    check_json,
     check_length,
     check_text,
     encodable,
-    plain_json,
     strip_nul,
     strip_nul_walk,
 )
@@ -59,6 +57,7 @@ from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
 from lg_sqla.serde.tags import parse_type_tag
+from lg_sqla.shared import key_hash
 
 EMPTY_TYPE = "empty"
 # The document key of the values kept inline, each wrapped in a one-element list, so
@@ -195,14 +194,6 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
     return stringified
 
 
-def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    merged: dict[str, Any] = get_serializable_checkpoint_metadata(config, metadata)  # type: ignore[assignment]
-    if plain_json(merged, 0):  # check_json's test, which finds no NUL to strip either
-        return merged
-    checked: dict[str, Any] = check_json("metadata", strip_nul(merged))
-    return checked
-
-
 def run_id_of(metadata: Mapping[str, Any]) -> str | None:
     run_id = metadata.get("run_id")
     if run_id is None:
@@ -210,17 +201,17 @@ def run_id_of(metadata: Mapping[str, Any]) -> str | None:
     return check_length("metadata run_id", str(run_id), limits.RUN_ID_MAX)
 
 
-# (INLINE_KEY is lg_sqla's own member of the document: never taken from a checkpoint.)
-_CHECKED_PARTS = frozenset(("channel_values", "channel_versions", "versions_seen", INLINE_KEY))
-
-
 def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    rest: dict[str, Any] = dict(checkpoint)  # (copied, then popped: a comprehension is a call)
-    for part in _CHECKED_PARTS:
-        rest.pop(part, None)
+    # (copied, then popped: a comprehension is a call; the pops unrolled, without a loop)
+    rest: dict[str, Any] = dict(checkpoint)
+    pop = rest.pop
+    pop("channel_values", None)
+    pop("channel_versions", None)
+    pop("versions_seen", None)
+    pop(INLINE_KEY, None)  # (lg_sqla's own member: never taken from a checkpoint)
     document: dict[str, Any] = rest
     # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
     # and lists of str) is searched for NUL here, without serializing it; anything
@@ -406,10 +397,31 @@ def inline_values_json(text: str | bytes) -> dict[str, Any]:
     return inline_values({INLINE_KEY: json_loads(text)})
 
 
-def _passed_thread_of(config: RunnableConfig) -> tuple[str, str, Any] | None:
-    """The config's thread id and namespace when both passed their checks already, with
-    its checkpoint id as given (unchecked); None otherwise. A graph's calls name the
-    thread and namespace it used before: then one frame, not eight."""
+def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """The config's thread id, namespace and checkpoint id, checked (as
+    :func:`thread_id_of`, :func:`namespace_of` and :func:`checkpoint_id_of`). A
+    graph's ``put_writes`` names the checkpoint its ``put`` returned, whose strings
+    passed already."""
+    return checkpoint_key(config)
+
+
+def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """The thread id, namespace and parent checkpoint id (``None`` when absent or
+    empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
+    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph's parent is the
+    checkpoint its previous ``put`` returned, whose strings passed already."""
+    return checkpoint_key(config, "parent checkpoint_id")
+
+
+def checkpoint_key(
+    config: RunnableConfig, field: str = "checkpoint_id"
+) -> tuple[str, str, str | None]:
+    """The config's thread id, namespace and checkpoint id (``None`` when absent or
+    empty; named ``field`` in an error), checked (as :func:`thread_id_of`,
+    :func:`namespace_of` and :func:`checkpoint_id_of`): the key of ``get_tuple``,
+    ``put_writes`` and ``put``'s parent. A graph's calls name the thread, namespace and
+    checkpoints it used before, whose strings passed already: then one frame, not
+    eight."""
     configurable = config.get("configurable") or {}
     thread_id = configurable.get("thread_id")
     namespace = configurable.get("checkpoint_ns", "")
@@ -419,44 +431,25 @@ def _passed_thread_of(config: RunnableConfig) -> tuple[str, str, Any] | None:
         and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
         and (namespace, -1) in _PASSED_KEYS
     ):
-        return thread_id, namespace, configurable.get("checkpoint_id")
-    return None
-
-
-def written_checkpoint(config: RunnableConfig) -> tuple[str, str, str | None]:
-    """The config's thread id, namespace and checkpoint id, checked (as
-    :func:`thread_id_of`, :func:`namespace_of` and :func:`checkpoint_id_of`). A
-    graph's ``put_writes`` names the checkpoint its ``put`` returned, whose strings
-    passed already."""
-    known = _passed_thread_of(config)
-    if known is not None:
-        checkpoint_id = known[2]
-        if (
-            type(checkpoint_id) is str
-            and checkpoint_id
-            and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS
-        ):
-            return known
-    return thread_id_of(config), namespace_of(config), checkpoint_id_of(config)
-
-
-def parent_of_put(config: RunnableConfig) -> tuple[str, str, str | None]:
-    """The thread id, namespace and parent checkpoint id (``None`` when absent or
-    empty) of a ``put``'s config, checked (as :func:`thread_id_of`,
-    :func:`namespace_of` and :func:`checkpoint_id_of`). A graph's parent is the
-    checkpoint its previous ``put`` returned, whose strings passed already."""
-    known = _passed_thread_of(config)
-    if known is not None:
-        thread_id, namespace, parent = known
-        if parent is None or parent == "":
+        checkpoint_id = configurable.get("checkpoint_id")
+        if checkpoint_id is None or checkpoint_id == "":
             return thread_id, namespace, None
-        if type(parent) is str and (parent, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
-            return known
+        if type(checkpoint_id) is str and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
+            return thread_id, namespace, checkpoint_id
     return (
         thread_id_of(config),
         namespace_of(config),
-        checkpoint_id_of(config, "parent checkpoint_id"),
+        checkpoint_id_of(config, field),
     )
+
+
+# The hash of the default namespace, which nearly every call names (``key_hash``).
+_DEFAULT_NAMESPACE_HASH = key_hash("")
+
+
+def namespace_hash(namespace: str) -> str:
+    """``key_hash(namespace)``, without hashing the default namespace on every call."""
+    return _DEFAULT_NAMESPACE_HASH if namespace == "" else key_hash(namespace)
 
 
 def dump_writes(
@@ -464,33 +457,38 @@ def dump_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    shared: Mapping[str, Any] | None = None,
+    shared: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Write rows (``shared``'s columns, then the write's own); special channels get
     fixed negative idx, and a special channel written twice keeps its last write (one
     task: the key is the idx; only special channels can repeat one)."""
-    passed = _PASSED_KEYS
-    if type(task_id) is not str or (task_id, limits.TASK_ID_MAX) not in passed:
-        checked_key("task_id", task_id, limits.TASK_ID_MAX)
-    if type(task_path) is not str or (task_path, -1) not in passed:
-        checked_text("task_path", task_path)
+    # A task id is new on nearly every call (one per task): checked here, in C for a
+    # short ASCII one, and not remembered (it would only push out the ids that repeat).
+    if not (
+        type(task_id) is str
+        and task_id.isascii()
+        and "\x00" not in task_id
+        and len(task_id) <= limits.TASK_ID_MAX
+    ):
+        check_length("task_id", task_id, limits.TASK_ID_MAX)
+    if not (type(task_path) is str and task_path.isascii() and "\x00" not in task_path):
+        check_text("task_path", task_path)
     rows = []
     special = WRITES_IDX_MAP
     channels = _PASSED_CHANNELS
+    dumps = serde.dumps_typed
     repeats = False
     for position, (channel, value) in enumerate(writes):
-        type_, blob = serde.dumps_typed(value)
-        row = {} if shared is None else dict(shared)
+        if type(channel) is not str or channel not in channels:
+            channel = _passed(channels, channel_name(channel))
+        idx = special.get(channel, position)
+        repeats = repeats or idx < 0
+        row = shared.copy()  # (cheaper than a display with **shared)
         row["task_id"] = task_id
         row["task_path"] = task_path
-        idx = row["idx"] = special.get(channel, position)
-        repeats = repeats or idx < 0
-        if type(channel) is str and channel in channels:
-            row["channel"] = channel
-        else:
-            row["channel"] = _passed(channels, channel_name(channel))
-        row["type"] = type_
-        row["blob"] = blob
+        row["idx"] = idx
+        row["channel"] = channel
+        row["type"], row["blob"] = dumps(value)
         rows.append(row)
     if repeats:  # (a special channel: maybe written twice)
         rows = list({row["idx"]: row for row in rows}.values())
@@ -605,6 +603,51 @@ def _write_order(write: StoredWrite) -> tuple[str, str, int]:
     return writes_sort_key(write[2] or "", write[1], write[3])
 
 
+def _loaded_blobs(
+    serde: SerializerProtocol, blobs: Iterable[StoredBlob], inline: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The values of a checkpoint's blobs (but the ``inline`` channels' and empty ones)."""
+    loads = serde.loads_typed
+    values = {}
+    for channel, type_, blob in blobs:
+        if type_ != EMPTY_TYPE and channel not in inline:
+            # (load_value's frame only for what it converts or names: not bytes, or failing)
+            if type(blob) is bytes:
+                try:
+                    values[channel] = loads((type_, blob))
+                    continue
+                except Exception:
+                    pass
+            values[channel] = load_value(serde, type_, blob)
+    return values
+
+
+# LangGraph's writes_sort_key as a C getter: (task_path, task_id, idx) of a StoredWrite.
+# A row written before task paths were stored has None, which sorts as "" there and
+# cannot be compared with a str here: those are sorted by _write_order.
+_WRITE_ORDER = operator.itemgetter(2, 1, 3)
+
+
+def _pending_writes(serde: SerializerProtocol, writes: Iterable[StoredWrite]) -> list[PendingWrite]:
+    """The pending writes of a tuple, in ``writes_sort_key`` order, their values loaded."""
+    try:
+        ordered = sorted(writes, key=_WRITE_ORDER)
+    except TypeError:  # (a None task_path beside a str one)
+        ordered = sorted(writes, key=_write_order)
+    loads = serde.loads_typed
+    pending: list[PendingWrite] = []
+    for channel, task_id, _, _, type_, blob in ordered:
+        # (load_value's frame only for what it converts or names: not bytes, or failing)
+        if type(blob) is bytes:
+            try:
+                pending.append((task_id, channel, loads((type_, blob))))
+                continue
+            except Exception:
+                pass
+        pending.append((task_id, channel, load_value(serde, type_, blob)))
+    return pending
+
+
 def _add_parent_sends(
     serde: SerializerProtocol,
     checkpoint: Checkpoint,
@@ -634,50 +677,52 @@ def build_tuple(
     """A CheckpointTuple from a checkpoint row and its blobs and writes (plain tuples:
     a checkpoint may have thousands of writes). ``parent_sends``: the parent's ``TASKS``
     writes, for checkpoints older than format v4 (LangGraph now expects a channel)."""
+    key = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+    return tuple_of(
+        serde,
+        key,
+        row["parent_checkpoint_id"],
+        (row["checkpoint"], row["metadata"]),
+        blobs,
+        writes,
+        parent_sends,
+        next_version,
+    )
+
+
+def tuple_of(
+    serde: SerializerProtocol,
+    key: tuple[str, str, str],
+    parent_id: str | None,
+    stored: tuple[Any, Any],
+    blobs: Iterable[StoredBlob],
+    writes: Iterable[StoredWrite],
+    parent_sends: Iterable[StoredWrite],
+    next_version: Callable[[], Any],
+) -> CheckpointTuple:
+    """:func:`build_tuple` of a checkpoint's key (thread id, namespace, id), its parent's
+    id and its ``stored`` document and metadata (parsed, or JSON text): ``get_tuple``
+    calls it with the values of its row, without a record of them."""
     # (json_object, inline_values and typing.cast written out: get_tuple's path)
-    document: dict[str, Any] = row["checkpoint"]
+    document: dict[str, Any] = stored[0]
     if isinstance(document, (str, bytes)):
         document = json_loads(document)
-    checkpoint: Checkpoint = {**document, "channel_values": {}}  # type: ignore[typeddict-item]
+    checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
-    values = checkpoint["channel_values"]
     inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
-    for channel, type_, blob in blobs:
-        if type_ != EMPTY_TYPE and channel not in inline:
-            values[channel] = load_value(serde, type_, blob)
+    checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
     values.update(inline)
-    if document.get("v", 0) < 4 and row["parent_checkpoint_id"]:
+    if document.get("v", 0) < 4 and parent_id:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
-
-    pending: list[PendingWrite] = [
-        (w[1], w[0], load_value(serde, w[4], w[5])) for w in sorted(writes, key=_write_order)
-    ]
-    thread_id = row["thread_id"]
-    checkpoint_ns = row["checkpoint_ns"]
-    parent_id = row["parent_checkpoint_id"]
-    metadata: CheckpointMetadata = row["metadata"]
+    metadata: CheckpointMetadata = stored[1]
     if isinstance(metadata, (str, bytes)):
         metadata = json_loads(metadata)
-    return CheckpointTuple(  # (by position, as declared: cheaper than by keyword)
-        {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": row["checkpoint_id"],
-            }
-        },
-        checkpoint,
-        metadata,
-        (
-            {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": parent_id,
-                }
-            }
-            if parent_id
-            else None
-        ),
-        pending,
+    thread_id, checkpoint_ns, checkpoint_id = key
+    own = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    parent = {"configurable": {**own, "checkpoint_id": parent_id}} if parent_id else None
+    own["checkpoint_id"] = checkpoint_id
+    # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
+    return tuple.__new__(
+        CheckpointTuple,
+        ({"configurable": own}, checkpoint, metadata, parent, _pending_writes(serde, writes)),
     )

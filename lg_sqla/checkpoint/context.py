@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,13 @@ class Context:
         (``codec.inline_types``): asked once per context (a context lives as long as its
         saver's serializer)."""
         return codec.inline_types(self.serde)
+
+    @functools.cached_property
+    def hot_statements(self) -> dict[Hashable, Any]:
+        """The statements (``DialectOps.cached`` ones, and ``get_tuple``'s with its layout)
+        that the hot calls (put, put_writes, get_tuple) ask for on every call, by a key
+        of their own: a dict lookup, not ``cached``'s frame. A few keys, fixed by code."""
+        return {}
 
 
 def checked_migrations(

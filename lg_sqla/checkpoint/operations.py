@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -62,7 +62,7 @@ from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
-from lg_sqla.shared import key_hash, utc_now
+from lg_sqla.shared import key_hash
 
 # --- writing -----------------------------------------------------------------
 
@@ -119,8 +119,17 @@ _CHECKPOINT_UPDATE = (
 )
 
 
+# The hot calls' Step (statement, params, fetch, whole_plan, positional), made without
+# the named tuple's Python __new__ (a frame on every call).
+_step = functools.partial(tuple.__new__, Step)
+
 # (DialectOps.upsert_rows' cache key of the same statement: one statement cached)
 _UPSERT_KEY = ("upsert", C.name, _CHECKPOINT_UPDATE)
+
+
+def _upsert(ctx: Context) -> Callable[[], Executable]:
+    """The builder of the checkpoint upsert (``_UPSERT_KEY``)."""
+    return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
 
 
 @dataclass(slots=True)
@@ -169,8 +178,10 @@ def put(
         # Every value inline (or none new): the put is this one statement, atomic by
         # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
         # in _put_in_steps: a generator less on the common path.
-        upsert = ops.cached(_UPSERT_KEY, lambda: ops.upsert(C, _CHECKPOINT_UPDATE))
-        yield Step(upsert, [rows.checkpoint], False, True)
+        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        if upsert is None:
+            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
+        yield _step((upsert, [rows.checkpoint], False, True, False))
     stored = rows.checkpoint
     return {
         "configurable": {
@@ -189,12 +200,12 @@ def _put_rows(
     new_versions: ChannelVersions,
 ) -> _PutRows:
     """What a put writes, its keys and values checked and serialized."""
-    thread_id, checkpoint_ns, parent_id = codec.parent_of_put(config)
+    thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    nsh = key_hash(checkpoint_ns)
+    nsh = codec.namespace_hash(checkpoint_ns)
     now = _now(_UTC)  # (utc_now, without its frame)
     document = codec.dump_checkpoint_document(checkpoint)
-    stored_metadata = codec.dump_metadata(config, metadata)
+    stored_metadata = checks.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
     versions = document["channel_versions"]
     # Every row of the put at the writing application's state revision (None: zero).
@@ -302,9 +313,9 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     new = rows.new
     checked = [key for key in rows.named if key not in new] if rows.named else []
     if not checked and not rows.blobs:  # (put's own one-statement case)
-        upsert = ctx.dialect_ops.cached(
-            _UPSERT_KEY, lambda: ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE)
-        )
+        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        if upsert is None:
+            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
         yield Step(upsert, [rows.checkpoint], whole_plan=True)
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
@@ -350,16 +361,16 @@ def put_writes(
     task_path: str,
 ) -> Plan[None]:
     """Special-channel writes replace earlier ones; regular writes are first-wins."""
-    thread_id, checkpoint_ns, checkpoint_id = codec.written_checkpoint(config)
+    thread_id, checkpoint_ns, checkpoint_id = codec.checkpoint_key(config)
     if checkpoint_id is None:
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
     shared = {
         "thread_id": thread_id,
-        "checkpoint_ns_hash": key_hash(checkpoint_ns),
+        "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
         "checkpoint_id": checkpoint_id,
-        "created_at": utc_now(),
+        "created_at": _now(_UTC),  # (utc_now, without its frame)
         "state_revision": ctx.state_head,
     }
     rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)
@@ -381,11 +392,14 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        statement = ctx.dialect_ops.cached(
-            "put_writes",
-            lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
-        )
-        yield Step(statement, rows, whole_plan=True)  # (see DirectDriver.one_statement)
+        upsert: Executable | None = ctx.hot_statements.get("put_writes")
+        if upsert is None:
+            upsert = _hot(
+                ctx,
+                "put_writes",
+                lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
+            )
+        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
@@ -501,15 +515,9 @@ def _one_tuple(
     if type(document) is str and type(metadata) is str:
         # (the two documents as one JSON text: one parse, one check for long numbers)
         document, metadata = codec.json_loads(f"[{document},{metadata}]")
-    record = {
-        "thread_id": params["thread_id"],
-        "checkpoint_ns": namespace,
-        "checkpoint_id": checkpoint_id,
-        "parent_checkpoint_id": parent_id,
-        "checkpoint": document,
-        "metadata": metadata,
-    }
-    return codec.build_tuple(ctx.serde, record, blobs, writes, sends, next_version=ctx.next_version)
+    key = (params["thread_id"], namespace, checkpoint_id)
+    stored = (document, metadata)
+    return codec.tuple_of(ctx.serde, key, parent_id, stored, blobs, writes, sends, ctx.next_version)
 
 
 def _page_of_one(params: Record, namespace: str) -> PageQuery:
@@ -572,9 +580,8 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 @prebuilt
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
-    checkpoint_id = codec.checkpoint_id_of(config)
-    namespace = _namespace(config)
-    params = {"thread_id": codec.thread_id_of(config), "ns_hash": key_hash(namespace)}
+    thread_id, namespace, checkpoint_id = codec.checkpoint_key(config)
+    params = {"thread_id": thread_id, "ns_hash": codec.namespace_hash(namespace)}
     if checkpoint_id is not None:
         params["checkpoint_id"] = checkpoint_id
     if not ctx.dialect_ops.joins_channel_versions:
@@ -584,14 +591,31 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | No
     # Without state migrations, the lean layout: a row at a state revision is refused,
     # naming its revision, which the full layout's rows then carry (read again).
     by_id, lean = checkpoint_id is not None, ctx.state is None
-    statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
-    rows = (yield Step(statement, params, True, True, True)).rows
+    statement, layout = _one_checkpoint_load(ctx, by_id, lean)
+    rows = (yield _step((statement, params, True, True, True))).rows
     found = _one_tuple(ctx, layout, rows, params, namespace)
     if found is _READ_AGAIN:
-        statement, layout = one_checkpoint_load(ctx.dialect_ops, by_id, False)
+        statement, layout = _one_checkpoint_load(ctx, by_id, False)
         rows = (yield Step(statement, params, True, False, True)).rows
         found = _one_tuple(ctx, layout, rows, params, namespace)
     return found
+
+
+def _one_checkpoint_load(ctx: Context, by_id: bool, lean: bool) -> tuple[Executable, LoadLayout]:
+    """``one_checkpoint_load``, kept by the context: every ``get_tuple`` asks for it."""
+    # (sharing: learnt on connect, so asked each time)
+    key = ("get_tuple", ctx.dialect_ops.union_sharing(), by_id, lean)
+    found: tuple[Executable, LoadLayout] | None = ctx.hot_statements.get(key)
+    if found is None:
+        found = ctx.hot_statements[key] = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+    return found
+
+
+def _hot(ctx: Context, key: Hashable, build: Callable[[], Executable]) -> Executable:
+    """``DialectOps.cached(key, build)``, kept in ``ctx.hot_statements`` (callers look it
+    up there first: a statement has no truth value, so by ``is None``)."""
+    statement = ctx.hot_statements[key] = ctx.dialect_ops.cached(key, build)
+    return statement
 
 
 def list_query(

@@ -316,14 +316,15 @@ def run(
     if autocommit and driver.begin is not None and not driver.one_statement(first.params):
         autocommit = False  # (an executemany the driver cuts into several statements)
     restore: Restore | None = None
-    if autocommit or driver.keeps_cursors or not driver.plain_cursors or driver.begin:
+    if driver.keeps_cursors or not driver.plain_cursors or driver.begin:
         cursor, native, restore = _prepare(pooled, dialect, core, driver, autocommit)
-    else:  # (a new cursor of the DBAPI's own, nothing to undo or begin: _prepare inlined)
+    else:  # (a new cursor of the DBAPI's own, nothing to begin: _prepare inlined)
         native = False
-        try:
+        try:  # (autocommit: sqlite3's switch, ``DirectDriver.autocommits_lone_writes``)
+            restore = driver.autocommit(dialect, dbapi_connection) if autocommit else None
             cursor = dbapi_connection.cursor()
         except Exception as error:  # (interrupted: no more I/O, see below)
-            _unprepared(dbapi_connection, dialect, core, None, error)
+            _unprepared(dbapi_connection, dialect, core, restore, error)
             raise
     # (sessions left in autocommit: the transaction after a COMMIT step)
     begin = None if autocommit or driver.begin is None else partial(driver.begin, dbapi_connection)

@@ -557,7 +557,11 @@ class Runtime:
                 plan,
                 first,
                 first.whole_plan
-                and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
+                and (
+                    self.dialect_ops.autocommit_single_statements
+                    or driver.begin is not None
+                    or (driver.autocommits_lone_writes and not first.fetch)
+                ),
             )
         except BaseException as error:
             cut = clock if timeouts.ended(clock) else None
@@ -602,7 +606,10 @@ class Runtime:
             return wrapped[0]
 
         try:
-            result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, False)
+            lone_write = driver.autocommits_lone_writes and not first.fetch
+            result = direct.run(
+                pooled, dialect, core, self.compiler, driver, plan, first, lone_write
+            )
         except BaseException as error:
             _direct_failed(engine, pooled, wrapped, kept, error, False)
             raise

@@ -191,6 +191,13 @@ def _pysqlite_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
     return partial(setattr, dbapi_connection, "isolation_level", level)
 
 
+def _sqlite_one_statement(params: Any) -> bool:
+    """Whether a step is one statement on sqlite3: one row (a list of one is executed
+    as such, ``direct._steps``); its ``executemany`` runs the statement per row, each
+    committed alone in autocommit."""
+    return type(params) is not list or len(params) <= 1
+
+
 # --- MySQL: sessions left in autocommit between plans ------------------------------
 #
 # A plan of one statement needs no transaction: in autocommit it is one round trip,
@@ -422,10 +429,11 @@ class DirectDriver:
     # sent as one statement by the driver, so autocommit keeps it atomic; False: the
     # plan runs in a transaction (``begin``).
     one_statement: Callable[[Any], bool] = lambda _params: True
-    # A plan of one write statement (``Step.whole_plan``, not fetching) runs in
-    # autocommit, whatever the dialect's ``autocommit_single_statements`` (which also
-    # takes reads there, and the lean path away): sqlite3, whose transaction control
-    # statements cost more than its write (``_pysqlite_autocommit``).
+    # A plan of one write statement (``Step.whole_plan``, not fetching; one statement
+    # as ``one_statement`` judges) runs in autocommit, whatever the dialect's
+    # ``autocommit_single_statements`` (which also takes reads there, and the lean
+    # path away): sqlite3, whose transaction control statements cost more than its
+    # write (``_pysqlite_autocommit``).
     autocommits_lone_writes: bool = False
     # Binds a ``LargeBinary`` parameter in place of SQLAlchemy's bind processor
     # (``runtime.direct.compile_direct``); None: SQLAlchemy's.
@@ -435,7 +443,12 @@ class DirectDriver:
 _PLAIN = DirectDriver()
 _SQLITE = DirectDriver(blob=_sqlite_blob)
 # (sync sqlite3 only: aiosqlite's adapter switches in its thread, for a greenlet switch)
-_PYSQLITE = replace(_SQLITE, autocommit=_pysqlite_autocommit, autocommits_lone_writes=True)
+_PYSQLITE = replace(
+    _SQLITE,
+    autocommit=_pysqlite_autocommit,
+    autocommits_lone_writes=True,
+    one_statement=_sqlite_one_statement,
+)
 # Drops a read's rows so its cursor may be kept (``keeps_cursors``); False, and the
 # cursor is closed as before, where it cannot (``internals``).
 _PSYCOPG = DirectDriver(

@@ -135,6 +135,33 @@ def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
     assert kinds == ["INSERT"], executed
 
 
+@pytest.mark.sqlite
+def test_sqlite_autocommits_only_a_write_of_one_statement(tmp_path: Any) -> None:
+    """On SQLite a ``put_writes`` of one write is its INSERT alone (autocommit); of
+    several, one transaction: sqlite3's executemany runs the INSERT per row, which
+    autocommit would commit one by one."""
+    url = f"sqlite:///{tmp_path / 'writes.sqlite'}"
+    with SQLAlchemySaver.from_conn_string(url, pool_size=1) as saver:
+        saver.setup()
+        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+        saver.put_writes(stored, [("a", 1)], "warm")
+        executed: list[str] = []
+        with saver.engine.connect() as connection:
+            raw = connection.connection.dbapi_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_trace_callback(executed.append)
+        try:
+            saver.put_writes(stored, [("a", 2), ("b", 3)], "task-2")
+            several = [s.split()[0].upper() for s in executed]
+            executed.clear()
+            saver.put_writes(stored, [("a", 4)], "task-4")
+            one = [s.split()[0].upper() for s in executed]
+        finally:
+            raw.set_trace_callback(None)
+    assert several == ["BEGIN", "INSERT", "INSERT", "COMMIT"], several
+    assert one == ["INSERT"], one
+
+
 async def test_connections_go_back_to_the_pool_transactional(backend: Backend, mode: str) -> None:
     """Single-statement calls run in autocommit where the dialect gains from it; the
     pooled connection is handed back as it was, so its next user's transaction can

@@ -552,6 +552,11 @@ class StoreSQL:
     # selecting them to compare here (two columns): where a column costs the driver
     # more than a parameter (``_read.lone_get_statement``).
     lone_get_names_in_sql = False
+    # Whether a lone put binds its timestamp as the text the column holds, read from
+    # the clock as that (``types.naive_utc_text_now``; ``_write.lone_upsert_statement``),
+    # rather than a datetime its bind processor formats: SQLite, whose timestamps are
+    # that text.
+    lone_put_stamps_text = False
     # Bound parameters one statement may hold; the store splits longer key lists.
     # 999: SQLite before 3.32, the lowest limit among the databases we know.
     max_bound_parameters = 999

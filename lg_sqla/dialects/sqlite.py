@@ -265,6 +265,7 @@ class SQLiteStoreSQL(StoreSQL):
     label (the common case), else json_each, member by member."""
 
     in_sql = True
+    lone_put_stamps_text = True
     # SQLITE_MAX_VARIABLE_NUMBER's default since SQLite 3.32.
     max_bound_parameters = 32766
     _TYPES: ClassVar[dict[str, tuple[str, ...]]] = {

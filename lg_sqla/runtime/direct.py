@@ -331,7 +331,7 @@ def run(
         try:
             cursor = dbapi_connection.cursor()
         except Exception as error:  # (interrupted: no more I/O, see below)
-            _unprepared(dbapi_connection, dialect, core, None, error)
+            _unprepared(dbapi_connection, dialect, core, restore, error)
             raise
     try:
         result, fetched = _steps(

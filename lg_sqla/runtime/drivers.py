@@ -177,6 +177,27 @@ def _sqlite_blob(value: Any) -> Any:
     return None if value is None else memoryview(value)
 
 
+def _pysqlite_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
+    """sqlite3's own autocommit switch (``isolation_level = None``), restored to the
+    level it had: no BEGIN before the write, no COMMIT after it. sqlite3 prepares
+    both anew each time (its implicit ``BEGIN`` and ``commit()``): ~8k instructions
+    of a store put's 51k of SQL; SQLAlchemy's isolation API would cost more Python
+    than it saves. Setting None commits an open transaction: the direct path's
+    connections have none (checked in or kept only after a commit)."""
+    level = dbapi_connection.isolation_level
+    if level is None:
+        return _nothing_to_restore
+    dbapi_connection.isolation_level = None
+    return partial(setattr, dbapi_connection, "isolation_level", level)
+
+
+def _sqlite_one_statement(params: Any) -> bool:
+    """Whether a step is one statement on sqlite3: one row (a list of one is executed
+    as such, ``direct._steps``); its ``executemany`` runs the statement per row, each
+    committed alone in autocommit."""
+    return type(params) is not list or len(params) <= 1
+
+
 # --- MySQL: sessions left in autocommit between plans ------------------------------
 #
 # A plan of one statement needs no transaction: in autocommit it is one round trip,
@@ -414,6 +435,12 @@ class DirectDriver:
     # sent as one statement by the driver, so autocommit keeps it atomic; False: the
     # plan runs in a transaction (``begin``).
     one_statement: Callable[[Any], bool] = lambda _params: True
+    # A plan of one write statement (``Step.whole_plan``, not fetching; one statement
+    # as ``one_statement`` judges) runs in autocommit, whatever the dialect's
+    # ``autocommit_single_statements`` (which also takes reads there, and the lean
+    # path away): sqlite3, whose transaction control statements cost more than its
+    # write (``_pysqlite_autocommit``).
+    autocommits_lone_writes: bool = False
     # Binds a ``LargeBinary`` parameter in place of SQLAlchemy's bind processor
     # (``runtime.direct.compile_direct``); None: SQLAlchemy's.
     blob: Callable[[Any], Any] | None = None
@@ -421,6 +448,13 @@ class DirectDriver:
 
 _PLAIN = DirectDriver()
 _SQLITE = DirectDriver(blob=_sqlite_blob)
+# (sync sqlite3 only: aiosqlite's adapter switches in its thread, for a greenlet switch)
+_PYSQLITE = replace(
+    _SQLITE,
+    autocommit=_pysqlite_autocommit,
+    autocommits_lone_writes=True,
+    one_statement=_sqlite_one_statement,
+)
 # Drops a read's rows so its cursor may be kept (``keeps_cursors``); False, and the
 # cursor is closed as before, where it cannot (``internals``).
 _PSYCOPG = DirectDriver(
@@ -444,7 +478,7 @@ _MYSQL = DirectDriver(
 _PYMYSQL = replace(_MYSQL, open_cursor=_pymysql_cursor, plain_cursors=False)
 
 DIRECT_DRIVERS: Mapping[tuple[str, str], DirectDriver] = {
-    ("sqlite", "pysqlite"): _SQLITE,
+    ("sqlite", "pysqlite"): _PYSQLITE,
     # (SQLAlchemy's asyncio adapter gives aiosqlite, psycopg and asyncmy a DBAPI face.)
     ("sqlite", "aiosqlite"): _SQLITE,
     ("postgresql", "psycopg"): _PSYCOPG,  # (sync psycopg: _PSYCOPG_OWN, see direct_driver)

@@ -280,6 +280,13 @@ def _direct_committed(pooled: PoolProxiedConnection, kept: KeptConnection | None
         internals.check_in_after_commit(pooled)
 
 
+def _lone_write(driver: DirectDriver, first: Step) -> bool:
+    """Whether a whole plan runs in autocommit as one write
+    (``DirectDriver.autocommits_lone_writes``): its step is one statement (sqlite3's
+    ``executemany`` of several rows is several, each committed alone)."""
+    return driver.autocommits_lone_writes and not first.fetch and driver.one_statement(first.params)
+
+
 # A writer lock not asked for yet (None: the database has none).
 _UNKNOWN_LOCK: Any = object()
 
@@ -624,7 +631,11 @@ class Runtime:
                 plan,
                 first,
                 first.whole_plan
-                and (self.dialect_ops.autocommit_single_statements or driver.begin is not None),
+                and (
+                    self.dialect_ops.autocommit_single_statements
+                    or driver.begin is not None
+                    or _lone_write(driver, first)
+                ),
                 held,
             )
         except BaseException as error:
@@ -670,7 +681,12 @@ class Runtime:
             return wrapped[0]
 
         try:
-            result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, False)
+            lone = (  # (_lone_write, inline: a frame less per call)
+                driver.autocommits_lone_writes
+                and not first.fetch
+                and driver.one_statement(first.params)
+            )
+            result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, lone)
         except BaseException as error:
             _direct_failed(engine, pooled, wrapped, kept, error, False)
             raise

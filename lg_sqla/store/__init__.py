@@ -572,12 +572,11 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
             # (a read-only store refuses it there: _read_only)
             self._batch_now([PutOp(namespace, key, value, index, minutes)])
             return None
-        now = utc_now()
         # (_kind of a lone put: prebuilt where the store's statements are)
         if lanes.declared:
-            self._run(lambda: lone_put_plan(settings, name, key, value, minutes, now))
+            self._run(lambda: lone_put_plan(settings, name, key, value, minutes))
         else:
-            self._run(lambda: undeclared(lone_put_plan(settings, name, key, value, minutes, now)))
+            self._run(lambda: undeclared(lone_put_plan(settings, name, key, value, minutes)))
         return None
 
     def _batch_now(self, checked: list[Op]) -> list[Result]:

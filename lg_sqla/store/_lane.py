@@ -31,10 +31,14 @@ from typing import Any, cast
 from langgraph.store.base import GetOp, Item, PutOp, Result
 
 from lg_sqla.plans import Plan, Step, T, prebuilt
-from lg_sqla.shared import key_hash
+from lg_sqla.shared import key_hash, utc_now
 from lg_sqla.store._common import Named, Settings, parse_json, utc
 from lg_sqla.store._read import lone_get_statement, refresh_statement
 from lg_sqla.store._write import lone_upsert_statement
+from lg_sqla.types import naive_utc_text_now
+
+# ``tuple.__new__``: a Step of all its fields without the named tuple's Python ``__new__``.
+_new_tuple: Callable[..., Any] = tuple.__new__
 
 # How many namespaces each of ``Settings.put_named`` and ``get_named`` keeps: a graph's
 # are few; past this (namespaces of ever new names) the map starts again, empty.
@@ -82,13 +86,14 @@ def lone_put_plan(
     key: str,
     value: Mapping[str, Any],
     ttl: float | None,
-    now: dt.datetime,
 ) -> Plan[list[Result]]:
     """The batch plan of a lone put with a value (``takes_put_lane``): the upsert of its
     row, in fewer parameters than the batch's (``lone_upsert_statement``: both
     timestamps one, ``stamped``; for an item without TTL its two columns NULL in the
     SQL). Every parameter costs per call (PyMySQL escapes each in Python, SQLite binds
-    each); the row written is the same. Prebuilt (its statement is built once); a
+    each); the row written is the same. Stamped now (each attempt: a put alone shares
+    its time with nothing else), on SQLite without TTL as the column's text
+    (``StoreSQL.lone_put_stamps_text``). Prebuilt (its statement is built once); a
     store whose batches are not runs it through :func:`undeclared`."""
     params: dict[str, Any] = {
         "prefix_hash": name.prefix_hash,
@@ -99,17 +104,21 @@ def lone_put_plan(
         # (a Mapping as a dict, for the JSON writers; a dict as it is: a copy would
         # guard nothing, the plan runs in the caller's call, or its worker thread)
         "value": value if type(value) is dict else dict(value),
-        "stamped": now,
     }
     expires = ttl is not None
     if expires:
+        params["stamped"] = now = utc_now()
         params["expires_at"] = now + dt.timedelta(minutes=cast(float, ttl))
         params["ttl_minutes"] = ttl
-    # (positional: a named tuple's keywords cost a dict per step)
+    else:
+        stamps_text = settings.sql.lone_put_stamps_text
+        params["stamped"] = naive_utc_text_now() if stamps_text else utc_now()
     statement = settings.lane_statements.get(expires)
     if statement is None:
         statement = settings.lane_statements[expires] = lone_upsert_statement(settings, expires)
-    yield Step(statement, params, False, True)
+    # (every field given, by tuple's own constructor: a named tuple's ``__new__`` is
+    # a Python frame, ~3k instructions a step)
+    yield _new_tuple(Step, (statement, params, False, True, False))
     return [None]
 
 
@@ -188,4 +197,4 @@ def lone_plan_of(
         return lambda: lone_get_plan(settings, name, op.namespace, op.key, op.refresh_ttl, now)
     put = cast(PutOp, op)
     value = cast(Mapping[str, Any], put.value)
-    return lambda: lone_put_plan(settings, name, put.key, value, put.ttl, now)
+    return lambda: lone_put_plan(settings, name, put.key, value, put.ttl)

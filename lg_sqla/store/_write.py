@@ -103,13 +103,15 @@ def upsert_statement(settings: Settings) -> Any:
 
 def lone_upsert_statement(settings: Settings, expires: bool) -> Any:
     """``upsert_statement`` of one row, in fewer parameters (``_lane.lone_put_plan``):
-    both timestamps one, ``stamped``; without ``expires``, the TTL columns NULL."""
+    both timestamps one, ``stamped``; without ``expires``, the TTL columns NULL, and
+    ``stamped`` the column's text where ``StoreSQL.lone_put_stamps_text``."""
 
     def build() -> Any:
         t = store_items.c
         given = ("prefix_hash", "key_hash", "prefix", "prefix_head", "key", "value")
         values: dict[str, Any] = {name: sa.bindparam(name, type_=t[name].type) for name in given}
-        stamped = sa.bindparam("stamped", type_=t.created_at.type)
+        as_text = settings.sql.lone_put_stamps_text and not expires
+        stamped = sa.bindparam("stamped", type_=sa.String() if as_text else t.created_at.type)
         values.update(created_at=stamped, updated_at=stamped)
         for name in ("expires_at", "ttl_minutes"):
             values[name] = sa.bindparam(name, type_=t[name].type) if expires else sa.null()

@@ -11,13 +11,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.dialects import sqlite
 
-from lg_sqla.types import UTCDateTime
+from lg_sqla.shared import utc_now
+from lg_sqla.types import UTCDateTime, naive_utc_text, naive_utc_text_now
 
 ZONES = [
     dt.timezone.utc,
     dt.timezone(dt.timedelta(hours=5, minutes=30)),
     dt.timezone(-dt.timedelta(hours=11)),
 ]
+
+
+@given(micros=st.integers(min_value=0, max_value=253_402_300_799_999_999))
+def test_the_clocks_text_is_the_sqlite_text_of_its_instant(micros: int) -> None:
+    """A SQLite store's lone put stamps its row from the clock as text (no datetime):
+    the text the SQLite bind processor writes for the same instant."""
+    instant = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
+    assert naive_utc_text(micros) == UTCDateTime().bind_processor(sqlite.dialect())(instant)
+
+
+def test_the_clocks_text_reads_the_clock_of_utc_now() -> None:
+    processor = UTCDateTime().bind_processor(sqlite.dialect())
+    for _ in range(1000):
+        before, text, after = processor(utc_now()), naive_utc_text_now(), processor(utc_now())
+        assert before <= text <= after, (before, text, after)
 
 
 @given(

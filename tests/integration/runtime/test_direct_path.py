@@ -104,7 +104,8 @@ def test_errors_on_the_direct_path_are_sqlalchemys(backend: Backend) -> None:
 @pytest.mark.sqlite
 def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
     """What SQLite itself executes on the direct path: one statement for a get_tuple
-    or a list page (no BEGIN/COMMIT around a read), one per write step."""
+    or a list page (no BEGIN/COMMIT around a read), one per write step; a write of
+    one statement without BEGIN/COMMIT (atomic by itself), of two in a transaction."""
     url = f"sqlite:///{tmp_path / 'direct.sqlite'}"
     with SQLAlchemySaver.from_conn_string(url, pool_size=1) as saver:
         saver.setup()
@@ -131,7 +132,34 @@ def test_sqlite_sees_one_statement_per_read(tmp_path: Any) -> None:
     kinds = [s.split()[0].upper() for s in with_blob]
     assert kinds == ["BEGIN", "INSERT", "INSERT", "COMMIT"], with_blob
     kinds = [s.split()[0].upper() for s in executed]
-    assert kinds == ["BEGIN", "INSERT", "COMMIT"], executed
+    assert kinds == ["INSERT"], executed
+
+
+@pytest.mark.sqlite
+def test_sqlite_autocommits_only_a_write_of_one_statement(tmp_path: Any) -> None:
+    """On SQLite a ``put_writes`` of one write is its INSERT alone (autocommit); of
+    several, one transaction: sqlite3's executemany runs the INSERT per row, which
+    autocommit would commit one by one."""
+    url = f"sqlite:///{tmp_path / 'writes.sqlite'}"
+    with SQLAlchemySaver.from_conn_string(url, pool_size=1) as saver:
+        saver.setup()
+        stored = saver.put(config(new_thread()), checkpoint({"a": 1}), {}, {"a": 1})
+        saver.put_writes(stored, [("a", 1)], "warm")
+        executed: list[str] = []
+        with saver.engine.connect() as connection:
+            raw = connection.connection.dbapi_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_trace_callback(executed.append)
+        try:
+            saver.put_writes(stored, [("a", 2), ("b", 3)], "task-2")
+            several = [s.split()[0].upper() for s in executed]
+            executed.clear()
+            saver.put_writes(stored, [("a", 4)], "task-4")
+            one = [s.split()[0].upper() for s in executed]
+        finally:
+            raw.set_trace_callback(None)
+    assert several == ["BEGIN", "INSERT", "INSERT", "COMMIT"], several
+    assert one == ["INSERT"], one
 
 
 async def test_connections_go_back_to_the_pool_transactional(backend: Backend, mode: str) -> None:

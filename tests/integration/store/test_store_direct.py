@@ -144,7 +144,9 @@ async def test_the_path_decision_is_remembered_and_follows_the_engine(
 @pytest.mark.sqlite
 def test_sqlite_executes_the_plans_statements_only(tmp_path: Any) -> None:
     """What SQLite itself executes for the hot calls on the direct path: a read is its
-    one SELECT (no BEGIN/COMMIT); a write is BEGIN, its statement, COMMIT."""
+    one SELECT, a lone put its one INSERT (no BEGIN/COMMIT: one statement is atomic,
+    and sqlite3's connection is back at its own isolation level after it); a batch
+    writing after its reads is BEGIN, its statement, COMMIT."""
     from lg_sqla.store import SQLAlchemyStore
 
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
@@ -156,8 +158,9 @@ def test_sqlite_executes_the_plans_statements_only(tmp_path: Any) -> None:
             raw = connection.connection.dbapi_connection
             assert isinstance(raw, sqlite3.Connection)
             raw.set_trace_callback(executed.append)
+            level = raw.isolation_level
         try:
-            kinds = []
+            kinds, levels = [], []
             for call in (
                 lambda: store.put(("u",), "k0", {"tag": 0}),
                 lambda: store.get(("u",), "k0"),
@@ -167,10 +170,12 @@ def test_sqlite_executes_the_plans_statements_only(tmp_path: Any) -> None:
                 executed.clear()
                 call()
                 kinds.append([s.split()[0].upper() for s in executed])
+                levels.append(raw.isolation_level)
         finally:
             raw.set_trace_callback(None)
     reads = {"SELECT", "WITH"}
-    assert kinds[:3] == [["BEGIN", "INSERT", "COMMIT"], ["SELECT"], ["SELECT"]], kinds
+    assert kinds[:3] == [["INSERT"], ["SELECT"], ["SELECT"]], kinds
+    assert level is not None and levels == [level] * 4, (level, levels)
     # the batch: its three reads (get, search, namespace list), then its write
     assert set(kinds[3][:3]) <= reads and kinds[3][3:] == ["BEGIN", "INSERT", "COMMIT"], kinds
 

@@ -2,8 +2,12 @@
 
 ================ ==========================================================
 base.py          ``DialectOps`` (the questions the checkpoint SQL asks of a
-                 database) and ``StoreSQL`` (the store's), with the portable
-                 answers; shared SQL elements (``ordered_join``)
+                 database), with the portable answers; shared SQL elements
+                 (``ordered_join``)
+store_base.py    ``StoreSQL`` (the questions the store's SQL asks: JSON
+                 filters, namespace labels, vectors), the portable answers
+autocommit.py    a plan of several statements on a session in autocommit:
+                 one transaction all the same
 postgresql.py    PostgreSQL: ON CONFLICT, jsonb, LATERAL lookups, bulk arrays,
                  advisory lock, pgvector
 citus.py         Citus (distributed PostgreSQL): detection, table placement,
@@ -34,13 +38,9 @@ from sqlalchemy.engine import Dialect
 
 from lg_sqla.dialects.base import (
     MIGRATION_LOCK_NAME,
-    NUMERIC_STRING,
-    AnnIndex,
     ChannelVersionsSource,
     DialectOps,
-    JsonPath,
     OrderedJoin,
-    StoreSQL,
     ordered_join,
     sql_constant,
 )
@@ -60,6 +60,7 @@ from lg_sqla.dialects.mysql import (
 from lg_sqla.dialects.mysql_offline import prepare_offline_ddl
 from lg_sqla.dialects.postgresql import PostgresOps, PostgresStoreSQL, bulk_params, bulk_rows_shape
 from lg_sqla.dialects.sqlite import SQLiteOps, SQLiteStoreSQL, sqlite_vec_engine_options
+from lg_sqla.dialects.store_base import NUMERIC_STRING, AnnIndex, JsonPath, StoreSQL
 from lg_sqla.errors import UnsupportedDriverError
 
 __all__ = [

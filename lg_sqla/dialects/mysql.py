@@ -27,16 +27,10 @@ from lg_sqla.dialects.base import (
     MAX_RECURSION,
     MIGRATION_LOCK_NAME,
     MIGRATION_LOCK_TIMEOUT_S,
-    NAMESPACE_SORT_SEPARATOR,
     ChannelVersionsSource,
     DialectOps,
-    JsonAt,
-    JsonPath,
     OfficialSchema,
     OrderedJoin,
-    StoreSQL,
-    as_text,
-    one_of,
     render_ordered_join,
     sql_constant,
 )
@@ -51,6 +45,14 @@ from lg_sqla.dialects.galera import (
     mysql_error_number,
     prepare_galera_session,
     session_variables,
+)
+from lg_sqla.dialects.store_base import (
+    NAMESPACE_SORT_SEPARATOR,
+    JsonAt,
+    JsonPath,
+    StoreSQL,
+    as_text,
+    one_of,
 )
 from lg_sqla.errors import InvalidInputError
 

@@ -22,15 +22,9 @@ from sqlalchemy.sql.selectable import FromClause, TableValuedAlias
 from lg_sqla.dialects.base import (
     BLOBS_LAYOUT,
     MIGRATION_LOCK_NAME,
-    NAMESPACE_SORT_SEPARATOR,
-    AnnIndex,
     ChannelVersionsSource,
-    JsonAt,
-    JsonPath,
     OfficialSchema,
     OnConflictOps,
-    StoreSQL,
-    decimal_param,
     sql_constant,
 )
 from lg_sqla.dialects.citus import (
@@ -39,6 +33,14 @@ from lg_sqla.dialects.citus import (
     has_citus,
     has_citus_uncached,
     sequential_mode,
+)
+from lg_sqla.dialects.store_base import (
+    NAMESPACE_SORT_SEPARATOR,
+    AnnIndex,
+    JsonAt,
+    JsonPath,
+    StoreSQL,
+    decimal_param,
 )
 from lg_sqla.errors import ExactSearchWarning
 

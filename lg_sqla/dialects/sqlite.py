@@ -19,18 +19,15 @@ from sqlalchemy.sql.selectable import CTE, TableValuedAlias
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from lg_sqla.dialects.base import (
-    NAMESPACE_SORT_SEPARATOR,
     OFFICIAL_CHECKPOINTS,
     ChannelVersionsSource,
-    JsonPath,
     OfficialSchema,
     OnConflictOps,
     OrderedJoin,
-    StoreSQL,
-    one_of,
     render_ordered_join,
     sql_constant,
 )
+from lg_sqla.dialects.store_base import NAMESPACE_SORT_SEPARATOR, JsonPath, StoreSQL, one_of
 from lg_sqla.errors import InvalidInputError
 
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6

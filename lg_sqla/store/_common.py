@@ -18,7 +18,7 @@ from langgraph.store.base import Item, Result, SearchItem
 
 from lg_sqla import limits
 from lg_sqla.dialects import AnnIndex, DialectOps, StoreSQL
-from lg_sqla.dialects.base import NAMESPACE_SORT_SEPARATOR
+from lg_sqla.dialects.store_base import NAMESPACE_SORT_SEPARATOR
 from lg_sqla.models import store_items
 from lg_sqla.plans import Step
 from lg_sqla.shared import key_hash

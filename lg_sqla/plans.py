@@ -55,6 +55,14 @@ class Step(NamedTuple):
 COMMIT = Step(None)
 
 
+def one_row(params: Sequence[Record] | Record | None) -> bool:
+    """Whether a step's parameters are one row (a list of one is executed as one). A
+    step of several rows is an ``executemany``, which most drivers send as a statement
+    per row (sqlite3, psycopg2), each committed alone on a session in autocommit: it
+    is atomic only in a transaction, as a plan of several statements."""
+    return type(params) is not list or len(params) <= 1
+
+
 class Outcome(NamedTuple):
     """What a step sends back to its plan: the rows (if fetched) and the rowcount
     (a named tuple, as :class:`Step`)."""

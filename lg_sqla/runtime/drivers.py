@@ -34,6 +34,7 @@ from sqlalchemy.util.concurrency import await_only, in_greenlet
 
 from lg_sqla import internals
 from lg_sqla.dialects import NO_BACKSLASH_ESCAPES, mysql_string_literal
+from lg_sqla.plans import one_row
 
 # Undoes what an autocommit switch did, when the plan is over.
 Restore = Callable[[], None]
@@ -189,13 +190,6 @@ def _pysqlite_autocommit(dialect: Dialect, dbapi_connection: Any) -> Restore:
         return _nothing_to_restore
     dbapi_connection.isolation_level = None
     return partial(setattr, dbapi_connection, "isolation_level", level)
-
-
-def _sqlite_one_statement(params: Any) -> bool:
-    """Whether a step is one statement on sqlite3: one row (a list of one is executed
-    as such, ``direct._steps``); its ``executemany`` runs the statement per row, each
-    committed alone in autocommit."""
-    return type(params) is not list or len(params) <= 1
 
 
 # --- MySQL: sessions left in autocommit between plans ------------------------------
@@ -433,8 +427,8 @@ class DirectDriver:
     begin: Callable[[Any], None] | None = None
     # Whether a one-statement plan's parameters (a row, or rows for executemany) are
     # sent as one statement by the driver, so autocommit keeps it atomic; False: the
-    # plan runs in a transaction (``begin``).
-    one_statement: Callable[[Any], bool] = lambda _params: True
+    # plan runs in a transaction. By default one row only (``plans.one_row``).
+    one_statement: Callable[[Any], bool] = one_row
     # A plan of one write statement (``Step.whole_plan``, not fetching; one statement
     # as ``one_statement`` judges) runs in autocommit, whatever the dialect's
     # ``autocommit_single_statements`` (which also takes reads there, and the lean
@@ -453,7 +447,6 @@ _PYSQLITE = replace(
     _SQLITE,
     autocommit=_pysqlite_autocommit,
     autocommits_lone_writes=True,
-    one_statement=_sqlite_one_statement,
 )
 # Drops a read's rows so its cursor may be kept (``keeps_cursors``); False, and the
 # cursor is closed as before, where it cannot (``internals``).

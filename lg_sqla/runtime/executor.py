@@ -39,7 +39,7 @@ from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
 from lg_sqla.dialects.autocommit import AutocommitHold
 from lg_sqla.plans import PREBUILT_CODES as PREBUILT
-from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
+from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, one_row
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
 from lg_sqla.runtime.direct import DirectCompiler
 from lg_sqla.runtime.drivers import (
@@ -559,15 +559,15 @@ class Runtime:
 
     def run_on(self, connection: Connection, plan: Plan[T], first: Step) -> T:
         """Run a started plan through Core on ``connection``, in one transaction."""
-        if first.whole_plan:
+        if first.whole_plan and one_row(first.params):
             if self.dialect_ops.autocommit_single_statements:
                 # One statement is atomic by itself: no BEGIN/COMMIT round trips. Before
                 # any statement (the connection autobegins).
                 connection.execution_options(isolation_level="AUTOCOMMIT")
             return drive(connection, plan, first, commit=True)
-        # Several statements: one transaction even on a session in autocommit (an
-        # AUTOCOMMIT engine, a driver connected so: ``dialects.autocommit``). Elsewhere
-        # one flag read.
+        # Several statements (or rows: ``plans.one_row``): one transaction even on a
+        # session in autocommit (an AUTOCOMMIT engine, a driver connected so:
+        # ``dialects.autocommit``). Elsewhere one flag read.
         dialect = connection.dialect
         try:
             hold = self.dialect_ops.out_of_autocommit(
@@ -611,12 +611,13 @@ class Runtime:
         try:
             if self.dialect_ops.prepares_sessions:
                 self.prepare_session(engine, pooled, None)
-            # Several statements on a session in autocommit: one transaction all the same
-            # (``dialects.autocommit``; drivers with ``begin`` send BEGIN themselves).
-            # Elsewhere one flag read (the direct path's dialects all tell, no I/O).
+            # Several statements (or rows) on a session in autocommit: one transaction
+            # all the same (``dialects.autocommit``; drivers with ``begin`` send BEGIN
+            # themselves). Elsewhere one flag read (the direct path's dialects all
+            # tell, no I/O).
             held, dbapi_connection = None, pooled.dbapi_connection
             if (
-                not first.whole_plan
+                not (first.whole_plan and driver.one_statement(first.params))
                 and driver.begin is None
                 and dbapi_connection is not None
                 and dialect.detect_autocommit_setting(dbapi_connection)
@@ -681,12 +682,19 @@ class Runtime:
             return wrapped[0]
 
         try:
-            lone = (  # (_lone_write, inline: a frame less per call)
-                driver.autocommits_lone_writes
-                and not first.fetch
-                and driver.one_statement(first.params)
+            one = driver.one_statement(first.params)
+            lone = driver.autocommits_lone_writes and not first.fetch and one  # (_lone_write)
+            held = None  # (an executemany of several rows on a session in autocommit)
+            dbapi_connection = pooled.dbapi_connection
+            if (
+                not one
+                and dbapi_connection is not None
+                and dialect.detect_autocommit_setting(dbapi_connection)
+            ):
+                held = self.dialect_ops.out_of_autocommit
+            result = direct.run(
+                pooled, dialect, core, self.compiler, driver, plan, first, lone, held
             )
-            result = direct.run(pooled, dialect, core, self.compiler, driver, plan, first, lone)
         except BaseException as error:
             _direct_failed(engine, pooled, wrapped, kept, error, False)
             raise

@@ -277,3 +277,60 @@ async def test_other_ways_to_autocommit(
     assert table_counts(_plain_engine(backend), target) == _EMPTY
     await saver.copy_thread(source, target)
     await _delete_stands_after_rollback(engine, backend, target)
+
+
+# A row of an executemany that the database refuses: a trigger raising on one channel's
+# write (the faults of faults.py cut statements, not the rows of one).
+_FAILING_CHANNEL = "refused-by-trigger"
+_ROW_FAULT: dict[str, tuple[str, ...]] = {
+    "sqlite": (
+        "CREATE TRIGGER lg_sqla_test_row_fault BEFORE INSERT ON checkpoint_writes "
+        f"WHEN NEW.channel = '{_FAILING_CHANNEL}' "
+        "BEGIN SELECT RAISE(ABORT, 'injected row fault'); END",
+    ),
+    "postgres": (
+        "CREATE OR REPLACE FUNCTION lg_sqla_test_row_fault() RETURNS trigger AS $$ BEGIN "
+        f"IF NEW.channel = '{_FAILING_CHANNEL}' THEN RAISE EXCEPTION 'injected row fault'; "
+        "END IF; RETURN NEW; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER lg_sqla_test_row_fault BEFORE INSERT ON checkpoint_writes "
+        "FOR EACH ROW EXECUTE FUNCTION lg_sqla_test_row_fault()",
+    ),
+    "mysql": (
+        "CREATE TRIGGER lg_sqla_test_row_fault BEFORE INSERT ON checkpoint_writes "
+        f"FOR EACH ROW BEGIN IF NEW.channel = '{_FAILING_CHANNEL}' THEN "
+        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected row fault'; END IF; END",
+    ),
+}
+
+
+@every_driver
+async def test_put_writes_failing_at_its_second_row_leaves_nothing(
+    make_engine: EngineFactory, backend: Backend, mode: str, drivername: str | None
+) -> None:
+    """One statement of several rows (an executemany: sqlite3, psycopg2 and others send
+    one statement a row, each committed alone in autocommit), its second row refused:
+    none of its writes stays."""
+    engine, _ = _autocommit_engine(make_engine, backend, mode, drivername)
+    saver = saver_on(engine)
+    _, stored = await _seeded(saver)
+    plain = _plain_engine(backend)
+    with plain.begin() as connection:
+        for statement in _ROW_FAULT[backend.name]:
+            connection.execute(sa.text(statement))
+    try:
+        writes = [("a", 1), (_FAILING_CHANNEL, 2), ("c", 3)]
+        with pytest.raises(sa.exc.DBAPIError, match="injected row fault"):
+            await saver.put_writes(stored, writes, "t2")
+    finally:
+        with plain.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "DROP TRIGGER lg_sqla_test_row_fault"
+                    + (" ON checkpoint_writes" if backend.name == "postgres" else "")
+                )
+            )
+    found = await saver.get_tuple(stored)
+    assert found is not None and found.pending_writes == [("t1", "a", 2)]
+    await saver.put_writes(stored, [("a", 1), ("b", 2)], "t2")  # (nothing in the way)
+    found = await saver.get_tuple(stored)
+    assert found is not None and len(found.pending_writes) == 3

@@ -20,7 +20,7 @@ from lg_sqla.dialects import (
     mysql_json_text,
     mysql_key_collation,
 )
-from lg_sqla.shared import json_text
+from lg_sqla.shared import json_text_or_null
 
 # The table options of every lg_sqla table on MySQL and MariaDB. SQLAlchemy reads a
 # table's options by its dialect's name, and the dialect of a mariadb:// URL is named
@@ -124,10 +124,11 @@ class DocumentJSON(TypeDecorator[Any]):
         return dialect.type_descriptor(JSON())
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        write = mysql_json_text if is_mysql_family(dialect) else json_text
+        if not is_mysql_family(dialect):
+            return json_text_or_null
 
         def process(value: Any) -> str | None:
-            return None if value is None else write(value)
+            return None if value is None else mysql_json_text(value)
 
         return process
 

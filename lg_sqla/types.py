@@ -212,8 +212,10 @@ def naive_datetime_text() -> Callable[[dt.datetime | None], str | None]:
         known = minute
         if known[0] != minute_number:
             known = minute = (minute_number, when.isoformat(" ", "minutes")[:16] + ":")
-        # (%-formatting: 3k instructions a value fewer than the f-string's format specs)
-        text = "%s%02d.%06d" % (known[1], when.second, when.microsecond)  # noqa: UP031
+        # (seconds and microseconds from tables: "%02d.%06d" formatting cost ~2.7k more
+        # instructions per put, callgrind)
+        micro = when.microsecond
+        text = known[1] + _SECONDS[when.second] + _DIGITS3[micro // 1000] + _DIGITS3[micro % 1000]
         last = (value, text)
         return text
 
@@ -221,6 +223,9 @@ def naive_datetime_text() -> Callable[[dt.datetime | None], str | None]:
 
 
 _UTC = dt.timezone.utc
+# "SS." of each second, and the three digits of 0-999 (``naive_datetime_text``).
+_SECONDS = tuple(f"{second:02d}." for second in range(60))
+_DIGITS3 = tuple(f"{number:03d}" for number in range(1000))
 
 
 def _as_utc(value: dt.datetime) -> dt.datetime:

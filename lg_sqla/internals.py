@@ -262,9 +262,10 @@ def engine_reasons(engine: Engine) -> tuple[Any, ...]:
     (``runtime.routing.changing_reasons``): the engine, its execution options (a new
     mapping whenever they change), whether a ConnectionEvents listener is there (as
     :func:`has_events`; unknown: True), and whether it logs at INFO. One frame: the
-    hot calls ask at every call."""
+    hot calls ask at every call. (Plain reads, no ``getattr`` with a default, as in
+    :func:`kept_still_current`.)"""
     try:
-        listened = bool(engine._has_events or getattr(Connection, "_has_events", False))
+        listened = bool(engine._has_events or Connection._has_events)
     except AttributeError:
         listened = True
     return (

@@ -531,31 +531,27 @@ def pymysql_executemany(
 # --- LangGraph ------------------------------------------------------------------------
 
 
-@functools.cache
 def langgraph_get_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., bool]] | None:
     """``BaseStore.get``'s own checks (namespace labels, the refresh_ttl default), or
     None where LangGraph lacks them (SQLAlchemyStore.get is then BaseStore's)."""
-    try:
-        from langgraph.store import base
-    except ImportError:  # pragma: no cover
-        return None
-    validate = getattr(base, "_validate_namespace_labels", None)
-    ensure = getattr(base, "_ensure_refresh", None)
-    if callable(validate) and callable(ensure):
-        return validate, ensure
-    return None
+    return _store_checks("_validate_namespace_labels", "_ensure_refresh")
 
 
-@functools.cache
 def langgraph_put_checks() -> tuple[Callable[[tuple[str, ...]], None], Callable[..., Any]] | None:
     """``BaseStore.put``'s own checks (the namespace, the ttl default), or None where
     LangGraph lacks them (SQLAlchemyStore.put is then BaseStore's)."""
+    return _store_checks("_validate_namespace", "_ensure_ttl")
+
+
+@functools.cache
+def _store_checks(validate_name: str, ensure_name: str) -> tuple[Any, Any] | None:
+    """Two private functions of ``langgraph.store.base``, or None if either is gone."""
     try:
         from langgraph.store import base
     except ImportError:  # pragma: no cover
         return None
-    validate = getattr(base, "_validate_namespace", None)
-    ensure = getattr(base, "_ensure_ttl", None)
+    validate = getattr(base, validate_name, None)
+    ensure = getattr(base, ensure_name, None)
     if callable(validate) and callable(ensure):
         return validate, ensure
     return None

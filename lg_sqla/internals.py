@@ -49,6 +49,12 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("sqlalchemy Engine", "_has_events", "see ConnectionEvents listeners", "Core", True),
     Internal("sqlalchemy Connection", "_has_events", "see listeners on Connection", "Core", True),
     Internal(
+        "sqlalchemy Engine",
+        "_execution_options",
+        "an engine's options at every call, without get_execution_options()'s frame",
+        "get_execution_options()",
+    ),
+    Internal(
         "sqlalchemy Connection",
         "_handle_dbapi_exception",
         "wrap a direct-path DBAPI error, invalidate a dead connection",
@@ -231,6 +237,9 @@ def _present(internal: Internal) -> bool:
         "_ensure_ttl": lambda: langgraph_put_checks() is not None,
         "_DeltaSnapshot": lambda: langgraph_delta_snapshot() is not None,
         "_md5": _builtin_md5_present,
+        "_execution_options": lambda: isinstance(
+            getattr(Engine, "_execution_options", None), Mapping
+        ),
         "_EmptyListener": lambda: isinstance(
             getattr(_sa_event_attr(), "_EmptyListener", None), type
         ),
@@ -293,12 +302,15 @@ def engine_reasons(engine: Engine) -> tuple[Any, ...]:
     hot calls ask at every call. (Plain reads, no ``getattr`` with a default, as in
     :func:`kept_still_current`.)"""
     try:
-        listened = bool(engine._has_events or Connection._has_events)
+        # (both bools: the probe checks it; ``_execution_options`` is what the public
+        # ``get_execution_options()`` returns, read without its frame)
+        listened = engine._has_events or Connection._has_events
+        options = engine._execution_options
     except AttributeError:
-        listened = True
+        listened, options = True, engine.get_execution_options()
     return (
         engine,
-        engine.get_execution_options(),
+        options,
         listened,
         engine.logger.isEnabledFor(logging.INFO),
     )

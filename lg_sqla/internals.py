@@ -18,6 +18,7 @@ Where a public form exists, it is used instead (``compiler.process`` for
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,12 @@ class Internal:
 INTERNALS: tuple[Internal, ...] = (
     Internal("sqlalchemy Engine", "_has_events", "see ConnectionEvents listeners", "Core", True),
     Internal("sqlalchemy Connection", "_has_events", "see listeners on Connection", "Core", True),
+    Internal(
+        "sqlalchemy Engine",
+        "_execution_options",
+        "an engine's options at every call, without get_execution_options()'s frame",
+        "get_execution_options()",
+    ),
     Internal(
         "sqlalchemy Connection",
         "_handle_dbapi_exception",
@@ -83,6 +90,19 @@ INTERNALS: tuple[Internal, ...] = (
         "_invalidate_time",
         "whether a kept connection is outdated",
         "not outdated (a dead one fails once, retried)",
+    ),
+    Internal(
+        "CPython",
+        "_md5",
+        "the key hash: CPython's own MD5 (the same digest), ~2.6k instructions a new key "
+        "fewer than OpenSSL's through hashlib",
+        "hashlib.md5",
+    ),
+    Internal(
+        "sqlalchemy event.attr",
+        "_EmptyListener",
+        "a kept connection's check of the pool's listeners, fewer reads per call",
+        "every listener attribute read at every call (as before)",
     ),
     Internal(
         "sqlalchemy FromClause",
@@ -216,9 +236,26 @@ def _present(internal: Internal) -> bool:
         "_validate_namespace": lambda: langgraph_put_checks() is not None,
         "_ensure_ttl": lambda: langgraph_put_checks() is not None,
         "_DeltaSnapshot": lambda: langgraph_delta_snapshot() is not None,
+        "_md5": _builtin_md5_present,
+        "_execution_options": lambda: isinstance(
+            getattr(Engine, "_execution_options", None), Mapping
+        ),
+        "_EmptyListener": lambda: isinstance(
+            getattr(_sa_event_attr(), "_EmptyListener", None), type
+        ),
     }
     check = checks.get(internal.name)
     return check() if check is not None else True
+
+
+def _builtin_md5_present() -> bool:
+    """``shared.key_hash``'s MD5 (it imports ``_md5`` itself: the bottom layer imports
+    nothing of lg_sqla); without it, ``hashlib.md5``."""
+    try:
+        module = importlib.import_module("_md5")  # (no typeshed stub)
+    except ImportError:
+        return False
+    return callable(getattr(module, "md5", None))
 
 
 def _compiled_shape_present() -> bool:
@@ -265,12 +302,15 @@ def engine_reasons(engine: Engine) -> tuple[Any, ...]:
     hot calls ask at every call. (Plain reads, no ``getattr`` with a default, as in
     :func:`kept_still_current`.)"""
     try:
-        listened = bool(engine._has_events or Connection._has_events)
+        # (both bools: the probe checks it; ``_execution_options`` is what the public
+        # ``get_execution_options()`` returns, read without its frame)
+        listened = engine._has_events or Connection._has_events
+        options = engine._execution_options
     except AttributeError:
-        listened = True
+        listened, options = True, engine.get_execution_options()
     return (
         engine,
-        engine.get_execution_options(),
+        options,
         listened,
         engine.logger.isEnabledFor(logging.INFO),
     )
@@ -365,17 +405,62 @@ def opened_before_invalidation(pooled: PoolProxiedConnection, pool: Pool) -> boo
     return isinstance(started, float) and isinstance(invalidated, float) and invalidated > started
 
 
-def kept_still_current(pooled: PoolProxiedConnection, pool: Pool) -> bool:
+def quiet_pool(pool: Pool, pooled: PoolProxiedConnection) -> tuple[Any, ...] | None:
+    """What :func:`kept_still_current` compares ``pool`` and its kept ``pooled`` with,
+    taken where the connection is kept (``runtime.kept``): the pool's ``checkout``,
+    ``checkin`` and ``reset`` listeners (SQLAlchemy's empty listeners, which only read
+    their class's: adding one to the pool itself replaces it in the pool's dispatch),
+    the class-level collections they read (added to in place, never replaced) and the
+    connection's record (a fairy's for as long as it is checked out). None where
+    anything is other (a listener collection of the pool's own, an unknown
+    SQLAlchemy): the fast check then reads each of them at every call."""
+    empty = getattr(_sa_event_attr(), "_EmptyListener", None)
+    try:
+        dispatch = pool.dispatch
+        listeners = (dispatch.checkout, dispatch.checkin, dispatch.reset)
+        record = pooled._connection_record
+        if empty is None or record is None or any(type(one) is not empty for one in listeners):
+            return None
+        return (*listeners, *(one.parent_listeners for one in listeners), record)
+    except AttributeError:
+        return None
+
+
+@functools.cache
+def _sa_event_attr() -> Any:
+    from sqlalchemy.event import attr
+
+    return attr
+
+
+def kept_still_current(
+    pooled: PoolProxiedConnection, pool: Pool, quiet: tuple[Any, ...] | None = None
+) -> bool:
     """Whether a connection kept out of ``pool`` (``runtime.kept``) may serve the next
     call as it is: still open, not opened before the pool last saw a dead connection
     (:func:`opened_before_invalidation`), and no checkout, check-in or reset listener
     on the pool (such a listener must see every call's). The kept connection's fast
     check, in one frame; anything unknown: False (the caller's full check decides).
-    Plain attribute reads, no ``getattr`` with a default: each builtin call costs
-    more than the read (this runs on every kept call)."""
+    ``quiet``: :func:`quiet_pool` of the kept connection, where it was kept. Plain
+    attribute reads, no ``getattr`` with a default: each builtin call costs more than
+    the read (this runs on every kept call); the dispatch's and the connection's own
+    cost ~500 instructions each (their classes' ``__getattr__`` takes Python's fast
+    attribute read away): with ``quiet``, four of them are read, not eleven."""
     try:
         if pooled.dbapi_connection is None:
             return False
+        if quiet is not None:
+            checkout, checkin, reset, on_out, on_in, on_reset, record = quiet
+            dispatch = pool.dispatch
+            return not (
+                dispatch.checkout is not checkout
+                or dispatch.checkin is not checkin
+                or dispatch.reset is not reset
+                or on_out
+                or on_in
+                or on_reset
+                or pool._invalidate_time > record.starttime
+            )
         dispatch = pool.dispatch
         checkout, checkin, reset = dispatch.checkout, dispatch.checkin, dispatch.reset
         if (

@@ -18,12 +18,29 @@ from typing import Any
 import orjson
 
 
+# The key hash's MD5: CPython's own (module ``_md5``, what ``hashlib`` falls back to
+# without OpenSSL), the same digest as ``hashlib.md5`` without OpenSSL's per-call
+# setup (fetching the digest, a context): ~2.8k instructions for a short key, not
+# ~5.4k; a put of a new key hashes it. Listed in ``internals.INTERNALS`` (its probe);
+# where this Python lacks it, ``hashlib.md5``.
+def _own_md5() -> Callable[..., Any]:
+    try:
+        md5: Callable[..., Any] = importlib.import_module("_md5").md5  # (no typeshed stub)
+    except (ImportError, AttributeError):  # (a CPython built without its own hashes)
+        return hashlib.md5
+    return md5
+
+
+_md5_of = _own_md5()
+
+
 @functools.lru_cache(maxsize=4096)  # a graph's namespaces and a store's keys repeat
 def key_hash(text: str) -> str:
     """Fixed-width key for a name of any length: MD5 hex, 32 characters (a key
     column's width, not a security use). Checkpoint namespaces, store namespaces
     and keys, node cache keys."""
-    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    digest: str = _md5_of(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return digest
 
 
 def utc_now() -> dt.datetime:

@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
@@ -99,6 +100,8 @@ class KeptConnection:
         self._pooled: PoolProxiedConnection | None = None
         self._pool: Pool | None = None
         self._pid = 0  # the process that checked the kept connection out
+        # internals.quiet_pool of the kept connection (what take's fast check compares)
+        self._quiet: tuple[Any, ...] | None = None
         # release() found a call on the event loop's thread holding the connection:
         # that call gives it back when it ends (see release).
         self._release_pending = False
@@ -117,7 +120,7 @@ class KeptConnection:
             pooled is not None
             and self._pool is pool
             and self._pid == os.getpid()
-            and internals.kept_still_current(pooled, pool)
+            and internals.kept_still_current(pooled, pool, self._quiet)
         ):
             return pooled
         return self._take_checked(engine)
@@ -150,6 +153,8 @@ class KeptConnection:
             if pooled is None:
                 pooled = direct.checkout(engine)
                 self._pooled, self._pool, self._pid = pooled, engine.pool, os.getpid()
+            # (after keeps_connections: a listener added since is seen by the next take)
+            self._quiet = internals.quiet_pool(engine.pool, pooled)
             return pooled
         except BaseException:
             self._in_use.release()

@@ -566,7 +566,11 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         settings = lanes.settings
         name = named(settings.put_named, namespace, lanes.validate_put)
         key = str(key)
-        minutes: float | None = lanes.ensure_ttl(self.ttl_config, ttl)
+        ttl_config = self.ttl_config
+        # (LangGraph's _ensure_ttl, for no TTL given and no default: None, without its frame)
+        minutes: float | None = (
+            None if ttl is NOT_PROVIDED and not ttl_config else lanes.ensure_ttl(ttl_config, ttl)
+        )
         check_put_values(key, value, minutes, index)  # (check_op less the namespace: just now)
         if value is None or not lanes.puts:
             # (a read-only store refuses it there: _read_only)

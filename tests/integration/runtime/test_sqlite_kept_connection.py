@@ -124,6 +124,40 @@ def test_nothing_is_kept_where_it_could_change_anything(tmp_path: Path) -> None:
         engine.dispose()
 
 
+def test_a_listener_added_later_to_the_pool_class_or_the_pool_ends_keeping(
+    tmp_path: Path,
+) -> None:
+    """A ``checkin`` listener added to every ``QueuePool`` (the class), or a ``reset``
+    listener to this pool, once a store keeps its connection: its next put checks out
+    and in again, and the listener sees that check-in (the kept connection is closed)."""
+    url = f"sqlite:///{tmp_path / 'later.sqlite'}"
+    with SQLAlchemyStore.from_conn_string(url) as store:
+        store.setup()
+        store.put(("later",), "a", {"v": 1})
+        assert _checked_out(store.engine) == 1
+        checkins: list[object] = []
+
+        def count(*_: object) -> None:
+            checkins.append(1)
+
+        sa.event.listen(QueuePool, "checkin", count)
+        try:
+            store.put(("later",), "b", {"v": 2})
+            assert _checked_out(store.engine) == 0 and len(checkins) == 1
+        finally:
+            sa.event.remove(QueuePool, "checkin", count)
+        store.put(("later",), "c", {"v": 3})  # (kept again: nothing listens now)
+        assert _checked_out(store.engine) == 1
+        resets: list[object] = []
+        sa.event.listen(store.engine.pool, "reset", lambda *_: resets.append(1))
+        store.put(("later",), "d", {"v": 4})
+        assert _checked_out(store.engine) == 0 and resets
+        seen = len(resets)
+        store.put(("later",), "e", {"v": 5})  # (still listened to: nothing kept)
+        assert _checked_out(store.engine) == 0 and len(resets) == seen + 1
+        assert sorted(item.key for item in store.search(("later",))) == ["a", "b", "c", "d", "e"]
+
+
 def test_an_engine_of_the_callers_keeps_a_connection_when_asked_to(tmp_path: Path) -> None:
     """``keep_connection=True``: the caller's engine keeps one too (what
     ``from_conn_string`` turns on for its own), until ``release_connections``."""

@@ -522,14 +522,14 @@ def select_load(
     if layout is None:
         layout = load_layout(dialect_ops, one_checkpoint)
     assert layout.keyed != one_checkpoint
-    page = dialect_ops.page_cte(page_stmt)
     if (
         one_checkpoint
         and thread is not None
         and dialect_ops.scalar_page_lookups
         and _bound_names(page_stmt) <= set(_PAGE_OF_ONE)
     ):
-        return _one_by_scalars(dialect_ops, layout, page, page_stmt)
+        return _one_by_scalars(dialect_ops, layout, page_stmt)
+    page = dialect_ops.page_cte(page_stmt)
     owner_keys: dict[str, ColumnElement[Any]] = (
         {name: page.c[name] for name in ("thread_id", "checkpoint_ns_hash", "checkpoint_id")}
         if layout.keyed
@@ -567,7 +567,7 @@ def _bound_names(statement: sa.Select[Any]) -> set[str]:
 
 
 def _one_by_scalars(
-    dialect_ops: DialectOps, layout: LoadLayout, page: Any, page_stmt: sa.Select[Any]
+    dialect_ops: DialectOps, layout: LoadLayout, page_stmt: sa.Select[Any]
 ) -> sa.CompoundSelect[Any]:
     """``select_load`` of one checkpoint of a thread and namespace (bound values) where
     the database runs an uncorrelated scalar subquery once per statement
@@ -581,6 +581,13 @@ def _one_by_scalars(
     parameter again (``DialectOps.bound_again``).
     """
     names = [name for name in _PAGE_OF_ONE if name in _bound_names(page_stmt)]
+    # The page (the first branch alone reads it) selects just the columns that branch
+    # sends: each more is read from the row and copied out of the co-routine (SQLite:
+    # 2.6k instructions of a get_tuple's statement).
+    sent = {name for name, _ in layout.slots if name is not None} | {"state_revision"}
+    page = dialect_ops.page_cte(
+        page_stmt.with_only_columns(*(c for c in page_stmt.selected_columns if c.key in sent))
+    )
     again = {name: dialect_ops.bound_again(_param(name), n) for n, name in enumerate(names, 1)}
     thread, ns_hash = again["thread_id"], again["ns_hash"]
     by_id = again.get("checkpoint_id")

@@ -617,8 +617,8 @@ class Runtime:
             # tell, no I/O).
             held, dbapi_connection = None, pooled.dbapi_connection
             if (
-                not (first.whole_plan and driver.one_statement(first.params))
-                and driver.begin is None
+                driver.begin is None  # (first: MySQL's one_statement measures the rows)
+                and not (first.whole_plan and driver.one_statement(first.params))
                 and dbapi_connection is not None
                 and dialect.detect_autocommit_setting(dbapi_connection)
             ):

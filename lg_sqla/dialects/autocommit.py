@@ -35,10 +35,25 @@ class AutocommitHold:
 
 def in_autocommit(dialect: Dialect, dbapi_connection: Any) -> bool:
     """Whether the session commits each statement alone (no I/O)."""
+    detect = getattr(dialect, "detect_autocommit_setting", None)
+    if detect is None:  # (SQLAlchemy before 2.0.43: the drivers' own flags)
+        return _driver_autocommit(dialect, dbapi_connection)
     try:
-        return bool(dialect.detect_autocommit_setting(dbapi_connection))
+        return bool(detect(dbapi_connection))
     except NotImplementedError:  # (a third-party dialect that cannot tell)
         return False
+
+
+def _driver_autocommit(dialect: Dialect, dbapi_connection: Any) -> bool:
+    """What ``detect_autocommit_setting`` reads, where SQLAlchemy does not have it:
+    sqlite3's (and aiosqlite's adapter's) ``isolation_level`` None, PyMySQL's and
+    mysqlclient's ``get_autocommit()``, the others' ``autocommit`` attribute."""
+    if dialect.name == "sqlite":
+        return getattr(dbapi_connection, "isolation_level", "") is None
+    get_autocommit = getattr(dbapi_connection, "get_autocommit", None)
+    if callable(get_autocommit):
+        return bool(get_autocommit())
+    return getattr(dbapi_connection, "autocommit", False) is True
 
 
 def switch_out_of_autocommit(dialect: Dialect, dbapi_connection: Any) -> AutocommitHold | None:
@@ -46,10 +61,7 @@ def switch_out_of_autocommit(dialect: Dialect, dbapi_connection: Any) -> Autocom
     (``Dialect.set_isolation_level``, what Core's ``isolation_level=`` option does), its
     statements then in one implicit transaction, and switched back to AUTOCOMMIT once
     the plan is over. None where the session is not in autocommit."""
-    try:  # (``in_autocommit``, inlined: a frame less per call of several statements)
-        if not dialect.detect_autocommit_setting(dbapi_connection):
-            return None
-    except NotImplementedError:
+    if not in_autocommit(dialect, dbapi_connection):
         return None
     level = dialect.default_isolation_level  # (read at the first connection)
     if level is None or level == "AUTOCOMMIT":  # (a dialect that could not tell)

@@ -37,7 +37,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
 from lg_sqla.dialects import poolers
-from lg_sqla.dialects.autocommit import AutocommitHold
+from lg_sqla.dialects.autocommit import AutocommitHold, in_autocommit
 from lg_sqla.plans import PREBUILT_CODES as PREBUILT
 from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, one_row
 from lg_sqla.runtime import direct, forks, locks, retry, timeouts
@@ -620,7 +620,7 @@ class Runtime:
                 driver.begin is None  # (first: MySQL's one_statement measures the rows)
                 and not (first.whole_plan and driver.one_statement(first.params))
                 and dbapi_connection is not None
-                and dialect.detect_autocommit_setting(dbapi_connection)
+                and in_autocommit(dialect, dbapi_connection)
             ):
                 held = self.dialect_ops.out_of_autocommit
             result = direct.run(
@@ -689,7 +689,7 @@ class Runtime:
             if (
                 not one
                 and dbapi_connection is not None
-                and dialect.detect_autocommit_setting(dbapi_connection)
+                and in_autocommit(dialect, dbapi_connection)
             ):
                 held = self.dialect_ops.out_of_autocommit
             result = direct.run(

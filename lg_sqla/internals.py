@@ -304,7 +304,9 @@ def engine_reasons(engine: Engine) -> tuple[Any, ...]:
     try:
         # (both bools: the probe checks it; ``_execution_options`` is what the public
         # ``get_execution_options()`` returns, read without its frame)
-        listened = engine._has_events or Connection._has_events
+        # (``Connection._has_events``: a class attribute of SQLAlchemy 2.0.4x on, read
+        # with a default: 2.0.30 has none, and a plain read sent every call to Core)
+        listened = engine._has_events or getattr(Connection, "_has_events", False)
         options = engine._execution_options
     except AttributeError:
         listened, options = True, engine.get_execution_options()

@@ -51,6 +51,9 @@ def _driver_autocommit(dialect: Dialect, dbapi_connection: Any) -> bool:
     if dialect.name == "sqlite":
         return getattr(dbapi_connection, "isolation_level", "") is None
     get_autocommit = getattr(dbapi_connection, "get_autocommit", None)
+    if get_autocommit is None:  # (an async adapter: asyncmy's own connection's, sync)
+        driver_connection = getattr(dbapi_connection, "driver_connection", None)
+        get_autocommit = getattr(driver_connection, "get_autocommit", None)
     if callable(get_autocommit):
         return bool(get_autocommit())
     return getattr(dbapi_connection, "autocommit", False) is True

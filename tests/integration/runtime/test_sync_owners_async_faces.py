@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, config
+from backends import Backend
+from helpers import checkpoint, config, new_thread
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from sqlalchemy import create_engine
 
 from lg_sqla import SQLAlchemySaver
 from lg_sqla.cache import SQLAlchemyCache
@@ -50,18 +49,12 @@ async def _cancel_while_held(serde: HeldSerializer, task: asyncio.Future[Any]) -
     return waiting
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'faces.sqlite'}"
-
-
-async def test_a_cancelled_sync_saver_aput_ends_before_it_returns(sqlite_url: str) -> None:
+async def test_a_cancelled_sync_saver_aput_ends_before_it_returns(backend: Backend) -> None:
     serde = HeldSerializer()
-    engine = create_engine(sqlite_url)
+    engine = backend.engine()
     saver = SQLAlchemySaver(engine, serde=serde)
-    saver.setup()
     try:
-        thread = config("faces")
+        thread = config(new_thread())
         stored = checkpoint({"messages": ["a list: serialized, not inline"]})
         task = asyncio.ensure_future(
             saver.aput(thread, stored, {"source": "input", "step": 0}, {"messages": 1})
@@ -78,13 +71,12 @@ async def test_a_cancelled_sync_saver_aput_ends_before_it_returns(sqlite_url: st
         engine.dispose()
 
 
-async def test_a_cancelled_sync_cache_aset_ends_before_it_returns(sqlite_url: str) -> None:
+async def test_a_cancelled_sync_cache_aset_ends_before_it_returns(backend: Backend) -> None:
     serde = HeldSerializer()
-    engine = create_engine(sqlite_url)
-    SQLAlchemySaver(engine).setup()  # (the schema, the cache's table with it)
+    engine = backend.engine()
     cache: SQLAlchemyCache[Any] = SQLAlchemyCache(engine, serde=serde)
     try:
-        key = (("node",), "k")
+        key = (("node",), new_thread())
         task = asyncio.ensure_future(cache.aset({key: (["a", "list"], None)}))
         assert await _cancel_while_held(serde, task), "the caller did not wait for its call"
         assert cache.get([key]) == {key: ["a", "list"]}

@@ -8,9 +8,9 @@ upsert (executemany), ``clear`` one DELETE.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -26,7 +26,7 @@ from lg_sqla.engines import in_schema
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import CacheEntryRow, cache_entries
 from lg_sqla.plans import Plan, Step, T
-from lg_sqla.runtime import Runtime
+from lg_sqla.runtime import Runtime, workers
 from lg_sqla.runtime.bound import AsyncBinding, Binding
 from lg_sqla.runtime.retry import DEFAULT_RECONNECT_WINDOW_S
 from lg_sqla.runtime.timeouts import check_driver
@@ -197,7 +197,7 @@ class SQLAlchemyCache(BaseCache[ValueT], Generic[ValueT]):
         if isinstance(self._binding, AsyncBinding):
             return await self._binding.run(factory)
         if not isinstance(self.engine, AsyncEngine):
-            return await asyncio.to_thread(self._run, factory)
+            return await workers.in_worker_thread(functools.partial(self._run, factory))
         return await self._runtime.arun(self.engine, factory, idempotent=True)
 
     # --- BaseCache -----------------------------------------------------------

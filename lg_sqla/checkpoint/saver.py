@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
@@ -33,6 +33,7 @@ from lg_sqla.checkpoint.twins import (
 )
 from lg_sqla.models import CheckpointRow
 from lg_sqla.plans import PlanSource, T
+from lg_sqla.runtime import workers
 from lg_sqla.runtime.bound import Binding
 from lg_sqla.runtime.owning import owned
 from lg_sqla.sweeper import ThreadSweeper
@@ -432,7 +433,7 @@ class SQLAlchemySaver(SaverBase[Engine, AbstractContextManager["SQLAlchemySaver"
     # Each is the sync method's face (checkpoint/twins.py), documented there.
 
     async def arun(self, source: PlanSource[T]) -> T:
-        return await asyncio.to_thread(self.run, source)
+        return await workers.in_worker_thread(functools.partial(self.run, source))
 
     alist = iterated_in_worker_thread(list)
     aget_tuple = in_worker_thread(get_tuple)

@@ -18,7 +18,6 @@ saver's ``run``/``arun``.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import re
@@ -26,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
 
 from lg_sqla.plans import PlanSource
+from lg_sqla.runtime import workers
 
 # The calls that have both a sync and an ``a``-prefixed async face on both savers.
 FACES: tuple[str, ...] = (
@@ -89,7 +89,9 @@ def in_worker_thread(
     name = method.__name__
 
     async def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return await asyncio.to_thread(functools.partial(getattr(self, name), *args, **kwargs))
+        return await workers.in_worker_thread(
+            functools.partial(getattr(self, name), *args, **kwargs)
+        )
 
     _named(bridge, method, "a" + name)
     return bridge
@@ -120,7 +122,8 @@ def iterated_in_worker_thread(
     async def bridge(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[_R]:
         iterator: Iterator[_R] = getattr(self, name)(*args, **kwargs)
         done = object()
-        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
+        step = functools.partial(next, iterator, done)
+        while (item := await workers.in_worker_thread(step)) is not done:
             yield cast(_R, item)
 
     returns = _ITERATOR.sub(r"AsyncIterator[\1]", _returns(method))

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
@@ -445,7 +446,9 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         )
         # Concurrent abatch calls (aget, aput...) of one loop run as few batches, each
         # in a worker thread: not a thread and a connection each (_gather.py).
-        self._gatherers = Gatherers(lambda ops: asyncio.to_thread(self._batch_now, ops))
+        self._gatherers = Gatherers(
+            lambda ops: in_worker_thread(functools.partial(self._batch_now, ops))
+        )
 
     # Set on the views bound() returns (runtime.bound); None: batches run on the engine.
     _binding: Binding | None = None
@@ -455,7 +458,9 @@ class SQLAlchemyStore(_StoreBase[Engine, AbstractContextManager["SQLAlchemyStore
         transaction: each batch in a SAVEPOINT, never committed, rolled back or retried
         by the store (see ``SQLAlchemySaver.bound``; docs/application.md)."""
         view = bound_view(self, Binding(target, self._runtime, self.engine, StoreItemRow))
-        view._gatherers = Gatherers(lambda ops: asyncio.to_thread(view._batch_now, ops))
+        view._gatherers = Gatherers(
+            lambda ops: in_worker_thread(functools.partial(view._batch_now, ops))
+        )
         return view
 
     @staticmethod

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from lg_sqla import internals, migrate
@@ -342,6 +342,8 @@ class Runtime:
         self._writer_locks: dict[Engine, threading.Lock | None] = {}
         # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
         self._guarded: set[Engine] = set()
+        # By engine, its pool that switches sessions back out of autocommit (``_guard_pool``).
+        self._guarded_pools: dict[Engine, Pool] = {}
         self._window_of = self._window
         # The direct path's driver settings by dialect (a saver has one or two).
         self._drivers: dict[Dialect, DirectDriver] = {}
@@ -598,6 +600,8 @@ class Runtime:
     def _run_direct(self, engine: Engine, plan: Plan[T], first: Step) -> T:
         dialect = engine.dialect
         driver = self._drivers.get(dialect) or self._driver_of(dialect)
+        if driver.begin is not None and self._guarded_pools.get(engine) is not engine.pool:
+            self._guard_pool(engine)
         kept, pooled = self._connection_for_direct(engine)
         wrapped: list[Connection] = []
 
@@ -700,6 +704,14 @@ class Runtime:
             raise
         _direct_committed(pooled, kept)
         return result
+
+    def _guard_pool(self, engine: Engine) -> None:
+        """A MySQL-family call may leave its session in autocommit (``drivers.guard_sessions``)
+        only on a pool that switches sessions back at any other checkout: the engine's
+        pool now, also one the application assigned after the owner's first call
+        (``engine.pool = ...``, which brings none of the old pool's listeners)."""
+        guard_sessions(engine)
+        self._guarded_pools[engine] = engine.pool
 
     def _driver_of(self, dialect: Dialect) -> DirectDriver:
         driver = self._drivers[dialect] = direct_driver(dialect)  # type: ignore[assignment]

@@ -257,6 +257,44 @@ async def test_the_guard_holds_through_an_engine_copy_and_dispose(
     assert counts["checkpoint_writes"] == 2, "the rolled-back DELETE was autocommitted"
 
 
+async def test_a_pool_assigned_by_hand_after_the_first_call_is_guarded(
+    make_engine: EngineFactory, backend: Backend, mode: str
+) -> None:
+    """An application may give an engine another pool after lg_sqla's first call on it
+    (``engine.pool = QueuePool(...)``: no ``dispose()``, so none of the old pool's
+    listeners come along). lg_sqla's one-statement calls leave their sessions in
+    autocommit only on a pool that switches them back at any other checkout: an
+    application's transaction on the new pool is still one."""
+    engine = make_engine.for_mode(mode, backend, pool_size=1, max_overflow=0)
+    saver = saver_on(engine)
+    thread_id = new_thread()
+    values = {"count": 1}  # (kept in the checkpoint document: a put of one statement)
+    versions: ChannelVersions = {"count": "1"}
+    stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
+    plain = sync_engine(engine)
+    cargs, cparams = plain.dialect.create_connect_args(plain.url)
+    # (a QueuePool, or the async engine's AsyncAdaptedQueuePool: the engine's own class)
+    pool_class: type[sa.pool.QueuePool] = type(plain.pool)  # type: ignore[assignment]
+    plain.pool = pool_class(
+        lambda: plain.dialect.connect(*cargs, **cparams),
+        pool_size=1,
+        max_overflow=0,
+        dialect=plain.dialect,
+    )
+    await saver.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
+    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
+    if isinstance(engine, AsyncEngine):
+        async with engine.connect() as connection:  # the new pool's only connection
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
+            await connection.rollback()
+    else:
+        with engine.connect() as sync_connection:
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
+            sync_connection.rollback()
+    counts = table_counts(_plain_engine(backend), thread_id)
+    assert counts["checkpoint_writes"] == 1, "the rolled-back DELETE was autocommitted"
+
+
 def _plain_engine(backend: Backend) -> sa.Engine:
     return backend.engine(poolclass=sa.pool.NullPool)
 

@@ -64,6 +64,13 @@ EMPTY_TYPE = "empty"
 # that a JSON path to it is never JSON null (SQLite's json_extract returns SQL NULL
 # for both a null and a missing member; the history walk in SQL tells them apart).
 INLINE_KEY = "inline_values"
+# The document member recording that every channel of its ``channel_versions`` has its
+# value inline (``INLINE_KEY``): a checkpoint that names no blob. A reader may then
+# leave its blobs unread, as they could change nothing (the inline value wins). Its
+# first member, so SQLite tells it from the text's first bytes without parsing the
+# document (``DialectOps.unless_all_inline``); absent from documents written before,
+# whose blobs are read as ever. Never taken from a checkpoint, never handed back.
+ALL_INLINE_KEY = "all_inline"
 # Type tags of serializers that store a value as plain data (LangGraph's
 # JsonPlusSerializer: "null" for None). A tag with a layer ("msgpack+aes",
 # "null+zstd"...) or a serializer of its own keeps every value in checkpoint_blobs.
@@ -211,7 +218,8 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     pop("channel_values", None)
     pop("channel_versions", None)
     pop("versions_seen", None)
-    pop(INLINE_KEY, None)  # (lg_sqla's own member: never taken from a checkpoint)
+    pop(INLINE_KEY, None)  # (lg_sqla's own members: never taken from a checkpoint)
+    pop(ALL_INLINE_KEY, None)
     document: dict[str, Any] = rest
     # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
     # and lists of str) is searched for NUL here, without serializing it; anything
@@ -385,6 +393,17 @@ def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:
     if not stored:
         return {}
     return {channel: wrapped[0] for channel, wrapped in stored.items()}
+
+
+def marked_all_inline(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with ``ALL_INLINE_KEY`` first where every channel it versions has its
+    value inline, without it otherwise: what a writer that changes a stored document's
+    inline values or versions (``rotation``, ``state_upgrade``) writes back."""
+    rest = {key: value for key, value in document.items() if key != ALL_INLINE_KEY}
+    inline = rest.get(INLINE_KEY) or {}
+    if all(channel in inline for channel in rest.get("channel_versions") or {}):
+        return {ALL_INLINE_KEY: True, **rest}
+    return rest
 
 
 def inline_value_json(text: str | bytes) -> Any:
@@ -709,6 +728,7 @@ def tuple_of(
         document = json_loads(document)
     checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
+    checkpoint.pop(ALL_INLINE_KEY, None)  # type: ignore[misc]
     inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
     checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
     values.update(inline)

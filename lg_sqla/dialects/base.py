@@ -237,6 +237,13 @@ class DialectOps:
         """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
         raise NotImplementedError
 
+    def unless_all_inline(self, doc: ColumnElement[Any], key: str) -> ColumnElement[Any]:
+        """``doc``, or NULL where its first member is ``key`` set to true (a document
+        that names no blob: ``codec.ALL_INLINE_KEY``), told without parsing it: the
+        document whose blobs a load reads (``channel_versions`` of NULL: none). Here
+        ``doc``: this database reads every document's blobs."""
+        return doc
+
     def keyed_lookup(
         self, table: sa.Table, on: ColumnElement[bool], *, one_thread: bool = True
     ) -> tuple[FromClause, ColumnElement[bool]]:
@@ -487,8 +494,9 @@ def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[boo
 
 
 # What a constant written into a statement's SQL may hold: no quote, backslash or
-# percent sign, so it reads the same in every dialect's string literal.
-_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" ]*')
+# percent sign, so it reads the same in every dialect's string literal (a brace or
+# colon for the start of a JSON text: DialectOps.unless_all_inline).
+_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" {:]*')
 
 
 def sql_constant(value: str | int) -> ColumnElement[Any]:

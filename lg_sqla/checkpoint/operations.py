@@ -220,7 +220,7 @@ def _put_rows(
         ctx.serde, values, versions, new_versions, ctx.inline_types, shared
     )
     every = len(inline) == len(versions)  # (inline keys are among versions')
-    if every:  # (first, where SQLite's get_tuple reads it: codec.ALL_INLINE_KEY)
+    if every and ctx.dialect_ops.reads_all_inline:  # (first: codec.ALL_INLINE_KEY)
         document = {codec.ALL_INLINE_KEY: True, **document}
     if inline:
         document[codec.INLINE_KEY] = inline

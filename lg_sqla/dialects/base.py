@@ -100,6 +100,9 @@ class DialectOps:
     # subqueries, which the database runs once per statement (checkpoint.statements:
     # _one_by_scalars), rather than joining the page in each branch.
     scalar_page_lookups = False
+    # True: a load skips the blobs of a document that records naming none
+    # (unless_all_inline), so put records it (codec.ALL_INLINE_KEY); elsewhere neither.
+    reads_all_inline = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page

@@ -39,6 +39,7 @@ class SQLiteOps(OnConflictOps):
     joins_channel_versions = True
     # (each branch joining the NOT MATERIALIZED page ran its index lookup again)
     scalar_page_lookups = True
+    reads_all_inline = True
     official_writes_table = "writes"  # langgraph-checkpoint-sqlite's SqliteSaver
     # Not writes.task_path: SqliteSaver adds that column itself when it opens a file
     # written by a version from before it.

@@ -731,9 +731,15 @@ def tuple_of(
     checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     checkpoint.pop(ALL_INLINE_KEY, None)  # type: ignore[misc]
-    inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
-    checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
-    values.update(inline)
+    # (a loop, not a comprehension: that is a call; no blob, no _loaded_blobs call)
+    values: dict[str, Any] = {}
+    if stored_inline:
+        for channel, wrapped in stored_inline.items():
+            values[channel] = wrapped[0]
+    if blobs:
+        inline, values = values, _loaded_blobs(serde, blobs, values)
+        values.update(inline)
+    checkpoint["channel_values"] = values
     if document.get("v", 0) < 4 and parent_id:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
     metadata: CheckpointMetadata = stored[1]
@@ -746,5 +752,11 @@ def tuple_of(
     # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
     return tuple.__new__(
         CheckpointTuple,
-        ({"configurable": own}, checkpoint, metadata, parent, _pending_writes(serde, writes)),
+        (
+            {"configurable": own},
+            checkpoint,
+            metadata,
+            parent,
+            _pending_writes(serde, writes) if writes else [],
+        ),
     )

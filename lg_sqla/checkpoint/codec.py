@@ -395,13 +395,14 @@ def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:
     return {channel: wrapped[0] for channel, wrapped in stored.items()}
 
 
-def marked_all_inline(document: Mapping[str, Any]) -> dict[str, Any]:
+def marked_all_inline(document: Mapping[str, Any], records: bool) -> dict[str, Any]:
     """``document`` with ``ALL_INLINE_KEY`` first where every channel it versions has its
-    value inline, without it otherwise: what a writer that changes a stored document's
-    inline values or versions (``rotation``, ``state_upgrade``) writes back."""
+    value inline (and the database ``records`` it: ``DialectOps.reads_all_inline``),
+    without it otherwise: what a writer that changes a stored document's inline values
+    or versions (``rotation``, ``state_upgrade``) writes back."""
     rest = {key: value for key, value in document.items() if key != ALL_INLINE_KEY}
     inline = rest.get(INLINE_KEY) or {}
-    if all(channel in inline for channel in rest.get("channel_versions") or {}):
+    if records and all(channel in inline for channel in rest.get("channel_versions") or {}):
         return {ALL_INLINE_KEY: True, **rest}
     return rest
 

@@ -558,7 +558,7 @@ def select_load(
         KIND_PARENT_SEND,
         page.c.parent_checkpoint_id,
         W.c.channel == sql_constant(TASKS),
-        dialect_ops.document_integer(page.c.checkpoint, "v") < sql_constant(4),
+        dialect_ops.format_below(page.c.checkpoint, 4, ALL_INLINE_KEY),
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 
@@ -620,7 +620,7 @@ def _one_by_scalars(
 
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes
     # (the document read only where there is a parent: the database's AND stops first).
-    below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    below_v4 = dialect_ops.format_below(C.c.checkpoint, 4, ALL_INLINE_KEY)
     sends_of = sa.case(
         (sa.and_(C.c.parent_checkpoint_id.is_not(None), below_v4), C.c.parent_checkpoint_id)
     )

@@ -278,6 +278,13 @@ class DialectOps:
         member: ColumnElement[int] = doc[key].as_integer()
         return member
 
+    def format_below(
+        self, doc: ColumnElement[Any], version: int, record: str
+    ) -> ColumnElement[bool]:
+        """Whether checkpoint document ``doc``'s format (its ``v``) is below ``version``;
+        ``record``: a member a document may have first (``unless_all_inline``)."""
+        return self.document_integer(doc, "v") < sql_constant(version)
+
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
         return self.as_key(doc[("channel_versions", channel)].as_string())
@@ -497,9 +504,9 @@ def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[boo
 
 
 # What a constant written into a statement's SQL may hold: no quote, backslash or
-# percent sign, so it reads the same in every dialect's string literal (a brace or
-# colon for the start of a JSON text: DialectOps.unless_all_inline).
-_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" {:]*')
+# percent sign, so it reads the same in every dialect's string literal (a brace, colon,
+# comma, star or dash for a pattern of a JSON text's start: SQLite's format_below).
+_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" {:,*-]*')
 
 
 def sql_constant(value: str | int) -> ColumnElement[Any]:

@@ -140,12 +140,11 @@ class SQLiteOps(OnConflictOps):
 
     def unless_all_inline(self, doc: ColumnElement[Any], key: str) -> ColumnElement[Any]:
         # The document's text as orjson wrote it (types.DocumentJSON): the member is
-        # its first bytes. A prefix compared, not a JSON path read: json_extract
+        # its first bytes. A prefix matched, not a JSON path read: json_extract
         # parses the whole document (8k instructions of a get_tuple), the
-        # json_each and blob lookups it spares cost 10k.
-        prefix = f'{{"{key}":true'
-        start, length = sql_constant(1), sql_constant(len(prefix))
-        flagged = sa.func.substr(doc, start, length) == sql_constant(prefix)
+        # json_each and blob lookups it spares cost 10k. GLOB with a trailing *
+        # stops there: 0.9k less than substr() and = (which copies the prefix).
+        flagged = doc.op("GLOB")(sql_constant(f'{{"{key}":true,*'))
         return sa.case((flagged, sa.null()), else_=doc)
 
     def format_below(

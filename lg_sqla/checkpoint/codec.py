@@ -64,6 +64,13 @@ EMPTY_TYPE = "empty"
 # that a JSON path to it is never JSON null (SQLite's json_extract returns SQL NULL
 # for both a null and a missing member; the history walk in SQL tells them apart).
 INLINE_KEY = "inline_values"
+# The document member recording that every channel of its ``channel_versions`` has its
+# value inline (``INLINE_KEY``): a checkpoint that names no blob. A reader may then
+# leave its blobs unread, as they could change nothing (the inline value wins). Its
+# first member, so SQLite tells it from the text's first bytes without parsing the
+# document (``DialectOps.unless_all_inline``); absent from documents written before,
+# whose blobs are read as ever. Never taken from a checkpoint, never handed back.
+ALL_INLINE_KEY = "all_inline"
 # Type tags of serializers that store a value as plain data (LangGraph's
 # JsonPlusSerializer: "null" for None). A tag with a layer ("msgpack+aes",
 # "null+zstd"...) or a serializer of its own keeps every value in checkpoint_blobs.
@@ -211,7 +218,8 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     pop("channel_values", None)
     pop("channel_versions", None)
     pop("versions_seen", None)
-    pop(INLINE_KEY, None)  # (lg_sqla's own member: never taken from a checkpoint)
+    pop(INLINE_KEY, None)  # (lg_sqla's own members: never taken from a checkpoint)
+    pop(ALL_INLINE_KEY, None)
     document: dict[str, Any] = rest
     # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
     # and lists of str) is searched for NUL here, without serializing it; anything
@@ -387,6 +395,18 @@ def inline_values(document: Mapping[str, Any]) -> dict[str, Any]:
     return {channel: wrapped[0] for channel, wrapped in stored.items()}
 
 
+def marked_all_inline(document: Mapping[str, Any], records: bool) -> dict[str, Any]:
+    """``document`` with ``ALL_INLINE_KEY`` first where every channel it versions has its
+    value inline (and the database ``records`` it: ``DialectOps.reads_all_inline``),
+    without it otherwise: what a writer that changes a stored document's inline values
+    or versions (``rotation``, ``state_upgrade``) writes back."""
+    rest = {key: value for key, value in document.items() if key != ALL_INLINE_KEY}
+    inline = rest.get(INLINE_KEY) or {}
+    if records and all(channel in inline for channel in rest.get("channel_versions") or {}):
+        return {ALL_INLINE_KEY: True, **rest}
+    return rest
+
+
 def inline_value_json(text: str | bytes) -> Any:
     """The value of one ``INLINE_KEY`` member read as JSON text by SQL (its wrapper)."""
     return json_loads(text)[0]
@@ -551,7 +571,9 @@ def json_loads(text: str | bytes) -> Any:
     try:
         raw = text.encode() if isinstance(text, str) else text
         digits = raw.translate(_DIGITS_AS_NINES)
-        if _LONG_NUMBER not in digits or not _has_long_number(digits):
+        # (find, not `in`: bytes.__contains__ tries the operand as an integer first,
+        # raising and clearing a TypeError: 1.8k instructions of every get_tuple)
+        if digits.find(_LONG_NUMBER) < 0 or not _has_long_number(digits):
             return orjson.loads(raw)
     except (UnicodeEncodeError, orjson.JSONDecodeError):
         pass
@@ -562,7 +584,7 @@ _LONG_NUMBER_STARTS = tuple(bytes((lead,)) + _LONG_NUMBER for lead in b":,[- \n\
 
 
 def _has_long_number(digits: bytes) -> bool:
-    return digits.startswith(_LONG_NUMBER) or any(s in digits for s in _LONG_NUMBER_STARTS)
+    return digits.startswith(_LONG_NUMBER) or any(digits.find(s) >= 0 for s in _LONG_NUMBER_STARTS)
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -709,9 +731,16 @@ def tuple_of(
         document = json_loads(document)
     checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
-    inline = {ch: wrapped[0] for ch, wrapped in stored_inline.items()} if stored_inline else {}
-    checkpoint["channel_values"] = values = _loaded_blobs(serde, blobs, inline)
-    values.update(inline)
+    checkpoint.pop(ALL_INLINE_KEY, None)  # type: ignore[misc]
+    # (a loop, not a comprehension: that is a call; no blob, no _loaded_blobs call)
+    values: dict[str, Any] = {}
+    if stored_inline:
+        for channel, wrapped in stored_inline.items():
+            values[channel] = wrapped[0]
+    if blobs:
+        inline, values = values, _loaded_blobs(serde, blobs, values)
+        values.update(inline)
+    checkpoint["channel_values"] = values
     if document.get("v", 0) < 4 and parent_id:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
     metadata: CheckpointMetadata = stored[1]
@@ -724,5 +753,11 @@ def tuple_of(
     # (tuple.__new__: the named tuple by position, without its Python __new__'s frame)
     return tuple.__new__(
         CheckpointTuple,
-        ({"configurable": own}, checkpoint, metadata, parent, _pending_writes(serde, writes)),
+        (
+            {"configurable": own},
+            checkpoint,
+            metadata,
+            parent,
+            _pending_writes(serde, writes) if writes else [],
+        ),
     )

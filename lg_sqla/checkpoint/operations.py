@@ -219,10 +219,12 @@ def _put_rows(
     inline, blob_rows = codec.dump_values(
         ctx.serde, values, versions, new_versions, ctx.inline_types, shared
     )
+    every = len(inline) == len(versions)  # (inline keys are among versions')
+    if every and ctx.dialect_ops.reads_all_inline:  # (first: codec.ALL_INLINE_KEY)
+        document = {codec.ALL_INLINE_KEY: True, **document}
     if inline:
         document[codec.INLINE_KEY] = inline
-    # (inline keys are among versions': as many means every value is inline)
-    named = [] if len(inline) == len(versions) else complete.named_blobs(values, versions, inline)
+    named = [] if every else complete.named_blobs(values, versions, inline)
     new = {(row["channel"], row["version"]) for row in blob_rows} if blob_rows else set()
     if blob_rows and not new.issubset(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *((r["channel"], r["version"]) for r in blob_rows)]))

@@ -244,7 +244,13 @@ def _move_rows(ctx: Context, key: list[sa.Column[Any]], stale: list[tuple[Any, .
         document.pop(INLINE_KEY)
         if kept:
             document[INLINE_KEY] = kept
-        documents.append((tuple(row)[: len(key)], document))
+        # (values now in blobs: a document that said it named none says so no more)
+        documents.append(
+            (
+                tuple(row)[: len(key)],
+                codec.marked_all_inline(document, ctx.dialect_ops.reads_all_inline),
+            )
+        )
     # Blobs first: the document never names a value that is in neither place.
     yield from ctx.dialect_ops.insert_ignore_rows(checkpoint_blobs, blobs)
     for values, document in documents:

@@ -451,6 +451,8 @@ class _Rewrite:
             migrated[INLINE_KEY] = kept
             if not kept:
                 del migrated[INLINE_KEY]
+        # (values moved to blobs, channels renamed: whether it names a blob, again)
+        migrated = codec.marked_all_inline(migrated, self.ctx.dialect_ops.reads_all_inline)
         write_changes = [c for c in map(self._write, writes) if c[1] is not _UNCHANGED]
         if row["state_revision"] == self.target:
             return None, blob_changes, write_changes, moved

@@ -23,6 +23,7 @@ from sqlalchemy.sql import Executable, visitors
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
+from lg_sqla.checkpoint.codec import ALL_INLINE_KEY
 from lg_sqla.dialects import DialectOps, ordered_join, sql_constant
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
@@ -462,8 +463,7 @@ def _kind(n: int) -> ColumnElement[int]:
 
 
 def _kind_of(layout: LoadLayout, n: int, revision: ColumnElement[Any]) -> ColumnElement[Any]:
-    """A row's kind column: ``n``; in a lean layout, plus ``REVISED`` where the row's
-    ``revision`` is set."""
+    """A row's kind column: ``n``; lean, plus ``REVISED`` where ``revision`` is set."""
     if not layout.lean:
         return sa.literal_column(str(n), sa.Integer)
     revised = sa.literal_column(str(n + REVISED), sa.Integer)
@@ -484,11 +484,16 @@ class VersionedBlobs:
 
 
 def versioned_blobs(
-    dialect_ops: DialectOps, rows: FromClause, thread: ColumnElement[Any] | None = None
+    dialect_ops: DialectOps,
+    rows: FromClause,
+    thread: ColumnElement[Any] | None = None,
+    loaded: bool = False,
 ) -> VersionedBlobs:
-    """:class:`VersionedBlobs` of ``rows`` (a page of ``checkpoints`` rows); ``thread``:
-    the one thread all of them belong to, as a bound value, where known."""
-    pairs, channel, version = dialect_ops.channel_versions(rows.c.checkpoint)
+    """:class:`VersionedBlobs` of ``rows`` (``checkpoints`` rows) of ``thread`` (bound) if
+    known; ``loaded``: a load's, skipping documents naming no blob (ALL_INLINE_KEY)."""
+    document: ColumnElement[Any] = rows.c.checkpoint
+    document = dialect_ops.unless_all_inline(document, ALL_INLINE_KEY) if loaded else document
+    pairs, channel, version = dialect_ops.channel_versions(document)
     blob, blob_on = dialect_ops.keyed_lookup(
         B,
         sa.and_(
@@ -536,7 +541,7 @@ def select_load(
         else {}
     )
     checkpoints = _loaded_checkpoints(dialect_ops, layout, page)
-    found = versioned_blobs(dialect_ops, page, thread)
+    found = versioned_blobs(dialect_ops, page, thread, True)
     blob = found.blob
     blob_values = {
         **owner_keys,
@@ -553,7 +558,7 @@ def select_load(
         KIND_PARENT_SEND,
         page.c.parent_checkpoint_id,
         W.c.channel == sql_constant(TASKS),
-        dialect_ops.document_integer(page.c.checkpoint, "v") < sql_constant(4),
+        dialect_ops.format_below(page.c.checkpoint, 4, ALL_INLINE_KEY),
     )
     return sa.union_all(checkpoints, blobs, own_writes, parent_sends)
 
@@ -601,7 +606,8 @@ def _one_by_scalars(
     def of_page(value: ColumnElement[Any]) -> ColumnElement[Any]:
         return lookup.with_only_columns(value).scalar_subquery()
 
-    blobs = _blobs_named_by(dialect_ops, layout, of_page(C.c.checkpoint), thread, ns_hash)
+    document = dialect_ops.unless_all_inline(C.c.checkpoint, ALL_INLINE_KEY)
+    blobs = _blobs_named_by(dialect_ops, layout, of_page(document), thread, ns_hash)
     write_values = {name: W.c[name] for name in ("state_revision", *WRITE_VALUE_COLUMNS)}
 
     def writes_of(kind: int, checkpoint_id: ColumnElement[Any], *extra: Any) -> Any:
@@ -614,7 +620,7 @@ def _one_by_scalars(
 
     # Checkpoints before format v4 kept pending sends as the parent's TASKS writes
     # (the document read only where there is a parent: the database's AND stops first).
-    below_v4 = dialect_ops.document_integer(C.c.checkpoint, "v") < sql_constant(4)
+    below_v4 = dialect_ops.format_below(C.c.checkpoint, 4, ALL_INLINE_KEY)
     sends_of = sa.case(
         (sa.and_(C.c.parent_checkpoint_id.is_not(None), below_v4), C.c.parent_checkpoint_id)
     )

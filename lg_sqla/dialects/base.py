@@ -100,6 +100,9 @@ class DialectOps:
     # subqueries, which the database runs once per statement (checkpoint.statements:
     # _one_by_scalars), rather than joining the page in each branch.
     scalar_page_lookups = False
+    # True: a load skips the blobs of a document that records naming none
+    # (unless_all_inline), so put records it (codec.ALL_INLINE_KEY); elsewhere neither.
+    reads_all_inline = False
     # False: insert-ignore and upsert are emulated (existence check / delete + insert).
     native_upsert = True
     # False: `list(filter=...)` filters metadata in Python, page by page
@@ -237,6 +240,13 @@ class DialectOps:
         """Rows of (channel, version) from ``doc["channel_versions"]``, correlated to ``doc``."""
         raise NotImplementedError
 
+    def unless_all_inline(self, doc: ColumnElement[Any], key: str) -> ColumnElement[Any]:
+        """``doc``, or NULL where its first member is ``key`` set to true (a document
+        that names no blob: ``codec.ALL_INLINE_KEY``), told without parsing it: the
+        document whose blobs a load reads (``channel_versions`` of NULL: none). Here
+        ``doc``: this database reads every document's blobs."""
+        return doc
+
     def keyed_lookup(
         self, table: sa.Table, on: ColumnElement[bool], *, one_thread: bool = True
     ) -> tuple[FromClause, ColumnElement[bool]]:
@@ -267,6 +277,13 @@ class DialectOps:
         name of lg_sqla's own (``sql_constant``), written into the SQL."""
         member: ColumnElement[int] = doc[key].as_integer()
         return member
+
+    def format_below(
+        self, doc: ColumnElement[Any], version: int, record: str
+    ) -> ColumnElement[bool]:
+        """Whether checkpoint document ``doc``'s format (its ``v``) is below ``version``;
+        ``record``: a member a document may have first (``unless_all_inline``)."""
+        return self.document_integer(doc, "v") < sql_constant(version)
 
     def channel_version(self, doc: ColumnElement[Any], channel: str) -> ColumnElement[Any]:
         """``doc["channel_versions"][channel]`` as a string comparable with a key column."""
@@ -487,8 +504,9 @@ def rows_with_keys(table: sa.Table, rows: Sequence[Record]) -> ColumnElement[boo
 
 
 # What a constant written into a statement's SQL may hold: no quote, backslash or
-# percent sign, so it reads the same in every dialect's string literal.
-_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" ]*')
+# percent sign, so it reads the same in every dialect's string literal (a brace, colon,
+# comma, star or dash for a pattern of a JSON text's start: SQLite's format_below).
+_PLAIN_CONSTANT = re.compile(r'[A-Za-z0-9_$.\[\]" {:,*-]*')
 
 
 def sql_constant(value: str | int) -> ColumnElement[Any]:

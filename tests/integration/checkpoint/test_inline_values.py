@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread, table_counts
@@ -235,3 +236,50 @@ def test_history_finds_inline_seeds_under_any_channel_name(engine: sa.Engine) ->
     expected = BaseCheckpointSaver.get_delta_channel_history(saver, config=head, channels=HOSTILE)
     assert all(expected[ch].get("seed", "absent") is None for ch in HOSTILE), expected
     assert saver.get_delta_channel_history(config=head, channels=HOSTILE) == expected
+
+
+@pytest.mark.any_dialect
+def test_a_checkpoint_naming_no_blob_is_read_whole_after_every_writer(
+    make_engine: EngineFactory, fresh_database: Backend
+) -> None:
+    """A checkpoint whose values are all inline records it on SQLite
+    (``codec.ALL_INLINE_KEY``) and is read without its blobs there; one with a value in a blob,
+    a checkpoint claiming the record itself, and a document whose inline values
+    ``reencrypt`` moved to blobs are read with theirs, by get_tuple and list alike. The
+    record never reaches the caller."""
+    # A database of its own: re-encryption walks every row.
+    engine = make_engine(fresh_database)
+    SQLAlchemySaver(engine).setup()
+    plain = SQLAlchemySaver(engine)
+    thread_id = new_thread()
+    inline = {"count": 1, "name": "x", "branch": None}
+    first = plain.put(config(thread_id), checkpoint(inline), {}, dict.fromkeys(inline, 1))
+    big = {"count": 2, "name": "x" * (codec.INLINE_STR_MAX + 1), "branch": None}
+    versions = {"count": 2, "name": 2, "branch": 1}
+    second = plain.put(first, checkpoint(big, versions), {}, {"count": 2, "name": 2})
+    # A checkpoint of the caller's own with the member: not taken for the record.
+    claiming: Any = {codec.ALL_INLINE_KEY: True, **checkpoint({**big, "count": 3})}
+    claiming["channel_versions"] = {**versions, "count": 3}
+    third = plain.put(second, claiming, {}, {"count": 3})
+    documents = _documents(engine, thread_id)
+    # (recorded where a load reads it: SQLite)
+    records = engine.dialect.name == "sqlite"
+    assert [codec.ALL_INLINE_KEY in d for d in documents] == [records, False, False]
+    assert _blob_channels(engine, thread_id) == [("name", "msgpack")]
+
+    def read_back(saver: SQLAlchemySaver) -> None:
+        expected = [inline, big, {**big, "count": 3}]
+        for stored, values in zip((first, second, third), expected, strict=True):
+            got = saver.get_tuple(stored)
+            assert got is not None and got.checkpoint["channel_values"] == values
+            assert codec.ALL_INLINE_KEY not in got.checkpoint
+        listed = [t.checkpoint for t in saver.list(config(thread_id))]
+        assert [c["channel_values"] for c in listed] == expected[::-1]
+        assert all(codec.ALL_INLINE_KEY not in c for c in listed)
+
+    read_back(plain)
+    # Re-encryption moves the inline values to blobs: the first names blobs now.
+    encrypted = SQLAlchemySaver(engine, serde=EncryptedSerializer.gcm({"k1": KEY}))
+    assert encrypted.reencrypt(batch_size=1).tables["checkpoints"].rewritten == 3
+    assert all(codec.ALL_INLINE_KEY not in d for d in _documents(engine, thread_id))
+    read_back(encrypted)

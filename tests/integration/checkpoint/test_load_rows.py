@@ -86,6 +86,25 @@ async def test_a_checkpoint_at_format_4_keeps_its_own_channels(api: Either[Any])
         assert found.pending_writes == [("task-c", "b", "y"), ("task-c", "a", 3)]
 
 
+@pytest.mark.parametrize("child_format", [3, 4, 12])
+async def test_a_checkpoint_naming_no_blob_reads_its_parents_sends_by_its_format(
+    api: Either[Any], child_format: int
+) -> None:
+    """A child whose values are all in its document (SQLite records that before its
+    format, which it reads from the document's first bytes): the parent's sends are
+    its TASKS channel below format 4 only (12: two digits)."""
+    thread = new_thread()
+    parent = await _put(api, config(thread), _at_format(3, {"a": 1}, 1), {"step": 0})
+    await api.put_writes(parent, [(TASKS, "send-1")], task_id="task-a")
+    child = await _put(api, parent, _at_format(child_format, {"a": 2, "b": "x"}, 2), {})
+    sends = {TASKS: ["send-1"]} if child_format < 4 else {}
+    latest, by_id = await api.get_tuple(config(thread)), await api.get_tuple(child)
+    [listed, _] = await api.list(config(thread))
+    for found in (latest, by_id, listed):
+        assert found is not None and found.config == child
+        assert found.checkpoint["channel_values"] == {"a": 2, "b": "x", **sends}
+
+
 async def test_a_page_of_one_across_threads_keeps_its_writes(api: Either[Any]) -> None:
     """``list(limit=1)`` without a thread: one checkpoint, read with its keys."""
     _, child = await _parent_and_child(api, 4, "")

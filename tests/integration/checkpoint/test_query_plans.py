@@ -24,6 +24,7 @@ builder (benchmarks/scale_level.py: the rows the saver writes, copied set-based)
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from backends import Backend, EngineFactory
 from helpers import checkpoint, config, new_thread
 
 from lg_sqla import SQLAlchemySaver
+from lg_sqla.checkpoint import codec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from benchmarks import scale_level as scale
@@ -289,3 +291,41 @@ def test_get_tuple_limits_its_page_with_a_constant(
     statements = [statement for statement, _ in sent if "checkpoints" in statement]
     assert statements
     assert all("LIMIT 1" in " ".join(statement.split()) for statement in statements)
+
+
+def test_get_tuple_skips_the_blobs_of_a_checkpoint_naming_none(
+    make_engine: EngineFactory, backend: Backend
+) -> None:
+    """SQLite: a checkpoint whose values are all inline records it (codec.ALL_INLINE_KEY)
+    and get_tuple runs no blob lookup for it: its work does not grow with its channels,
+    where the same document without the record (written before) looks each one up."""
+    if backend.name != "sqlite":
+        pytest.skip("the record is read on SQLite only (DialectOps.reads_all_inline)")
+    engine = make_engine(backend)
+    saver = SQLAlchemySaver(engine)
+    work, stored, values = {}, {}, {}
+    for n in (2, 40):
+        values[n] = {f"ch{c}": c for c in range(n)}
+        cp = checkpoint(values[n])
+        stored[n] = saver.put(config(new_thread()), cp, {}, dict.fromkeys(values[n], 1))
+        work[n] = _work_of(backend, engine, functools.partial(saver.get_tuple, stored[n]))
+    assert work[40] == work[2]
+    record = f'{{"{codec.ALL_INLINE_KEY}":true,'
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE checkpoints SET checkpoint = '{' || substr(checkpoint, :rest)"
+                " WHERE thread_id = :thread AND substr(checkpoint, 1, :n) = :record"
+            ),
+            {
+                "rest": len(record) + 1,
+                "thread": stored[40]["configurable"]["thread_id"],
+                "n": len(record),
+                "record": record,
+            },
+        )
+    without = _work_of(backend, engine, lambda: saver.get_tuple(stored[40]))
+    assert without > work[40] + 40  # (a json_each row and a blob probe per channel)
+    for n in (2, 40):
+        found = saver.get_tuple(stored[n])
+        assert found is not None and found.checkpoint["channel_values"] == values[n]

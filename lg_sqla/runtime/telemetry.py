@@ -10,7 +10,8 @@ exactly the code it would run without this module (no flag tested per call):
   which counts the statements it yields, the rows and rowcounts sent back, and the
   bytes of binary parameters (serialized channel values and writes) and fetched
   binary columns;
-* ``Router.path_of``: the execution path the call took (``direct`` or ``core``);
+* ``Router.path_of``: the execution path the call took (``direct`` or ``core``), and
+  ``Runtime._run_lean``, the direct path of a plan whose path was remembered;
 * ``retry.retry_delay``: each retry, and each lock conflict the database reported.
 
 The counts go to the :class:`CallStats` of the public call in progress
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError
 
-from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T
+from lg_sqla.plans import Outcome, Plan, PlanSource, Step, T, is_prebuilt, prebuilt
 from lg_sqla.runtime import retry
 from lg_sqla.runtime.executor import Runtime
 from lg_sqla.runtime.routing import Path, Router
@@ -131,6 +132,23 @@ def _observed(plan: Plan[T], stats: CallStats) -> Plan[T]:
         return done.value  # type: ignore[no-any-return]
 
 
+@prebuilt
+def _observed_prebuilt(plan: Plan[T], stats: CallStats) -> Plan[T]:
+    """:func:`_observed` of a prebuilt plan (``plans.prebuilt``), itself declared
+    prebuilt: its statements are that plan's, so the direct and lean paths stay open
+    to it with telemetry on (they would see an undeclared wrapper and send every
+    call through Core)."""
+    return (yield from _observed(plan, stats))
+
+
+def _observed_as(plan: Plan[T], stats: CallStats) -> Plan[T]:
+    """``plan`` counted into ``stats``, prebuilt where ``plan`` is."""
+    return (_observed_prebuilt if is_prebuilt(plan) else _observed)(plan, stats)
+
+
+_OBSERVED_CODES = (_observed.__code__, _observed_prebuilt.__code__)
+
+
 class _ObservedFactory:
     """A plan factory whose every fresh plan (one per attempt) is counted."""
 
@@ -141,7 +159,7 @@ class _ObservedFactory:
         self.stats = stats
 
     def __call__(self) -> Plan[Any]:
-        return _observed(self.factory(), self.stats)
+        return _observed_as(self.factory(), self.stats)
 
 
 def _observe(source: PlanSource[T], stats: CallStats) -> PlanSource[T]:
@@ -149,9 +167,9 @@ def _observe(source: PlanSource[T], stats: CallStats) -> PlanSource[T]:
         return source
     if callable(source):
         return _ObservedFactory(source, stats)
-    if getattr(source, "gi_code", None) is _observed.__code__:
+    if getattr(source, "gi_code", None) in _OBSERVED_CODES:
         return source
-    return _observed(source, stats)
+    return _observed_as(source, stats)
 
 
 _ORIGINALS: dict[str, Any] = {}
@@ -166,7 +184,10 @@ def install() -> None:
     if _ORIGINALS:
         return
     run, arun, path_of, retry_delay = Runtime.run, Runtime.arun, Router.path_of, retry.retry_delay
-    _ORIGINALS.update(run=run, arun=arun, path_of=path_of, retry_delay=retry_delay)
+    run_lean = Runtime._run_lean
+    _ORIGINALS.update(
+        run=run, arun=arun, path_of=path_of, retry_delay=retry_delay, run_lean=run_lean
+    )
 
     def counted_run(self: Runtime, engine: Engine, source: PlanSource[T], **options: Any) -> T:
         stats = current.get()
@@ -188,6 +209,13 @@ def install() -> None:
             stats.paths.add(path.value)
         return path
 
+    def counted_run_lean(self: Runtime, engine: Engine, plan: Plan[T], first: Step) -> T:
+        # (a plan the runtime remembered for its lean path asks no router: see attempt)
+        stats = current.get()
+        if stats is not None:
+            stats.paths.add(Path.DIRECT.value)
+        return run_lean(self, engine, plan, first)
+
     def counted_retry_delay(
         error: DBAPIError | ConnectionError, attempt: int, dialect_ops: DialectOps, **options: Any
     ) -> float | None:
@@ -205,6 +233,7 @@ def install() -> None:
     Runtime.run = counted_run  # type: ignore[method-assign]
     Runtime.arun = counted_arun  # type: ignore[method-assign]
     Router.path_of = counted_path_of  # type: ignore[method-assign]
+    Runtime._run_lean = counted_run_lean  # type: ignore[method-assign]
     retry.retry_delay = counted_retry_delay
 
 
@@ -215,5 +244,6 @@ def uninstall() -> None:
     Runtime.run = _ORIGINALS["run"]  # type: ignore[method-assign]
     Runtime.arun = _ORIGINALS["arun"]  # type: ignore[method-assign]
     Router.path_of = _ORIGINALS["path_of"]  # type: ignore[method-assign]
+    Runtime._run_lean = _ORIGINALS["run_lean"]  # type: ignore[method-assign]
     retry.retry_delay = _ORIGINALS["retry_delay"]
     _ORIGINALS.clear()

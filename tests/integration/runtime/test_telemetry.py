@@ -22,8 +22,9 @@ import pytest
 import sqlalchemy as sa
 from backends import Backend
 from faults import Faults
-from helpers import checkpoint, config, new_thread
+from helpers import DirectRuns, checkpoint, config, new_thread
 from langgraph.store.base import GetOp
+from modes import saver_on, store_on
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -339,6 +340,43 @@ def test_thread_ids_removed_rows_and_dedup_hits(tmp_path: Path) -> None:
         engine.dispose()
 
 
+async def test_telemetry_keeps_each_calls_path(
+    backend: Backend, mode: str, make_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting a call does not change how it runs: the same calls take the direct path
+    as often with telemetry on as off (its plan wrapper once made every call a Core one,
+    a third to half more instructions), and their spans say so."""
+    engine = make_engine.for_mode(mode, backend)
+    saver, store = saver_on(engine), store_on(engine)
+    thread_id = new_thread()
+    versions = {"a": "1"}
+    stored = await saver.put(config(thread_id), checkpoint({"a": 1}, versions), {}, versions)
+
+    async def calls() -> None:
+        # (values kept in the document: a put of one statement, as put_writes)
+        await saver.put(stored, checkpoint({"a": 2}, {"a": "2"}), {}, {"a": "2"})
+        await saver.put_writes(stored, [("a", 3)], "task")
+        await saver.get_tuple(config(thread_id))
+        await store.put(("telemetry", thread_id), "k", {"v": 1})
+        await store.get(("telemetry", thread_id), "k")
+
+    await calls()  # (warm: the runtime learns each statement's path)
+    direct = DirectRuns(monkeypatch)
+    await calls()
+    plain = direct.count
+    otel = Telemetry()
+    try:
+        direct.count = 0
+        await calls()
+        assert direct.count == plain, "telemetry changed how many calls took the direct path"
+        paths = [span.attributes["lg_sqla.path"] for span in otel.finished() if span.attributes]
+        assert len(paths) == 5
+        if plain == 5:  # (the drivers where every such call is direct)
+            assert paths == ["direct"] * 5
+    finally:
+        telemetry.uninstrument()
+
+
 def test_uninstrumented_is_the_plain_code() -> None:
     """Off (the default, and after uninstrument), no wrapper is left on any path."""
     plain = {
@@ -346,10 +384,12 @@ def test_uninstrumented_is_the_plain_code() -> None:
         for cls in telemetry.instrumented_classes()
         for name in telemetry.public_calls(cls)
     }
-    run = Runtime.run
+    run, run_lean = Runtime.run, Runtime._run_lean
     Telemetry()
     assert Runtime.run is not run
     assert all(inspect.getattr_static(cls, name) is not f for (cls, name), f in plain.items())
+    assert Runtime._run_lean is not run_lean
     telemetry.uninstrument()
     assert Runtime.run is run
+    assert Runtime._run_lean is run_lean
     assert all(inspect.getattr_static(cls, name) is f for (cls, name), f in plain.items())

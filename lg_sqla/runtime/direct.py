@@ -68,7 +68,7 @@ class DirectStatement:
     )
     # Without defaults, a positional statement's parameters of one row, in one call
     # (``_row_function``); None where the general form applies.
-    _row_values: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
+    row_values: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
         init=False, repr=False, compare=False
     )
 
@@ -81,10 +81,10 @@ class DirectStatement:
             if not self.defaults:
                 row_values = _row_function(self.positional, self.processors)
         object.__setattr__(self, "_in_order", in_order)
-        object.__setattr__(self, "_row_values", row_values)
+        object.__setattr__(self, "row_values", row_values)
 
     def parameters(self, params: Mapping[str, Any]) -> Any:
-        row_values = self._row_values
+        row_values = self.row_values
         if row_values is not None:
             # Every name the SQL holds is the row's (no defaults): its values in order,
             # as the general form below gives them, without a copy of the row.
@@ -103,7 +103,7 @@ class DirectStatement:
         processor once; a positional statement's rows each take one generated call."""
         if not rows:
             return []
-        row_values = self._row_values
+        row_values = self.row_values
         if row_values is not None:
             # (a shared value's processor runs per row here: the timestamp's keeps its
             # last text, and the generated call costs less than the sharing's bookkeeping)
@@ -389,14 +389,14 @@ def _steps(
             params: Any = step.params
             sql, kind = direct.sql, type(params)  # (a list or dict by type first: no ABC check)
             if kind is not list and (kind is dict or params is None or isinstance(params, Mapping)):
-                parameters = direct.parameters(params or {})
-                cursor.execute(sql, parameters)
-            elif len(params) == _ONE_ROW:  # (parameters_many's shared values need rows)
-                parameters = direct.parameters(params[0])
-                cursor.execute(sql, parameters)
+                row = params or {}
+            else:  # (parameters_many's shared values need rows)
+                row = params[0] if len(params) == _ONE_ROW else None
+            if row is not None:  # (row_values: a row's parameters() without its frame)
+                values = direct.row_values
+                cursor.execute(sql, parameters := values(row) if values else direct.parameters(row))
             else:
-                parameters = direct.parameters_many(params)
-                cursor.executemany(sql, parameters)
+                cursor.executemany(sql, parameters := direct.parameters_many(params))
             if not step.fetch:
                 step = plan.send(_WRITTEN.get(cursor.rowcount) or Outcome((), cursor.rowcount))
                 continue

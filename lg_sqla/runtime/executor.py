@@ -342,8 +342,7 @@ class Runtime:
         self._writer_locks: dict[Engine, threading.Lock | None] = {}
         # The async engines whose invalidations are guarded (``drivers.guard_invalidation``).
         self._guarded: set[Engine] = set()
-        # By engine, its pool that switches sessions back out of autocommit (``_guard_pool``).
-        self._guarded_pools: dict[Engine, Pool] = {}
+        self._guarded_pools: dict[Engine, Pool] = {}  # (by engine: ``_guard_pool``)
         self._window_of = self._window
         # The direct path's driver settings by dialect (a saver has one or two).
         self._drivers: dict[Dialect, DirectDriver] = {}
@@ -494,7 +493,6 @@ class Runtime:
             self.schema_checked = True
 
     def _run_started(self, engine: Engine, plan: Plan[T], first: Step) -> T:
-        # (is_prebuilt, inlined: one frame less per call)
         prebuilt = id(getattr(plan, "gi_code", None)) in PREBUILT  # (is_prebuilt, inlined)
         if self.router.path_of(engine, first, prebuilt) is Path.DIRECT:
             return self._run_direct(engine, plan, first)
@@ -702,14 +700,16 @@ class Runtime:
         except BaseException as error:
             _direct_failed(engine, pooled, wrapped, kept, error, False)
             raise
-        _direct_committed(pooled, kept)
+        if kept is not None:  # (_direct_committed, inlined: a frame less per call)
+            kept.put_back(committed=True)
+        else:
+            internals.check_in_after_commit(pooled)
         return result
 
     def _guard_pool(self, engine: Engine) -> None:
-        """A MySQL-family call may leave its session in autocommit (``drivers.guard_sessions``)
-        only on a pool that switches sessions back at any other checkout: the engine's
-        pool now, also one the application assigned after the owner's first call
-        (``engine.pool = ...``, which brings none of the old pool's listeners)."""
+        """A MySQL-family call leaves its session in autocommit only on a pool that switches
+        it back at other checkouts (``drivers.guard_sessions``): also a pool assigned by
+        hand after the first call (``engine.pool = ...``, none of the old's listeners)."""
         guard_sessions(engine)
         self._guarded_pools[engine] = engine.pool
 

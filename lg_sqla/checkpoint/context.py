@@ -64,6 +64,13 @@ class Context:
         return codec.inline_types(self.serde)
 
     @functools.cached_property
+    def stamps_text(self) -> bool:
+        """Whether a write stamps its rows with the clock read as its columns' text
+        (``DialectOps.stamps_text``; ``types.naive_utc_text_now``): not when a TTL is
+        added to the stamp (``stamp_ttl``), which takes a datetime."""
+        return self.dialect_ops.stamps_text and self.stamp_ttl is None
+
+    @functools.cached_property
     def hot_statements(self) -> dict[Hashable, Any]:
         """The statements (``DialectOps.cached`` ones, and ``get_tuple``'s with its layout)
         that the hot calls (put, put_writes, get_tuple) ask for on every call, by a key

@@ -17,7 +17,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -63,12 +63,15 @@ from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash
+from lg_sqla.types import naive_utc_text_now
 
 # --- writing -----------------------------------------------------------------
 
 
 _namespace = codec.namespace_of
 _now, _UTC = dt.datetime.now, dt.timezone.utc
+_clock_text = naive_utc_text_now
+_DEFAULT_NS_HASH = codec.DEFAULT_NAMESPACE_HASH
 
 
 _BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at", "state_revision")
@@ -132,16 +135,16 @@ def _upsert(ctx: Context) -> Callable[[], Executable]:
     return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
 
 
-@dataclass(slots=True)
-class _PutRows:
+class _PutRows(NamedTuple):
     """What one put stores: its checkpoint row, the blob rows of its new versions (their
     keys: ``new``), and the keys of every blob its checkpoint names
-    (``complete.named_blobs``)."""
+    (``complete.named_blobs``). A named tuple made by ``_put_rows_of`` (tuple's own
+    constructor: no Python ``__init__`` frame on every put)."""
 
     checkpoint: Record
     blobs: Sequence[Record]
-    new: set[complete.BlobKey]
-    named: list[complete.BlobKey]
+    new: set[complete.BlobKey] | frozenset[complete.BlobKey]
+    named: Sequence[complete.BlobKey]
     values: Mapping[str, Any]
     versions: Mapping[str, str]
 
@@ -149,6 +152,10 @@ class _PutRows:
         """Rows of every named blob, from the values in hand (the rare path)."""
         shared = {k: self.checkpoint[k] for k in _BLOB_SHARED}
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
+
+
+_put_rows_of = functools.partial(tuple.__new__, _PutRows)
+_NO_KEYS: frozenset[complete.BlobKey] = frozenset()
 
 
 @prebuilt
@@ -202,54 +209,66 @@ def _put_rows(
     """What a put writes, its keys and values checked and serialized."""
     thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
     checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    nsh = codec.namespace_hash(checkpoint_ns)
-    now = _now(_UTC)  # (utc_now, without its frame)
+    # One stamp for created_at and updated_at: the clock's text where the columns bind
+    # text (``Context.stamps_text``), else a datetime (utc_now, without its frame).
+    if ctx.stamps_text:
+        now: dt.datetime | str = _clock_text()
+        expires = None
+    else:
+        now = _now(_UTC)
+        # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
+        expires = None if ctx.stamp_ttl is None else now + ctx.stamp_ttl
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = checks.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
     versions = document["channel_versions"]
-    # Every row of the put at the writing application's state revision (None: zero).
-    revision = ctx.state_head
-    shared = {
-        "thread_id": thread_id,
-        "checkpoint_ns_hash": nsh,
-        "created_at": now,
-        "state_revision": revision,
-    }
     inline, blob_rows = codec.dump_values(
-        ctx.serde, values, versions, new_versions, ctx.inline_types, shared
+        ctx.serde, values, versions, new_versions, ctx.inline_types
     )
     if inline:
         document[codec.INLINE_KEY] = inline
+    row = {
+        "thread_id": thread_id,
+        # (codec.namespace_hash, without its frame for the default namespace)
+        "checkpoint_ns_hash": _DEFAULT_NS_HASH if checkpoint_ns == "" else key_hash(checkpoint_ns),
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_ns": checkpoint_ns,
+        "parent_checkpoint_id": parent_id,
+        "run_id": (
+            None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
+        ),
+        "checkpoint": document,
+        "metadata": stored_metadata,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": expires,
+        # Every row of the put at the writing application's state revision (None: zero).
+        "state_revision": ctx.state_head,
+    }
     # (inline keys are among versions': as many means every value is inline)
+    if not blob_rows and len(inline) == len(versions):  # no blob written or named
+        return _put_rows_of((row, blob_rows, _NO_KEYS, [], values, versions))
+    return _with_blobs(row, inline, blob_rows, values, versions)
+
+
+def _with_blobs(
+    row: Record,
+    inline: Mapping[str, Any],
+    blob_rows: list[dict[str, Any]],
+    values: Mapping[str, Any],
+    versions: Mapping[str, str],
+) -> _PutRows:
+    """``_put_rows``' answer for a checkpoint that writes or names blobs: its blob rows
+    with the checkpoint row's shared columns, and the keys written and named."""
     named = [] if len(inline) == len(versions) else complete.named_blobs(values, versions, inline)
-    new = {(row["channel"], row["version"]) for row in blob_rows} if blob_rows else set()
-    if blob_rows and not new.issubset(named):  # a new version the document does not name
+    if not blob_rows:
+        return _put_rows_of((row, blob_rows, _NO_KEYS, named, values, versions))
+    shared = {k: row[k] for k in _BLOB_SHARED}
+    blob_rows = [{**shared, **blob} for blob in blob_rows]
+    new = {(blob["channel"], blob["version"]) for blob in blob_rows}
+    if not new.issubset(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *((r["channel"], r["version"]) for r in blob_rows)]))
-    return _PutRows(
-        checkpoint={
-            "thread_id": thread_id,
-            "checkpoint_ns_hash": nsh,
-            "checkpoint_id": checkpoint_id,
-            "checkpoint_ns": checkpoint_ns,
-            "parent_checkpoint_id": parent_id,
-            "run_id": (
-                None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
-            ),
-            "checkpoint": document,
-            "metadata": stored_metadata,
-            "created_at": now,
-            "updated_at": now,
-            # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
-            "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
-            "state_revision": revision,
-        },
-        blobs=blob_rows,
-        new=new,
-        named=named,
-        values=values,
-        versions=versions,
-    )
+    return _put_rows_of((row, blob_rows, new, named, values, versions))
 
 
 def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -370,7 +389,8 @@ def put_writes(
         "thread_id": thread_id,
         "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
         "checkpoint_id": checkpoint_id,
-        "created_at": _now(_UTC),  # (utc_now, without its frame)
+        # (the clock's text where the column binds text: Context.stamps_text)
+        "created_at": _clock_text() if ctx.stamps_text else _now(_UTC),
         "state_revision": ctx.state_head,
     }
     rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)

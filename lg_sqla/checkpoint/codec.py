@@ -71,8 +71,14 @@ _PLAIN_TAGS = frozenset({"null", "msgpack", "json"})
 
 
 # and is not remembered). Bounded: emptied when full. The same for every saver.
-_PASSED_KEYS: set[tuple[str, int]] = set()
-_PASSED_KEYS_MAX = 8192
+# (maximum -> the str values that passed checked_key with it: a str looked up by its
+# cached hash, not a tuple built and hashed per lookup)
+_PASSED_KEYS: dict[int, set[str]] = {}
+_PASSED_KEYS_MAX = 8192  # (per maximum)
+
+
+def _passed_keys(maximum: int) -> set[str]:
+    return _PASSED_KEYS.setdefault(maximum, set())
 
 
 def checked_key(field: str, value: Any, maximum: int) -> str:
@@ -80,16 +86,24 @@ def checked_key(field: str, value: Any, maximum: int) -> str:
     values that passed."""
     if type(value) is not str:  # refused, uncached
         return check_text(field, value)
-    key = (value, maximum)
-    if key in _PASSED_KEYS:
+    passed = _PASSED_KEYS.get(maximum)
+    if passed is None:
+        passed = _passed_keys(maximum)
+    elif value in passed:
         return value
     # A new id (each put's checkpoint id): short ASCII without NUL passes without calls.
     if not (value.isascii() and "\x00" not in value and len(value) <= maximum):
         check_text(field, value) if maximum < 0 else check_length(field, value, maximum)
-    if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
-        _PASSED_KEYS.clear()
-    _PASSED_KEYS.add(key)
+    if len(passed) >= _PASSED_KEYS_MAX:
+        passed.clear()
+    passed.add(value)
     return value
+
+
+# (checkpoint_key's lookups: the sets themselves, emptied in place, never replaced)
+_PASSED_THREADS = _passed_keys(limits.THREAD_ID_MAX)
+_PASSED_NAMESPACES = _passed_keys(-1)
+_PASSED_CHECKPOINT_IDS = _passed_keys(limits.CHECKPOINT_ID_MAX)
 
 
 def checked_text(field: str, value: Any) -> str:
@@ -431,14 +445,14 @@ def checkpoint_key(
     namespace = configurable.get("checkpoint_ns", "")
     if (
         type(thread_id) is str
+        and thread_id in _PASSED_THREADS
         and type(namespace) is str
-        and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
-        and (namespace, -1) in _PASSED_KEYS
+        and namespace in _PASSED_NAMESPACES
     ):
         checkpoint_id = configurable.get("checkpoint_id")
         if checkpoint_id is None or checkpoint_id == "":
             return thread_id, namespace, None
-        if type(checkpoint_id) is str and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
+        if type(checkpoint_id) is str and checkpoint_id in _PASSED_CHECKPOINT_IDS:
             return thread_id, namespace, checkpoint_id
     return (
         thread_id_of(config),
@@ -461,9 +475,10 @@ def dump_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    shared: dict[str, Any],
+    shared: tuple[str, str, str, Any, str | None],
 ) -> list[dict[str, Any]]:
-    """Write rows (``shared``'s columns, then the write's own); special channels get
+    """Write rows (``shared``: their thread_id, checkpoint_ns_hash, checkpoint_id,
+    created_at and state_revision; then the write's own columns); special channels get
     fixed negative idx, and a special channel written twice keeps its last write (one
     task: the key is the idx; only special channels can repeat one)."""
     # A task id is new on nearly every call (one per task): checked here, in C for a
@@ -477,6 +492,7 @@ def dump_writes(
         check_length("task_id", task_id, limits.TASK_ID_MAX)
     if not (type(task_path) is str and task_path.isascii() and "\x00" not in task_path):
         check_text("task_path", task_path)
+    thread_id, ns_hash, checkpoint_id, created_at, state_revision = shared
     rows = []
     special = WRITES_IDX_MAP
     channels = _PASSED_CHANNELS
@@ -486,14 +502,25 @@ def dump_writes(
         if type(channel) is not str or channel not in channels:
             channel = _passed(channels, channel_name(channel))
         idx = special.get(channel, position)
-        repeats = repeats or idx < 0
-        row = shared.copy()  # (cheaper than a display with **shared)
-        row["task_id"] = task_id
-        row["task_path"] = task_path
-        row["idx"] = idx
-        row["channel"] = channel
-        row["type"], row["blob"] = dumps(value)
-        rows.append(row)
+        if idx < 0:
+            repeats = True
+        type_, blob = dumps(value)
+        # (one dict display: cheaper than a copy of shared columns and six stores)
+        rows.append(
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns_hash": ns_hash,
+                "checkpoint_id": checkpoint_id,
+                "created_at": created_at,
+                "state_revision": state_revision,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+                "channel": channel,
+                "type": type_,
+                "blob": blob,
+            }
+        )
     if repeats:  # (a special channel: maybe written twice)
         rows = list({row["idx"]: row for row in rows}.values())
     return rows

@@ -385,15 +385,20 @@ def put_writes(
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
-    shared = {
-        "thread_id": thread_id,
-        "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
-        "checkpoint_id": checkpoint_id,
-        # (the clock's text where the column binds text: Context.stamps_text)
-        "created_at": _clock_text() if ctx.stamps_text else _now(_UTC),
-        "state_revision": ctx.state_head,
-    }
-    rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)
+    rows = codec.dump_writes(
+        ctx.serde,
+        writes,
+        task_id,
+        task_path,
+        (
+            thread_id,
+            _DEFAULT_NS_HASH if checkpoint_ns == "" else key_hash(checkpoint_ns),
+            checkpoint_id,
+            # (the clock's text where the column binds text: Context.stamps_text)
+            _clock_text() if ctx.stamps_text else _now(_UTC),
+            ctx.state_head,
+        ),
+    )
     # Decided per write, as LangGraph's InMemorySaver does: a write to a special
     # channel (error, interrupt, scheduled, resume: negative idx) replaces the
     # stored one; a regular write never does, so a retried task is idempotent.
@@ -402,7 +407,10 @@ def put_writes(
     # Within one call, a repeated special key keeps the last write (dump_writes).
     if not rows:
         return
-    if ctx.dialect_ops.writes_in_one_statement:
+    upsert: Executable | None = ctx.hot_statements.get("put_writes")
+    if upsert is not None:  # (kept by the native-upsert branch below: its later calls)
+        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
+    elif ctx.dialect_ops.writes_in_one_statement:
         shape = bulk_rows_shape(rows)
         statement = ctx.dialect_ops.cached(
             ("put_writes", shape),
@@ -412,14 +420,12 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        upsert: Executable | None = ctx.hot_statements.get("put_writes")
-        if upsert is None:
-            upsert = _hot(
-                ctx,
-                "put_writes",
-                lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
-            )
-        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
+        upsert = _hot(
+            ctx,
+            "put_writes",
+            lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
+        )
+        yield _step((upsert, rows, False, True, False))
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])

@@ -135,6 +135,24 @@ def _upsert(ctx: Context) -> Callable[[], Executable]:
     return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
 
 
+# The upsert of a put stamped with the clock's text (``Context.stamps_text``, no TTL):
+# created_at and updated_at bind that text as it is (no bind processor per column, one
+# parameter for both) and expires_at is NULL in the SQL. The row written is the same.
+_STAMPED_UPSERT_KEY = ("upsert stamped", C.name, _CHECKPOINT_UPDATE)
+
+
+def _stamped_upsert(ctx: Context) -> Callable[[], Executable]:
+    """The builder of the stamped checkpoint upsert (``_STAMPED_UPSERT_KEY``)."""
+
+    def build() -> Executable:
+        values: dict[str, Any] = {c.name: sa.bindparam(c.name, type_=c.type) for c in C.columns}
+        values["created_at"] = values["updated_at"] = sa.bindparam("created_at", type_=sa.String())
+        values["expires_at"] = sa.null()
+        return ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE).values(values)
+
+    return build
+
+
 class _PutRows(NamedTuple):
     """What one put stores: its checkpoint row, the blob rows of its new versions (their
     keys: ``new``), and the keys of every blob its checkpoint names
@@ -185,9 +203,10 @@ def put(
         # Every value inline (or none new): the put is this one statement, atomic by
         # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
         # in _put_in_steps: a generator less on the common path.
-        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        key = _STAMPED_UPSERT_KEY if ctx.stamps_text else _UPSERT_KEY
+        upsert = ctx.hot_statements.get(key)
         if upsert is None:
-            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
+            upsert = _hot(ctx, key, (_stamped_upsert if ctx.stamps_text else _upsert)(ctx))
         yield _step((upsert, [rows.checkpoint], False, True, False))
     stored = rows.checkpoint
     return {
@@ -420,15 +439,30 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        upsert = _hot(
-            ctx,
-            "put_writes",
-            lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
-        )
+        upsert = ctx.hot_statements["put_writes"] = _writes_upsert(ctx)
         yield _step((upsert, rows, False, True, False))
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
+
+
+def _writes_upsert(ctx: Context) -> Executable:
+    """put_writes' upsert; where its rows are stamped with the clock's text
+    (``Context.stamps_text``), created_at binds it as it is (no bind processor per row).
+    Cached by the dialect under a key of each form; kept in ``ctx.hot_statements`` as
+    ``"put_writes"`` (a context stamps in one form)."""
+    ops = ctx.dialect_ops
+    if not ctx.stamps_text:
+        return ops.cached(
+            "put_writes", lambda: ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE)
+        )
+
+    def build() -> Executable:
+        values = {c.name: sa.bindparam(c.name, type_=c.type) for c in W.columns}
+        values["created_at"] = sa.bindparam("created_at", type_=sa.String())
+        return ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE).values(values)
+
+    return ops.cached("put_writes stamped", build)
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:

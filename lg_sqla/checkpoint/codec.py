@@ -357,7 +357,8 @@ def dump_values(
     encryption and ``reencrypt`` reach it. Blob rows: the other values of the channels
     whose version is new; a new version without a value (a DeltaChannel between
     snapshots) has no row and loads as absent. ``kinds``: :func:`inline_types` of
-    ``serde``, when the caller knows it.
+    ``serde``, when the caller knows it. ``versions``: a document's ``channel_versions``
+    (:func:`dump_checkpoint_document`'s), whose channel names were checked there.
     """
     if kinds is None:
         kinds = inline_types(serde)
@@ -378,9 +379,7 @@ def dump_values(
                     continue
             elif kind is int and not INT64_MIN <= value <= INT64_MAX:
                 continue
-            if type(channel) is not str or channel not in _PASSED_CHANNELS:
-                channel = _passed(_PASSED_CHANNELS, channel_name(channel))
-            inline[channel] = [value]
+            inline[channel] = [value]  # (versions' channel names: checked, see above)
     rows = []
     for channel, version in new_versions.items():
         if channel in inline or channel not in values:

@@ -141,16 +141,20 @@ def _upsert(ctx: Context) -> Callable[[], Executable]:
 _STAMPED_UPSERT_KEY = ("upsert stamped", C.name, _CHECKPOINT_UPDATE)
 
 
-def _stamped_upsert(ctx: Context) -> Callable[[], Executable]:
-    """The builder of the stamped checkpoint upsert (``_STAMPED_UPSERT_KEY``)."""
+def _lone_upsert(ctx: Context) -> Executable:
+    """The upsert of a put that writes and names no blob (``_UPSERT_KEY``'s, or the
+    stamped one where ``Context.stamps_text``), cached by the dialect."""
+    ops = ctx.dialect_ops
+    if not ctx.stamps_text:
+        return ops.cached(_UPSERT_KEY, _upsert(ctx))
 
     def build() -> Executable:
         values: dict[str, Any] = {c.name: sa.bindparam(c.name, type_=c.type) for c in C.columns}
         values["created_at"] = values["updated_at"] = sa.bindparam("created_at", type_=sa.String())
         values["expires_at"] = sa.null()
-        return ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE).values(values)
+        return ops.upsert(C, _CHECKPOINT_UPDATE).values(values)
 
-    return build
+    return ops.cached(_STAMPED_UPSERT_KEY, build)
 
 
 class _PutRows(NamedTuple):
@@ -191,22 +195,24 @@ def put(
     written again from the values in hand."""
     rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
     ops = ctx.dialect_ops
+    # Every value inline (no blob written or named): on a dialect with a native upsert
+    # and separate statements, the put is one upsert, atomic by itself (MariaDB runs it
+    # in autocommit, without BEGIN and COMMIT); kept in ctx.hot_statements by its first
+    # put (below), so later ones skip the dialect's branches. Here, not in
+    # _put_in_steps: a generator less on the common path.
+    lone = not rows.blobs and not rows.named
     if ops.distributed:
         yield from _put_routed(ctx, rows)
+    elif lone and (upsert := ctx.hot_statements.get("put")) is not None:
+        yield _step((upsert, [rows.checkpoint], False, True, False))
     elif ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
     elif not ops.native_upsert:
         yield from _put_portable(ctx, rows)
-    elif rows.blobs or (rows.named and not rows.new.issuperset(rows.named)):
+    elif not lone:  # (a blob written, or one named that this put does not write)
         yield from _put_in_steps(ctx, rows)
     else:
-        # Every value inline (or none new): the put is this one statement, atomic by
-        # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
-        # in _put_in_steps: a generator less on the common path.
-        key = _STAMPED_UPSERT_KEY if ctx.stamps_text else _UPSERT_KEY
-        upsert = ctx.hot_statements.get(key)
-        if upsert is None:
-            upsert = _hot(ctx, key, (_stamped_upsert if ctx.stamps_text else _upsert)(ctx))
+        upsert = ctx.hot_statements["put"] = _lone_upsert(ctx)
         yield _step((upsert, [rows.checkpoint], False, True, False))
     stored = rows.checkpoint
     return {

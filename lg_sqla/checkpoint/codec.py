@@ -106,6 +106,24 @@ _PASSED_NAMESPACES = _passed_keys(-1)
 _PASSED_CHECKPOINT_IDS = _passed_keys(limits.CHECKPOINT_ID_MAX)
 
 
+def new_checkpoint_id(value: Any) -> str:
+    """``checked_key("checkpoint id", value, CHECKPOINT_ID_MAX)`` of a put's own
+    checkpoint id, new on nearly every put: a short ASCII one without NUL is remembered
+    without looking it up first; any other takes ``checked_key``."""
+    if (
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and len(value) <= limits.CHECKPOINT_ID_MAX
+    ):
+        passed = _PASSED_CHECKPOINT_IDS
+        if len(passed) >= _PASSED_KEYS_MAX:
+            passed.clear()
+        passed.add(value)
+        return value
+    return checked_key("checkpoint id", value, limits.CHECKPOINT_ID_MAX)
+
+
 def checked_text(field: str, value: Any) -> str:
     """:func:`check_text`, remembering the str values that passed."""
     return checked_key(field, value, -1)

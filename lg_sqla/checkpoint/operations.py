@@ -31,7 +31,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
-from lg_sqla import limits
 from lg_sqla.checkpoint import checks, codec, complete, maintenance, state_reads
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.context import Context
@@ -233,7 +232,7 @@ def _put_rows(
 ) -> _PutRows:
     """What a put writes, its keys and values checked and serialized."""
     thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
-    checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
+    checkpoint_id = codec.new_checkpoint_id(checkpoint["id"])
     # One stamp for created_at and updated_at: the clock's text where the columns bind
     # text (``Context.stamps_text``), else a datetime (utc_now, without its frame).
     if ctx.stamps_text:

@@ -165,3 +165,59 @@ def test_checkpoint_document_strips_nul_outside_channels(
     document = codec.dump_checkpoint_document(checkpoint)
     assert document[part] == stored
     assert "\\u0000" not in json.dumps(document)
+
+
+def _document_with(versions_seen: dict[Any, Any]) -> Any:
+    checkpoint: Any = {
+        "v": 4,
+        "id": "c1",
+        "ts": "2026-01",
+        "channel_values": {},
+        "channel_versions": {"a": "0001.5", "b": 2},
+        "versions_seen": versions_seen,
+        "updated_channels": None,
+    }
+    return codec.dump_checkpoint_document(checkpoint)
+
+
+@pytest.mark.parametrize(
+    ("seen", "stored"),
+    [
+        ({"a": "0001.5", "b": "2"}, {"a": "0001.5", "b": "2"}),  # every key passed before
+        ({"a": "0001.5", "b": 2}, {"a": "0001.5", "b": "2"}),  # an int version
+        ({"a": 2.5, "b": "2"}, {"a": "2.5", "b": "2"}),  # a float version
+        ({"new channel": "0001.5"}, {"new channel": "0001.5"}),  # a name not seen yet
+        ({"a": "a version not seen yet"}, {"a": "a version not seen yet"}),
+        ({"a": ["unhashable"]}, {"a": "['unhashable']"}),  # (its str(), as ever)
+        ({}, {}),
+    ],
+)
+def test_versions_seen_are_stored_as_strings_whether_or_not_they_passed_before(
+    seen: dict[Any, Any], stored: dict[str, str]
+) -> None:
+    """A node's versions_seen is copied as it is where its channel names and versions
+    passed their checks before (the document's channel_versions are checked first),
+    else stringified and checked one by one: the same stored strings either way."""
+    for _ in range(2):  # (not passed yet, then passed)
+        document = _document_with({"node": seen})
+        assert document["versions_seen"] == {"node": stored}
+        assert all(type(v) is str for v in document["versions_seen"]["node"].values())
+
+
+@pytest.mark.parametrize(
+    ("seen", "error"),
+    [
+        ({"a": "v\x00"}, "channel version"),
+        ({"a": "v" * 200}, "channel version"),
+        ({"a\x00": "0001.5"}, "channel name"),
+        ({"x" * 300: "0001.5"}, "channel name"),
+    ],
+)
+def test_versions_seen_refuse_what_channel_versions_refuse(
+    seen: dict[Any, Any], error: str
+) -> None:
+    """A bad channel name or version in versions_seen is refused, naming it, even
+    beside names and versions that passed before."""
+    _document_with({"node": {"a": "0001.5"}})  # (these passed)
+    with pytest.raises(InvalidInputError, match=error):
+        _document_with({"node": {"b": "2", **seen}})

@@ -16,8 +16,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from lg_sqla.dialects import (
+    binds_timestamps_as_text,
     is_mysql_family,
-    mysql_binds_literals,
     mysql_json_text,
     mysql_key_collation,
 )
@@ -158,7 +158,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         # process_bind_param's conversion in one closure, without TypeDecorator's
         # layers: with three timestamps per put, they took 20 of its 45 us of
         # parameter processing on SQLite (SQLAlchemy's DATETIME formatting included).
-        if dialect.name == "sqlite" or mysql_binds_literals(dialect):
+        if binds_timestamps_as_text(dialect):
             # On MySQL, the very literal those drivers send for a naive datetime; a
             # string they only quote.
             return naive_datetime_text()
@@ -188,10 +188,12 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         return value.astimezone(dt.timezone.utc)
 
 
-def naive_datetime_text() -> Callable[[dt.datetime | None], str | None]:
+def naive_datetime_text() -> Callable[[Any], str | None]:
     """A bind processor writing aware datetimes as naive UTC text, "YYYY-MM-DD
     HH:MM:SS.ffffff": the DATETIME text SQLAlchemy writes on SQLite, and the literal
-    MySQL's text-protocol drivers send for a naive datetime.
+    MySQL's text-protocol drivers send for a naive datetime. A str is that text
+    already (a write's stamp read from the clock as text, :func:`naive_utc_text_now`,
+    where ``DialectOps.stamps_text``): bound as it is.
 
     A put binds its one timestamp two or three times (created_at, updated_at; a batch
     also each read's ``now``), and datetime's C formatting costs ~15k instructions a
@@ -201,10 +203,11 @@ def naive_datetime_text() -> Callable[[dt.datetime | None], str | None]:
     last: tuple[dt.datetime | None, str] = (None, "")
     minute: tuple[int, str] = (-1, "")
 
-    def naive_text(value: dt.datetime | None) -> str | None:
+    def naive_text(value: Any) -> str | None:  # (a datetime, its text, or None)
         nonlocal last, minute
-        if value is None:
-            return None
+        if type(value) is str or value is None:
+            given: str | None = value  # (no typing.cast: a call per column bound)
+            return given
         seen = last  # (one read: another thread may replace it meanwhile)
         if seen[0] is value:
             return seen[1]
@@ -229,14 +232,28 @@ _SECONDS = tuple(f"{second:02d}." for second in range(60))
 _DIGITS3 = tuple(f"{number:03d}" for number in range(1000))
 # (the minute of naive_utc_text's last call, and its text)
 _clock_minute: tuple[int, str] = (-1, "")
+# (the second of naive_utc_text_now's last call, and its text up to the fraction's
+# digits: "YYYY-MM-DD HH:MM:SS.")
+_clock_second: tuple[int, str] = (-1, "")
+_time_ns = time.time_ns
 
 
 def naive_utc_text_now() -> str:
     """Now, as the text :func:`naive_datetime_text` writes for ``shared.utc_now()``
     (the same clock, floored to the microsecond as ``datetime.now`` floors it), read
     without a datetime: a SQLite store's lone put stamps its row with this (about 4k
-    instructions a put fewer than a datetime made, then formatted)."""
-    return naive_utc_text(time.time_ns() // 1000)
+    instructions a put fewer than a datetime made, then formatted), and so do the
+    checkpointer's put and put_writes where ``DialectOps.stamps_text`` (~4.5k
+    instructions, not ~17k for a datetime and two columns' formatting). The text of
+    the current second is kept: a busy writer stamps many rows a second."""
+    global _clock_second
+    micros = _time_ns() // 1000
+    seconds = micros // 1_000_000
+    known = _clock_second  # (one read: another thread may replace it meanwhile)
+    if known[0] != seconds:
+        known = _clock_second = (seconds, naive_utc_text(seconds * 1_000_000)[:20])
+    micro = micros % 1_000_000
+    return known[1] + _DIGITS3[micro // 1000] + _DIGITS3[micro % 1000]
 
 
 def naive_utc_text(micros: int) -> str:

@@ -9,6 +9,7 @@ twins.py        the table of the calls with both faces; the faces and the bridge
 operations.py   every checkpointer call as a sans-IO plan (get, list, put, ...)
 statements.py   the statements the plans run: the page query, the blob load
 codec.py        rows <-> LangGraph objects, input validation
+json_values.py  JSON columns read back to exactly their values; JSON equality
 history.py      ``get_delta_channel_history``: the parent-chain walk in SQL
 maintenance.py  prune, delete_for_runs, copy_thread, retention sweep
 retention.py    TTLs as stored data: a thread's expiry facts, pins, keep_last on put

@@ -204,9 +204,12 @@ def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
         return _checked_metadata(config, metadata)
     given: dict[str, Any] = metadata  # type: ignore[assignment]  # (no cast: a call)
     merged: dict[str, Any] = {}
+    known = _PLAIN_KEYS
     for key, value in given.items():
-        if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
-            return _checked_metadata(config, metadata)
+        if type(key) is not str or key not in known:
+            if type(key) is not str or "\x00" in key or not (key.isascii() or encodable(key)):
+                return _checked_metadata(config, metadata)
+            _remember(known, key)
         kind = type(value)  # (plain_json's test of a member, scalars without a call)
         if kind is str:
             if "\x00" in value or not (value.isascii() or encodable(value)):
@@ -223,11 +226,15 @@ def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
         ):
             return _checked_metadata(config, metadata)
         merged[key] = value
+    skipped = _SKIPPED_KEYS
     for merged_from in (config.get("metadata"), config.get("configurable")):
         if not merged_from:
             continue
         for key, value in merged_from.items():
-            if key in merged or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
+            if key in skipped or key in merged:
+                continue
+            if key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
+                _remember(skipped, key)
                 continue
             kind = type(value)
             if kind is str or kind is int or kind is bool or kind is float:
@@ -238,6 +245,23 @@ def dump_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
                 return _checked_metadata(config, metadata)
     merged.pop("writes", None)
     return merged
+
+
+# The metadata keys that passed dump_metadata's test (str, no NUL, valid Unicode), and
+# the config keys its merge leaves out (excluded, or ``__``-prefixed): a graph's
+# metadata and config name the same few keys on every put, so a repeat costs one set
+# lookup. Bounded (emptied when full), the same for every saver of the process.
+_PLAIN_KEYS: set[str] = set()
+_SKIPPED_KEYS: set[str] = set(EXCLUDED_METADATA_KEYS)
+_KEYS_MAX = 4096
+
+
+def _remember(keys: set[str], key: str) -> None:
+    if len(keys) >= _KEYS_MAX:
+        keys.clear()
+        if keys is _SKIPPED_KEYS:
+            keys.update(EXCLUDED_METADATA_KEYS)
+    keys.add(key)
 
 
 def _plain_member(value: Any) -> bool:

@@ -23,13 +23,11 @@ Storage shape:
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
-import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -53,6 +51,7 @@ from lg_sqla.checkpoint.checks import (
     strip_nul,
     strip_nul_walk,
 )
+from lg_sqla.checkpoint.json_values import json_loads
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.plans import Record
 from lg_sqla.serde.errors import SerdeError, WrongSerializerError
@@ -78,8 +77,14 @@ _PLAIN_TAGS = frozenset({"null", "msgpack", "json"})
 
 
 # and is not remembered). Bounded: emptied when full. The same for every saver.
-_PASSED_KEYS: set[tuple[str, int]] = set()
-_PASSED_KEYS_MAX = 8192
+# (maximum -> the str values that passed checked_key with it: a str looked up by its
+# cached hash, not a tuple built and hashed per lookup)
+_PASSED_KEYS: dict[int, set[str]] = {}
+_PASSED_KEYS_MAX = 8192  # (per maximum)
+
+
+def _passed_keys(maximum: int) -> set[str]:
+    return _PASSED_KEYS.setdefault(maximum, set())
 
 
 def checked_key(field: str, value: Any, maximum: int) -> str:
@@ -87,16 +92,42 @@ def checked_key(field: str, value: Any, maximum: int) -> str:
     values that passed."""
     if type(value) is not str:  # refused, uncached
         return check_text(field, value)
-    key = (value, maximum)
-    if key in _PASSED_KEYS:
+    passed = _PASSED_KEYS.get(maximum)
+    if passed is None:
+        passed = _passed_keys(maximum)
+    elif value in passed:
         return value
     # A new id (each put's checkpoint id): short ASCII without NUL passes without calls.
     if not (value.isascii() and "\x00" not in value and len(value) <= maximum):
         check_text(field, value) if maximum < 0 else check_length(field, value, maximum)
-    if len(_PASSED_KEYS) >= _PASSED_KEYS_MAX:
-        _PASSED_KEYS.clear()
-    _PASSED_KEYS.add(key)
+    if len(passed) >= _PASSED_KEYS_MAX:
+        passed.clear()
+    passed.add(value)
     return value
+
+
+# (checkpoint_key's lookups: the sets themselves, emptied in place, never replaced)
+_PASSED_THREADS = _passed_keys(limits.THREAD_ID_MAX)
+_PASSED_NAMESPACES = _passed_keys(-1)
+_PASSED_CHECKPOINT_IDS = _passed_keys(limits.CHECKPOINT_ID_MAX)
+
+
+def new_checkpoint_id(value: Any) -> str:
+    """``checked_key("checkpoint id", value, CHECKPOINT_ID_MAX)`` of a put's own
+    checkpoint id, new on nearly every put: a short ASCII one without NUL is remembered
+    without looking it up first; any other takes ``checked_key``."""
+    if (
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and len(value) <= limits.CHECKPOINT_ID_MAX
+    ):
+        passed = _PASSED_CHECKPOINT_IDS
+        if len(passed) >= _PASSED_KEYS_MAX:
+            passed.clear()
+        passed.add(value)
+        return value
+    return checked_key("checkpoint id", value, limits.CHECKPOINT_ID_MAX)
 
 
 def checked_text(field: str, value: Any) -> str:
@@ -194,9 +225,12 @@ def _stringify_versions(versions: Mapping[str, Any]) -> dict[str, str]:
             v = str(v)
         if type(ch) is not str or ch not in channels:
             ch = _passed(channels, channel_name(ch))
-        if v not in known:  # (version_str inline for a new short ASCII version)
-            short = v.isascii() and "\x00" not in v and len(v) <= limits.VERSION_MAX
-            v = _passed(known, v if short else version_str(v))
+        if v not in known:  # (version_str and _passed inline for a new short ASCII version)
+            if not (v.isascii() and "\x00" not in v and len(v) <= limits.VERSION_MAX):
+                v = version_str(v)
+            if len(known) >= _PASSED_KEYS_MAX:
+                known.clear()
+            known.add(v)
         stringified[ch] = v
     return stringified
 
@@ -212,18 +246,21 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     """The checkpoint without its values; versions as strings."""
     # Channel names and versions are checked (a NUL in them is refused), so only the
     # rest of the document is searched for NUL characters to strip.
-    # (copied, then popped: a comprehension is a call; the pops unrolled, without a loop)
+    # (copied, then deleted from: a comprehension is a call, and so is each pop; the
+    # three members every checkpoint has, read below, are deleted as the statement)
     rest: dict[str, Any] = dict(checkpoint)
-    pop = rest.pop
-    pop("channel_values", None)
-    pop("channel_versions", None)
-    pop("versions_seen", None)
-    pop(INLINE_KEY, None)  # (lg_sqla's own members: never taken from a checkpoint)
-    pop(ALL_INLINE_KEY, None)
+    del rest["channel_values"], rest["channel_versions"], rest["versions_seen"]
+    # (lg_sqla's own members: never taken from a checkpoint; absent on every put, so a
+    # test each, not a pop's call)
+    if INLINE_KEY in rest:
+        del rest[INLINE_KEY]  # noqa: RUF051
+    if ALL_INLINE_KEY in rest:
+        del rest[ALL_INLINE_KEY]  # noqa: RUF051
     document: dict[str, Any] = rest
     # The common rest (v, id, ts, updated_channels, no pending sends: str, int, None
-    # and lists of str) is searched for NUL here, without serializing it; anything
-    # else by strip_nul.
+    # and lists of str) is searched for NUL here, without serializing it (orjson's
+    # text searched for the escape cost ~1.4k instructions more); anything else by
+    # strip_nul.
     for value in rest.values():
         kind = type(value)
         if kind is str:
@@ -242,8 +279,18 @@ def dump_checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
     document["channel_versions"] = _stringify_versions(checkpoint["channel_versions"])
     versions_seen = {}
     stripped = False
+    channels, known = _PASSED_CHANNELS, _PASSED_VERSIONS
     for node, seen in checkpoint["versions_seen"].items():
-        versions_seen[node] = _stringify_versions(seen)
+        # A node has seen versions the graph wrote before: channel names and str
+        # versions that passed their check already (in this document's
+        # channel_versions, or an earlier one's). Then the node's mapping is copied,
+        # tested in C, not walked here (~1.4k instructions a channel); else, or for
+        # an unhashable version, stringified and checked one by one.
+        try:
+            passed = channels.issuperset(seen) and known.issuperset(seen.values())
+        except TypeError:
+            passed = False
+        versions_seen[node] = dict(seen) if passed else _stringify_versions(seen)
         stripped = stripped or (type(node) is not str or "\x00" in node)
     if stripped and any("\x00" in node for node in versions_seen if isinstance(node, str)):
         versions_seen = strip_nul_walk(versions_seen)  # node names: stripped, as before
@@ -347,7 +394,8 @@ def dump_values(
     encryption and ``reencrypt`` reach it. Blob rows: the other values of the channels
     whose version is new; a new version without a value (a DeltaChannel between
     snapshots) has no row and loads as absent. ``kinds``: :func:`inline_types` of
-    ``serde``, when the caller knows it.
+    ``serde``, when the caller knows it. ``versions``: a document's ``channel_versions``
+    (:func:`dump_checkpoint_document`'s), whose channel names were checked there.
     """
     if kinds is None:
         kinds = inline_types(serde)
@@ -368,9 +416,7 @@ def dump_values(
                     continue
             elif kind is int and not INT64_MIN <= value <= INT64_MAX:
                 continue
-            if type(channel) is not str or channel not in _PASSED_CHANNELS:
-                channel = _passed(_PASSED_CHANNELS, channel_name(channel))
-            inline[channel] = [value]
+            inline[channel] = [value]  # (versions' channel names: checked, see above)
     rows = []
     for channel, version in new_versions.items():
         if channel in inline or channel not in values:
@@ -447,14 +493,14 @@ def checkpoint_key(
     namespace = configurable.get("checkpoint_ns", "")
     if (
         type(thread_id) is str
+        and thread_id in _PASSED_THREADS
         and type(namespace) is str
-        and (thread_id, limits.THREAD_ID_MAX) in _PASSED_KEYS
-        and (namespace, -1) in _PASSED_KEYS
+        and namespace in _PASSED_NAMESPACES
     ):
         checkpoint_id = configurable.get("checkpoint_id")
         if checkpoint_id is None or checkpoint_id == "":
             return thread_id, namespace, None
-        if type(checkpoint_id) is str and (checkpoint_id, limits.CHECKPOINT_ID_MAX) in _PASSED_KEYS:
+        if type(checkpoint_id) is str and checkpoint_id in _PASSED_CHECKPOINT_IDS:
             return thread_id, namespace, checkpoint_id
     return (
         thread_id_of(config),
@@ -464,12 +510,12 @@ def checkpoint_key(
 
 
 # The hash of the default namespace, which nearly every call names (``key_hash``).
-_DEFAULT_NAMESPACE_HASH = key_hash("")
+DEFAULT_NAMESPACE_HASH = key_hash("")
 
 
 def namespace_hash(namespace: str) -> str:
     """``key_hash(namespace)``, without hashing the default namespace on every call."""
-    return _DEFAULT_NAMESPACE_HASH if namespace == "" else key_hash(namespace)
+    return DEFAULT_NAMESPACE_HASH if namespace == "" else key_hash(namespace)
 
 
 def dump_writes(
@@ -477,9 +523,10 @@ def dump_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    shared: dict[str, Any],
+    shared: tuple[str, str, str, Any, str | None],
 ) -> list[dict[str, Any]]:
-    """Write rows (``shared``'s columns, then the write's own); special channels get
+    """Write rows (``shared``: their thread_id, checkpoint_ns_hash, checkpoint_id,
+    created_at and state_revision; then the write's own columns); special channels get
     fixed negative idx, and a special channel written twice keeps its last write (one
     task: the key is the idx; only special channels can repeat one)."""
     # A task id is new on nearly every call (one per task): checked here, in C for a
@@ -493,6 +540,7 @@ def dump_writes(
         check_length("task_id", task_id, limits.TASK_ID_MAX)
     if not (type(task_path) is str and task_path.isascii() and "\x00" not in task_path):
         check_text("task_path", task_path)
+    thread_id, ns_hash, checkpoint_id, created_at, state_revision = shared
     rows = []
     special = WRITES_IDX_MAP
     channels = _PASSED_CHANNELS
@@ -502,14 +550,25 @@ def dump_writes(
         if type(channel) is not str or channel not in channels:
             channel = _passed(channels, channel_name(channel))
         idx = special.get(channel, position)
-        repeats = repeats or idx < 0
-        row = shared.copy()  # (cheaper than a display with **shared)
-        row["task_id"] = task_id
-        row["task_path"] = task_path
-        row["idx"] = idx
-        row["channel"] = channel
-        row["type"], row["blob"] = dumps(value)
-        rows.append(row)
+        if idx < 0:
+            repeats = True
+        type_, blob = dumps(value)
+        # (one dict display: cheaper than a copy of shared columns and six stores)
+        rows.append(
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns_hash": ns_hash,
+                "checkpoint_id": checkpoint_id,
+                "created_at": created_at,
+                "state_revision": state_revision,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+                "channel": channel,
+                "type": type_,
+                "blob": blob,
+            }
+        )
     if repeats:  # (a special channel: maybe written twice)
         rows = list({row["idx"]: row for row in rows}.values())
     return rows
@@ -546,66 +605,6 @@ def _serializer_hint(type_: str) -> str:
         f"a stored value is encrypted (type {type_!r}, {key}); configure the saver with "
         f"serde=lg_sqla.serde.EncryptedSerializer.from_env({inner}) and that key "
         "(see docs/security.md)"
-    )
-
-
-def json_object(value: Any) -> dict[str, Any]:
-    # Drivers hand JSON back parsed, except a few (SQLite's text; MariaDB JSON is
-    # LONGTEXT) in some paths.
-    if isinstance(value, (str, bytes)):
-        value = json_loads(value)
-    return cast(dict[str, Any], value)
-
-
-# orjson reads JSON text about 3x faster than json.loads and to the same values, but
-# for integers beyond 64 bits (from 19 digits: -9223372036854775809), which it reads
-# as lossy floats: text that may hold one (a run of 19 digits after a character that
-# can precede a number) is read by json.loads, as is what orjson refuses (NaN, lone
-# surrogates).
-_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
-_LONG_NUMBER = b"9" * 19
-
-
-def json_loads(text: str | bytes) -> Any:
-    """``json.loads(text)``, by orjson where that reads the same values."""
-    try:
-        raw = text.encode() if isinstance(text, str) else text
-        digits = raw.translate(_DIGITS_AS_NINES)
-        # (find, not `in`: bytes.__contains__ tries the operand as an integer first,
-        # raising and clearing a TypeError: 1.8k instructions of every get_tuple)
-        if digits.find(_LONG_NUMBER) < 0 or not _has_long_number(digits):
-            return orjson.loads(raw)
-    except (UnicodeEncodeError, orjson.JSONDecodeError):
-        pass
-    return json.loads(text)
-
-
-_LONG_NUMBER_STARTS = tuple(bytes((lead,)) + _LONG_NUMBER for lead in b":,[- \n\r\t")
-
-
-def _has_long_number(digits: bytes) -> bool:
-    return digits.startswith(_LONG_NUMBER) or any(digits.find(s) >= 0 for s in _LONG_NUMBER_STARTS)
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of two JSON values as JSON sees them: ``true`` is not ``1``, object
-    key order does not matter, ``1`` equals ``1.0`` (as PostgreSQL's jsonb does)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and bool(a == b)
-
-
-def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """``list``'s metadata filter in Python: every key equal (None also matches a missing key)."""
-    return all(
-        json_equal(metadata.get(key), value) if key in metadata else value is None
-        for key, value in wanted.items()
     )
 
 

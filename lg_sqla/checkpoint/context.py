@@ -5,10 +5,9 @@ and ``base.SaverBase`` imports the plans."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import random
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -55,20 +54,29 @@ class Context:
     # shape, writes stamp ``state_head``. None: every row read must be revision zero.
     state: StateMigrations | None = None
     state_head: str | None = None
+    # Whether a write stamps its rows with the clock read as its columns' text
+    # (``DialectOps.stamps_text``; ``types.naive_utc_text_now``): not when a TTL is
+    # added to the stamp (``stamp_ttl``), which takes a datetime. Set from the two
+    # (``__post_init__``). Plain attributes, not cached properties: put and put_writes
+    # read these on every call, and an attribute the class also names as a descriptor
+    # is looked up the slow way each time.
+    stamps_text: bool = field(init=False, compare=False, repr=False)
+    # The statements (``DialectOps.cached`` ones, and ``get_tuple``'s with its layout)
+    # that the hot calls (put, put_writes, get_tuple) ask for on every call, by a key
+    # of their own: a dict lookup, not ``cached``'s frame. A few keys, fixed by code.
+    hot_statements: dict[Hashable, Any] = field(
+        init=False, compare=False, repr=False, default_factory=dict
+    )
 
-    @functools.cached_property
-    def inline_types(self) -> frozenset[type]:
-        """The types of the values kept in the checkpoint document
-        (``codec.inline_types``): asked once per context (a context lives as long as its
-        saver's serializer)."""
-        return codec.inline_types(self.serde)
+    # The types of the values kept in the checkpoint document (``codec.inline_types``
+    # of ``serde``): asked once per context (a context lives as long as its saver's
+    # serializer), in ``__post_init__``.
+    inline_types: frozenset[type] = field(init=False, compare=False, repr=False)
 
-    @functools.cached_property
-    def hot_statements(self) -> dict[Hashable, Any]:
-        """The statements (``DialectOps.cached`` ones, and ``get_tuple``'s with its layout)
-        that the hot calls (put, put_writes, get_tuple) ask for on every call, by a key
-        of their own: a dict lookup, not ``cached``'s frame. A few keys, fixed by code."""
-        return {}
+    def __post_init__(self) -> None:
+        stamps_text = self.dialect_ops.stamps_text and self.stamp_ttl is None
+        object.__setattr__(self, "stamps_text", stamps_text)  # (frozen)
+        object.__setattr__(self, "inline_types", codec.inline_types(self.serde))
 
 
 def checked_migrations(

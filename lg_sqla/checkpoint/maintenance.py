@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lg_sqla import limits
-from lg_sqla.checkpoint import checks, codec
+from lg_sqla.checkpoint import checks, codec, json_values
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import walk_chain
 from lg_sqla.checkpoint.statements import blob_keys
@@ -152,7 +152,7 @@ def collect_garbage_blobs(
         keep = {
             (r.thread_id, r.checkpoint_ns_hash, ch, v)
             for r in documents
-            for ch, v in codec.json_object(r.checkpoint)["channel_versions"].items()
+            for ch, v in json_values.json_object(r.checkpoint)["channel_versions"].items()
         }
         blobs = yield from _rows_in(
             B.c.thread_id, chunk, B.c.thread_id, B.c.checkpoint_ns_hash, B.c.channel, B.c.version
@@ -335,7 +335,7 @@ def _kept_heads(
 
 
 def _delta_channels(metadata: Any) -> list[str]:
-    counters = codec.json_object(metadata).get("counters_since_delta_snapshot") or {}
+    counters = json_values.json_object(metadata).get("counters_since_delta_snapshot") or {}
     return sorted(counters) if isinstance(counters, dict) else []
 
 

@@ -17,7 +17,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -31,8 +31,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql import Executable
 
-from lg_sqla import limits
-from lg_sqla.checkpoint import checks, codec, complete, maintenance, state_reads
+from lg_sqla.checkpoint import checks, codec, complete, json_values, maintenance, state_reads
 from lg_sqla.checkpoint.codec import StoredBlob, StoredWrite, stored_write
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.history import delta_channel_history
@@ -63,12 +62,15 @@ from lg_sqla.models import checkpoint_writes as W
 from lg_sqla.models import checkpoints as C
 from lg_sqla.plans import Plan, Record, Step, prebuilt
 from lg_sqla.shared import key_hash
+from lg_sqla.types import naive_utc_text_now
 
 # --- writing -----------------------------------------------------------------
 
 
 _namespace = codec.namespace_of
 _now, _UTC = dt.datetime.now, dt.timezone.utc
+_clock_text = naive_utc_text_now
+_DEFAULT_NS_HASH = codec.DEFAULT_NAMESPACE_HASH
 
 
 _BLOB_SHARED = ("thread_id", "checkpoint_ns_hash", "created_at", "state_revision")
@@ -132,16 +134,38 @@ def _upsert(ctx: Context) -> Callable[[], Executable]:
     return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
 
 
-@dataclass(slots=True)
-class _PutRows:
+# The upsert of a put stamped with the clock's text (``Context.stamps_text``, no TTL):
+# created_at and updated_at bind that text as it is (no bind processor per column, one
+# parameter for both) and expires_at is NULL in the SQL. The row written is the same.
+_STAMPED_UPSERT_KEY = ("upsert stamped", C.name, _CHECKPOINT_UPDATE)
+
+
+def _lone_upsert(ctx: Context) -> Executable:
+    """The upsert of a put that writes and names no blob (``_UPSERT_KEY``'s, or the
+    stamped one where ``Context.stamps_text``), cached by the dialect."""
+    ops = ctx.dialect_ops
+    if not ctx.stamps_text:
+        return ops.cached(_UPSERT_KEY, _upsert(ctx))
+
+    def build() -> Executable:
+        values: dict[str, Any] = {c.name: sa.bindparam(c.name, type_=c.type) for c in C.columns}
+        values["created_at"] = values["updated_at"] = sa.bindparam("created_at", type_=sa.String())
+        values["expires_at"] = sa.null()
+        return ops.upsert(C, _CHECKPOINT_UPDATE).values(values)
+
+    return ops.cached(_STAMPED_UPSERT_KEY, build)
+
+
+class _PutRows(NamedTuple):
     """What one put stores: its checkpoint row, the blob rows of its new versions (their
     keys: ``new``), and the keys of every blob its checkpoint names
-    (``complete.named_blobs``)."""
+    (``complete.named_blobs``). A named tuple made by ``_put_rows_of`` (tuple's own
+    constructor: no Python ``__init__`` frame on every put)."""
 
     checkpoint: Record
     blobs: Sequence[Record]
-    new: set[complete.BlobKey]
-    named: list[complete.BlobKey]
+    new: set[complete.BlobKey] | frozenset[complete.BlobKey]
+    named: Sequence[complete.BlobKey]
     values: Mapping[str, Any]
     versions: Mapping[str, str]
 
@@ -149,6 +173,10 @@ class _PutRows:
         """Rows of every named blob, from the values in hand (the rare path)."""
         shared = {k: self.checkpoint[k] for k in _BLOB_SHARED}
         return complete.missing_blob_rows(ctx, self.values, self.versions, self.named, shared)
+
+
+_put_rows_of = functools.partial(tuple.__new__, _PutRows)
+_NO_KEYS: frozenset[complete.BlobKey] = frozenset()
 
 
 @prebuilt
@@ -166,21 +194,24 @@ def put(
     written again from the values in hand."""
     rows = _put_rows(ctx, config, checkpoint, metadata, new_versions)
     ops = ctx.dialect_ops
+    # Every value inline (no blob written or named): on a dialect with a native upsert
+    # and separate statements, the put is one upsert, atomic by itself (MariaDB runs it
+    # in autocommit, without BEGIN and COMMIT); kept in ctx.hot_statements by its first
+    # put (below), so later ones skip the dialect's branches. Here, not in
+    # _put_in_steps: a generator less on the common path.
+    lone = not rows.blobs and not rows.named
     if ops.distributed:
         yield from _put_routed(ctx, rows)
+    elif lone and (upsert := ctx.hot_statements.get("put")) is not None:
+        yield _step((upsert, [rows.checkpoint], False, True, False))
     elif ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
     elif not ops.native_upsert:
         yield from _put_portable(ctx, rows)
-    elif rows.blobs or (rows.named and not rows.new.issuperset(rows.named)):
+    elif not lone:  # (a blob written, or one named that this put does not write)
         yield from _put_in_steps(ctx, rows)
     else:
-        # Every value inline (or none new): the put is this one statement, atomic by
-        # itself (MariaDB runs it in autocommit, without BEGIN and COMMIT). Here, not
-        # in _put_in_steps: a generator less on the common path.
-        upsert = ctx.hot_statements.get(_UPSERT_KEY)
-        if upsert is None:
-            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
+        upsert = ctx.hot_statements["put"] = _lone_upsert(ctx)
         yield _step((upsert, [rows.checkpoint], False, True, False))
     stored = rows.checkpoint
     return {
@@ -201,57 +232,69 @@ def _put_rows(
 ) -> _PutRows:
     """What a put writes, its keys and values checked and serialized."""
     thread_id, checkpoint_ns, parent_id = codec.checkpoint_key(config, "parent checkpoint_id")
-    checkpoint_id = codec.checked_key("checkpoint id", checkpoint["id"], limits.CHECKPOINT_ID_MAX)
-    nsh = codec.namespace_hash(checkpoint_ns)
-    now = _now(_UTC)  # (utc_now, without its frame)
+    checkpoint_id = codec.new_checkpoint_id(checkpoint["id"])
+    # One stamp for created_at and updated_at: the clock's text where the columns bind
+    # text (``Context.stamps_text``), else a datetime (utc_now, without its frame).
+    if ctx.stamps_text:
+        now: dt.datetime | str = _clock_text()
+        expires = None
+    else:
+        now = _now(_UTC)
+        # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
+        expires = None if ctx.stamp_ttl is None else now + ctx.stamp_ttl
     document = codec.dump_checkpoint_document(checkpoint)
     stored_metadata = checks.dump_metadata(config, metadata)
     values = checkpoint["channel_values"]
     versions = document["channel_versions"]
-    # Every row of the put at the writing application's state revision (None: zero).
-    revision = ctx.state_head
-    shared = {
-        "thread_id": thread_id,
-        "checkpoint_ns_hash": nsh,
-        "created_at": now,
-        "state_revision": revision,
-    }
     inline, blob_rows = codec.dump_values(
-        ctx.serde, values, versions, new_versions, ctx.inline_types, shared
+        ctx.serde, values, versions, new_versions, ctx.inline_types
     )
     every = len(inline) == len(versions)  # (inline keys are among versions')
     if every and ctx.dialect_ops.reads_all_inline:  # (first: codec.ALL_INLINE_KEY)
         document = {codec.ALL_INLINE_KEY: True, **document}
     if inline:
         document[codec.INLINE_KEY] = inline
-    named = [] if every else complete.named_blobs(values, versions, inline)
-    new = {(row["channel"], row["version"]) for row in blob_rows} if blob_rows else set()
-    if blob_rows and not new.issubset(named):  # a new version the document does not name
+    row = {
+        "thread_id": thread_id,
+        # (codec.namespace_hash, without its frame for the default namespace)
+        "checkpoint_ns_hash": _DEFAULT_NS_HASH if checkpoint_ns == "" else key_hash(checkpoint_ns),
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_ns": checkpoint_ns,
+        "parent_checkpoint_id": parent_id,
+        "run_id": (
+            None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
+        ),
+        "checkpoint": document,
+        "metadata": stored_metadata,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": expires,
+        # Every row of the put at the writing application's state revision (None: zero).
+        "state_revision": ctx.state_head,
+    }
+    if not blob_rows and every:  # no blob written or named
+        return _put_rows_of((row, blob_rows, _NO_KEYS, [], values, versions))
+    return _with_blobs(row, inline, blob_rows, values, versions)
+
+
+def _with_blobs(
+    row: Record,
+    inline: Mapping[str, Any],
+    blob_rows: list[dict[str, Any]],
+    values: Mapping[str, Any],
+    versions: Mapping[str, str],
+) -> _PutRows:
+    """``_put_rows``' answer for a checkpoint that writes or names blobs: its blob rows
+    with the checkpoint row's shared columns, and the keys written and named."""
+    named = [] if len(inline) == len(versions) else complete.named_blobs(values, versions, inline)
+    if not blob_rows:
+        return _put_rows_of((row, blob_rows, _NO_KEYS, named, values, versions))
+    shared = {k: row[k] for k in _BLOB_SHARED}
+    blob_rows = [{**shared, **blob} for blob in blob_rows]
+    new = {(blob["channel"], blob["version"]) for blob in blob_rows}
+    if not new.issubset(named):  # a new version the document does not name
         named = list(dict.fromkeys([*named, *((r["channel"], r["version"]) for r in blob_rows)]))
-    return _PutRows(
-        checkpoint={
-            "thread_id": thread_id,
-            "checkpoint_ns_hash": nsh,
-            "checkpoint_id": checkpoint_id,
-            "checkpoint_ns": checkpoint_ns,
-            "parent_checkpoint_id": parent_id,
-            "run_id": (
-                None if stored_metadata.get("run_id") is None else codec.run_id_of(stored_metadata)
-            ),
-            "checkpoint": document,
-            "metadata": stored_metadata,
-            "created_at": now,
-            "updated_at": now,
-            # The writer's TTL, stored with the checkpoint: the thread's expiry is data.
-            "expires_at": None if ctx.stamp_ttl is None else now + ctx.stamp_ttl,
-            "state_revision": revision,
-        },
-        blobs=blob_rows,
-        new=new,
-        named=named,
-        values=values,
-        versions=versions,
-    )
+    return _put_rows_of((row, blob_rows, new, named, values, versions))
 
 
 def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -368,14 +411,20 @@ def put_writes(
         raise InvalidInputError(
             'put_writes needs config["configurable"]["checkpoint_id"] (the config put returned)'
         )
-    shared = {
-        "thread_id": thread_id,
-        "checkpoint_ns_hash": codec.namespace_hash(checkpoint_ns),
-        "checkpoint_id": checkpoint_id,
-        "created_at": _now(_UTC),  # (utc_now, without its frame)
-        "state_revision": ctx.state_head,
-    }
-    rows = codec.dump_writes(ctx.serde, writes, task_id, task_path, shared)
+    rows = codec.dump_writes(
+        ctx.serde,
+        writes,
+        task_id,
+        task_path,
+        (
+            thread_id,
+            _DEFAULT_NS_HASH if checkpoint_ns == "" else key_hash(checkpoint_ns),
+            checkpoint_id,
+            # (the clock's text where the column binds text: Context.stamps_text)
+            _clock_text() if ctx.stamps_text else _now(_UTC),
+            ctx.state_head,
+        ),
+    )
     # Decided per write, as LangGraph's InMemorySaver does: a write to a special
     # channel (error, interrupt, scheduled, resume: negative idx) replaces the
     # stored one; a regular write never does, so a retried task is idempotent.
@@ -384,7 +433,10 @@ def put_writes(
     # Within one call, a repeated special key keeps the last write (dump_writes).
     if not rows:
         return
-    if ctx.dialect_ops.writes_in_one_statement:
+    upsert: Executable | None = ctx.hot_statements.get("put_writes")
+    if upsert is not None:  # (kept by the native-upsert branch below: its later calls)
+        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
+    elif ctx.dialect_ops.writes_in_one_statement:
         shape = bulk_rows_shape(rows)
         statement = ctx.dialect_ops.cached(
             ("put_writes", shape),
@@ -394,17 +446,30 @@ def put_writes(
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        upsert: Executable | None = ctx.hot_statements.get("put_writes")
-        if upsert is None:
-            upsert = _hot(
-                ctx,
-                "put_writes",
-                lambda: ctx.dialect_ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE),
-            )
-        yield _step((upsert, rows, False, True, False))  # (see DirectDriver.one_statement)
+        upsert = ctx.hot_statements["put_writes"] = _writes_upsert(ctx)
+        yield _step((upsert, rows, False, True, False))
     else:
         yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
+
+
+def _writes_upsert(ctx: Context) -> Executable:
+    """put_writes' upsert; where its rows are stamped with the clock's text
+    (``Context.stamps_text``), created_at binds it as it is (no bind processor per row).
+    Cached by the dialect under a key of each form; kept in ``ctx.hot_statements`` as
+    ``"put_writes"`` (a context stamps in one form)."""
+    ops = ctx.dialect_ops
+    if not ctx.stamps_text:
+        return ops.cached(
+            "put_writes", lambda: ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE)
+        )
+
+    def build() -> Executable:
+        values = {c.name: sa.bindparam(c.name, type_=c.type) for c in W.columns}
+        values["created_at"] = sa.bindparam("created_at", type_=sa.String())
+        return ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE).values(values)
+
+    return ops.cached("put_writes stamped", build)
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:
@@ -516,7 +581,7 @@ def _one_tuple(
     document, metadata, checkpoint_id, parent_id = layout.checkpoint_of(found)
     if type(document) is str and type(metadata) is str:
         # (the two documents as one JSON text: one parse, one check for long numbers)
-        document, metadata = codec.json_loads(f"[{document},{metadata}]")
+        document, metadata = json_values.json_loads(f"[{document},{metadata}]")
     key = (params["thread_id"], namespace, checkpoint_id)
     stored = (document, metadata)
     return codec.tuple_of(ctx.serde, key, parent_id, stored, blobs, writes, sends, ctx.next_version)
@@ -543,7 +608,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
     write_keys: list[tuple[str, str, str]] = []
     parents: dict[tuple[str, str, str], list[PageKey]] = defaultdict(list)
     for row in page_rows:
-        document = codec.json_object(row["checkpoint"])
+        document = json_values.json_object(row["checkpoint"])
         t, h = row["thread_id"], row["checkpoint_ns_hash"]
         wanted.extend((t, h, ch, v) for ch, v in document["channel_versions"].items())
         write_keys.append((t, h, row["checkpoint_id"]))
@@ -560,7 +625,7 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
         state_reads.refuse_revisions(found.values())
         for row in page_rows:
             t, h = row["thread_id"], row["checkpoint_ns_hash"]
-            versions = codec.json_object(row["checkpoint"])["channel_versions"]
+            versions = json_values.json_object(row["checkpoint"])["channel_versions"]
             for ch, v in versions.items():
                 if (t, h, ch, v) in found:
                     b = found[(t, h, ch, v)]
@@ -684,7 +749,9 @@ class Pages:
         requested = self.next_query()
         kept = list(page)
         if self.metadata_filter:
-            kept = [t for t in kept if codec.metadata_matches(t.metadata, self.metadata_filter)]
+            kept = [
+                t for t in kept if json_values.metadata_matches(t.metadata, self.metadata_filter)
+            ]
         if self.remaining is not None:
             kept = kept[: self.remaining]
         if requested is None or requested.limit is None or len(page) < requested.limit:

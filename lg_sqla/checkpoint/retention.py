@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from lg_sqla.checkpoint import codec, maintenance, operations
+from lg_sqla.checkpoint import codec, json_values, maintenance, operations
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.policy import CheckpointTTL, Policy, check_ttl_minutes, policy_from
 from lg_sqla.models import checkpoint_retention as R
@@ -202,7 +202,7 @@ def runs_in_progress(thread_ids: Sequence[str]) -> Plan[set[str]]:
         for row in newest
         if any(
             isinstance(channel, str) and _is_trigger(channel)
-            for channel in codec.json_object(row.checkpoint).get("updated_channels") or ()
+            for channel in json_values.json_object(row.checkpoint).get("updated_channels") or ()
         )
     }
     if not pending:

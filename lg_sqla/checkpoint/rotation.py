@@ -33,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, json_values
 from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
@@ -196,7 +196,7 @@ def _move_inline_values(
                 ctx,
                 codec.inline_values_json(r.inline)
                 if json_functions
-                else codec.inline_values(codec.json_object(r.inline)),
+                else codec.inline_values(json_values.json_object(r.inline)),
             )
         ]
         if stale:
@@ -219,7 +219,7 @@ def _move_rows(ctx: Context, key: list[sa.Column[Any]], stale: list[tuple[Any, .
     blobs: list[dict[str, Any]] = []
     documents: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for row in locked:
-        document = codec.json_object(row.checkpoint)
+        document = json_values.json_object(row.checkpoint)
         inline = codec.inline_values(document)
         versions = document.get("channel_versions") or {}
         # (A value without a version has no blob key: never written so by a put.)

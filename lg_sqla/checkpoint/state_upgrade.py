@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
-from lg_sqla.checkpoint import codec, maintenance
+from lg_sqla.checkpoint import codec, json_values, maintenance
 from lg_sqla.checkpoint.codec import EMPTY_TYPE, INLINE_KEY
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.policy import Policy
@@ -388,7 +388,7 @@ class _Rewrite:
             )
         )
         if "checkpoint" in row:
-            document = codec.json_object(row["checkpoint"])
+            document = json_values.json_object(row["checkpoint"])
             for channel, version in (document.get("channel_versions") or {}).items():
                 self._kept_blobs.add(
                     (row["thread_id"], row["checkpoint_ns_hash"], channel, version)
@@ -433,7 +433,7 @@ class _Rewrite:
     ]:
         """The checkpoint's migrated document, named blobs, writes and the blobs its
         inline values become; raises on any."""
-        document = codec.json_object(row["checkpoint"])
+        document = json_values.json_object(row["checkpoint"])
         steps = self.state.steps(row["state_revision"], self.target)
         migrated = migrate_names(document, steps)
         thread, nsh = row["thread_id"], row["checkpoint_ns_hash"]
@@ -462,7 +462,7 @@ class _Rewrite:
                 "k_ns_hash": nsh,
                 "k_checkpoint_id": row["checkpoint_id"],
                 "v_checkpoint": migrated,
-                "v_metadata": migrate_metadata(codec.json_object(row["metadata"]), steps),
+                "v_metadata": migrate_metadata(json_values.json_object(row["metadata"]), steps),
                 "v_revision": self.target,
             },
             blob_changes,

@@ -134,6 +134,12 @@ class DialectOps:
     official_writes_table: str | None = None
     # The tables of that saver and the columns read from them; None: no such saver.
     official_schema: OfficialSchema | None = None
+    # True: every timestamp column binds as the text it holds ("YYYY-MM-DD
+    # HH:MM:SS.ffffff", ``types.naive_datetime_text``), so a write may stamp its rows
+    # with that text, read from the clock once (``types.naive_utc_text_now``), rather
+    # than a datetime each column's bind processor formats. The same rule as
+    # ``types.UTCDateTime.bind_processor`` (``binds_timestamps_as_text``).
+    stamps_text = False
     # The statement that gives a database file's freed pages back to the file system,
     # run outside a transaction; None where the server manages its own space.
     vacuum_statement: str | None = None

@@ -76,6 +76,14 @@ def mysql_binds_literals(dialect: Dialect) -> bool:
     return is_mysql_family(dialect) and dialect.driver in _LITERAL_DRIVERS
 
 
+def binds_timestamps_as_text(dialect: Dialect) -> bool:
+    """Whether lg_sqla's timestamps bind as the naive UTC text their columns hold
+    (``types.naive_datetime_text``): on SQLite, and on MySQL/MariaDB through a driver
+    that sends that text as the literal of a datetime (:func:`mysql_binds_literals`).
+    ``DialectOps.stamps_text`` of the dialect's ops."""
+    return dialect.name == "sqlite" or mysql_binds_literals(dialect)
+
+
 # ``SERVER_STATUS_NO_BACKSLASH_ESCAPES`` of the MySQL protocol's status flags: the
 # session's sql_mode has NO_BACKSLASH_ESCAPES (a backslash is no escape in a literal).
 NO_BACKSLASH_ESCAPES = 512
@@ -309,6 +317,7 @@ class MySQLOps(DialectOps):
         # Whether the server is MariaDB is only known once the engine has
         # connected, so the collation is looked up when statements are built.
         self._dialect = dialect
+        self.stamps_text = binds_timestamps_as_text(dialect)
 
     def table_disk_usage(self, tables: Sequence[str], schema: str | None) -> Any | None:
         # InnoDB's own estimate (refreshed by ANALYZE TABLE): pages of data and indexes.

@@ -237,7 +237,7 @@ class PostgresOps(OnConflictOps):
         return "documents_as_text"
 
     def document_text(self, doc: ColumnElement[Any]) -> ColumnElement[Any]:
-        # jsonb as its text: parsed by orjson (codec.json_loads) rather than by the
+        # jsonb as its text: parsed by orjson (json_values.json_loads) rather than by the
         # driver's json.loads, and sharing a text column of the load statement.
         return sa.cast(doc, sa.Text)
 

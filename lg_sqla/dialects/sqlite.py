@@ -35,6 +35,7 @@ _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 class SQLiteOps(OnConflictOps):
     name = "sqlite"
+    stamps_text = True  # (binds_timestamps_as_text: every SQLite driver)
     one_writer_at_a_time = True
     joins_channel_versions = True
     # (each branch joining the NOT MATERIALIZED page ran its index lookup again)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.serde.types import TASKS
 from sqlalchemy.sql.elements import ColumnElement
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, json_values
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.checkpoint.statements import versioned_blobs
 from lg_sqla.errors import InvalidInputError, NotFoundError
@@ -78,7 +78,7 @@ def history(
     rows = (yield Step(stmt, fetch=True, whole_plan=True)).rows
     out = []
     for r in rows:
-        metadata = codec.json_object(r.metadata)
+        metadata = json_values.json_object(r.metadata)
         step = metadata.get("step")
         out.append(
             HistoryEntry(
@@ -87,7 +87,7 @@ def history(
                 step if isinstance(step, int) else None,
                 metadata.get("source"),
                 r.created_at,
-                next_nodes(codec.json_object(r.checkpoint)),
+                next_nodes(json_values.json_object(r.checkpoint)),
                 r.sends,
                 r.pending,
             )
@@ -182,7 +182,7 @@ def diff(
     documents: dict[str, dict[str, Any]] = {}
     blobs: dict[tuple[str, str], tuple[str, bytes | None]] = {}
     for r in rows:
-        documents[r.checkpoint_id] = codec.json_object(r.checkpoint)
+        documents[r.checkpoint_id] = json_values.json_object(r.checkpoint)
         if r.channel is not None:
             blobs[(r.checkpoint_id, r.channel)] = (r.type, r.blob)
     for name, cid in (("old checkpoint_id", old_id), ("new checkpoint_id", new_id)):

@@ -25,7 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import json_values
 from lg_sqla.checkpoint.checks import check_json
 from lg_sqla.checkpoint.context import Context
 from lg_sqla.errors import InvalidInputError
@@ -298,7 +298,7 @@ def _with_extracts(
         metadata = getattr(row, "head_metadata", None)
         found = _extract_paths(
             values.get(item.thread_id, {}),
-            codec.json_object(metadata) if metadata is not None else {},
+            json_values.json_object(metadata) if metadata is not None else {},
             paths,
         )
         out.append(_with_extracted(item, found))

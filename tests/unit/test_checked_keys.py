@@ -35,7 +35,8 @@ def test_non_str_values_are_refused_uncached() -> None:
 def test_the_memory_is_bounded() -> None:
     for n in range(codec._PASSED_KEYS_MAX + 10):
         codec.checked_key("task_id", f"task-{n}", 64)
-    assert len(codec._PASSED_KEYS) <= codec._PASSED_KEYS_MAX
+    assert len(codec._PASSED_KEYS[64]) <= codec._PASSED_KEYS_MAX
+    assert all(len(passed) <= codec._PASSED_KEYS_MAX for passed in codec._PASSED_KEYS.values())
 
 
 def test_a_checkpoints_keys_are_checked_whether_or_not_they_passed_before() -> None:

@@ -1,6 +1,6 @@
 """The codec's fast paths decide as its slow ones do.
 
-``codec.json_loads`` reads stored JSON by orjson where that gives the values
+``json_values.json_loads`` reads stored JSON by orjson where that gives the values
 ``json.loads`` gives (integers past 64 bits, NaN, lone surrogates: by ``json.loads``);
 ``checks.check_json`` accepts plain JSON in one walk without names and refuses, naming
 the culprit, exactly what the named walk refuses.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lg_sqla.checkpoint import checks, codec
+from lg_sqla.checkpoint import checks, codec, json_values
 from lg_sqla.errors import InvalidInputError
 
 keys = st.text() | st.integers() | st.booleans() | st.none()
@@ -60,8 +60,8 @@ def test_json_loads_reads_what_json_loads_reads(value: Any, separators: Any) -> 
         text = json.dumps(value, separators=separators)
     except (TypeError, ValueError):
         return  # (keys json.dumps cannot write)
-    assert _same(codec.json_loads(text), json.loads(text))
-    assert _same(codec.json_loads(text.encode("utf-8")), json.loads(text))
+    assert _same(json_values.json_loads(text), json.loads(text))
+    assert _same(json_values.json_loads(text.encode("utf-8")), json.loads(text))
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_json_loads_reads_what_json_loads_reads(value: Any, separators: Any) -> 
     ],
 )
 def test_json_loads_keeps_what_orjson_would_not(text: str) -> None:
-    assert _same(codec.json_loads(text), json.loads(text))
+    assert _same(json_values.json_loads(text), json.loads(text))
 
 
 def _named_walk_refuses(value: Any, depth: int) -> bool:
@@ -132,7 +132,7 @@ def test_check_json_accepts_json_up_to_the_depth_limit_and_str_subclasses() -> N
 
 def test_json_loads_reads_pretty_printed_long_integers_exactly() -> None:
     text = json.dumps({"n": [-(2**63) - 1, 2**64]}, indent=2)
-    assert codec.json_loads(text) == {"n": [-(2**63) - 1, 2**64]}
+    assert json_values.json_loads(text) == {"n": [-(2**63) - 1, 2**64]}
 
 
 @pytest.mark.parametrize(
@@ -165,3 +165,59 @@ def test_checkpoint_document_strips_nul_outside_channels(
     document = codec.dump_checkpoint_document(checkpoint)
     assert document[part] == stored
     assert "\\u0000" not in json.dumps(document)
+
+
+def _document_with(versions_seen: dict[Any, Any]) -> Any:
+    checkpoint: Any = {
+        "v": 4,
+        "id": "c1",
+        "ts": "2026-01",
+        "channel_values": {},
+        "channel_versions": {"a": "0001.5", "b": 2},
+        "versions_seen": versions_seen,
+        "updated_channels": None,
+    }
+    return codec.dump_checkpoint_document(checkpoint)
+
+
+@pytest.mark.parametrize(
+    ("seen", "stored"),
+    [
+        ({"a": "0001.5", "b": "2"}, {"a": "0001.5", "b": "2"}),  # every key passed before
+        ({"a": "0001.5", "b": 2}, {"a": "0001.5", "b": "2"}),  # an int version
+        ({"a": 2.5, "b": "2"}, {"a": "2.5", "b": "2"}),  # a float version
+        ({"new channel": "0001.5"}, {"new channel": "0001.5"}),  # a name not seen yet
+        ({"a": "a version not seen yet"}, {"a": "a version not seen yet"}),
+        ({"a": ["unhashable"]}, {"a": "['unhashable']"}),  # (its str(), as ever)
+        ({}, {}),
+    ],
+)
+def test_versions_seen_are_stored_as_strings_whether_or_not_they_passed_before(
+    seen: dict[Any, Any], stored: dict[str, str]
+) -> None:
+    """A node's versions_seen is copied as it is where its channel names and versions
+    passed their checks before (the document's channel_versions are checked first),
+    else stringified and checked one by one: the same stored strings either way."""
+    for _ in range(2):  # (not passed yet, then passed)
+        document = _document_with({"node": seen})
+        assert document["versions_seen"] == {"node": stored}
+        assert all(type(v) is str for v in document["versions_seen"]["node"].values())
+
+
+@pytest.mark.parametrize(
+    ("seen", "error"),
+    [
+        ({"a": "v\x00"}, "channel version"),
+        ({"a": "v" * 200}, "channel version"),
+        ({"a\x00": "0001.5"}, "channel name"),
+        ({"x" * 300: "0001.5"}, "channel name"),
+    ],
+)
+def test_versions_seen_refuse_what_channel_versions_refuse(
+    seen: dict[Any, Any], error: str
+) -> None:
+    """A bad channel name or version in versions_seen is refused, naming it, even
+    beside names and versions that passed before."""
+    _document_with({"node": {"a": "0001.5"}})  # (these passed)
+    with pytest.raises(InvalidInputError, match=error):
+        _document_with({"node": {"b": "2", **seen}})

@@ -138,3 +138,40 @@ def test_server_drivers_get_the_utc_instant(driver: str) -> None:
     assert process(None) is None
     with pytest.raises(ValueError, match="timezone-aware"):
         process(dt.datetime(2026, 1, 2))
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "sqlite.pysqlite",
+        "sqlite.aiosqlite",
+        "mysql.pymysql",
+        "mysql.asyncmy",
+        "mysql.mysqldb",
+        "postgresql.psycopg",
+        "postgresql.psycopg2",
+        "postgresql.asyncpg",
+    ],
+)
+def test_writes_stamp_text_exactly_where_timestamps_bind_as_text(module: str) -> None:
+    """``DialectOps.stamps_text`` (a put and put_writes then stamp their rows with the
+    clock read as text) holds exactly where the timestamp columns bind a datetime as
+    that text, and there the text is bound as it is, the same as its datetime's."""
+    import importlib
+
+    from lg_sqla.dialects import ops_for
+
+    dialect = importlib.import_module(f"sqlalchemy.dialects.{module}").dialect()
+    process = UTCDateTime().bind_processor(dialect)
+    instant = utc_now()
+    bound = instant if process is None else process(instant)
+    assert ops_for(dialect).stamps_text == isinstance(bound, str)
+    if ops_for(dialect).stamps_text:
+        assert process is not None
+        text = naive_utc_text_now()
+        assert process(text) is text
+        assert process(None) is None
+        assert bound == naive_utc_text(
+            (instant - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))
+            // dt.timedelta(microseconds=1)
+        )

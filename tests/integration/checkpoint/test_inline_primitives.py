@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from modes import saver_on
 
 from lg_sqla import SQLAlchemySaver
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, json_values
 from lg_sqla.inspection import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoints
 from lg_sqla.serde import EncryptedSerializer
@@ -99,7 +99,7 @@ def _stored(engine: sa.Engine, thread_id: str) -> tuple[dict[str, Any], set[str]
         blobs = conn.execute(
             sa.select(checkpoint_blobs.c.channel).where(checkpoint_blobs.c.thread_id == thread_id)
         ).scalars()
-        return codec.inline_values(codec.json_object(document)), set(blobs)
+        return codec.inline_values(json_values.json_object(document)), set(blobs)
 
 
 @pytest.mark.any_dialect
@@ -240,7 +240,7 @@ def test_reencrypt_moves_inline_values_out_of_the_documents(
             sa.select(checkpoints.c.checkpoint).where(checkpoints.c.thread_id == thread_id)
         ).scalars()
         for document in documents:  # only None stays inline
-            assert codec.inline_values(codec.json_object(document)) == {"branch": None}
+            assert codec.inline_values(json_values.json_object(document)) == {"branch": None}
         types = conn.execute(
             sa.select(checkpoint_blobs.c.channel, checkpoint_blobs.c.type).where(
                 checkpoint_blobs.c.thread_id == thread_id

@@ -23,7 +23,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from modes import saver_on
 
 from lg_sqla import SQLAlchemySaver
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, json_values
 from lg_sqla.inspection import Inspector
 from lg_sqla.models import checkpoint_blobs, checkpoints
 from lg_sqla.serde import EncryptedSerializer
@@ -49,7 +49,7 @@ def _documents(engine: sa.Engine, thread_id: str) -> list[dict[str, Any]]:
             .where(checkpoints.c.thread_id == thread_id)
             .order_by(checkpoints.c.checkpoint_id)
         )
-        return [codec.json_object(r.checkpoint) for r in rows]
+        return [json_values.json_object(r.checkpoint) for r in rows]
 
 
 def _put_old_format(

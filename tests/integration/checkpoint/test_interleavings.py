@@ -31,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from modes import call, call_sync
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import json_values
 from lg_sqla.checkpoint.policy import CheckpointTTL
 from lg_sqla.models import checkpoint_blobs as B
 from lg_sqla.models import checkpoint_writes as W
@@ -222,7 +222,8 @@ def stored(backend: Backend, thread_id: str) -> Stored:
         engine.dispose()
     return Stored(
         checkpoints={
-            r.checkpoint_id: dict(codec.json_object(r.checkpoint)["channel_versions"]) for r in docs
+            r.checkpoint_id: dict(json_values.json_object(r.checkpoint)["channel_versions"])
+            for r in docs
         },
         blobs={(r.channel, r.version) for r in blobs},
         writes={r.checkpoint_id for r in writes},

@@ -31,7 +31,7 @@ from modes import either
 from state_app import V1, V2, build, first_input, later_input
 
 from lg_sqla import AsyncSQLAlchemySaver, SQLAlchemySaver, cli
-from lg_sqla.checkpoint import codec
+from lg_sqla.checkpoint import codec, json_values
 from lg_sqla.checkpoint.state_migrations import (
     MissingDowngradeError,
     RenameNode,
@@ -462,7 +462,10 @@ def test_a_none_kept_in_the_document_that_a_transform_gives_a_value_becomes_a_bl
         blobs = conn.execute(sa.select(checkpoint_blobs.c.channel)).scalars().all()
         document = conn.execute(sa.select(checkpoints.c.checkpoint)).scalar_one()
     assert blobs == ["note"]
-    assert codec.inline_values(codec.json_object(document)) == {"short": "(none)", "gone": None}
+    assert codec.inline_values(json_values.json_object(document)) == {
+        "short": "(none)",
+        "gone": None,
+    }
 
 
 def _steps_graph(node: str, checkpointer: Any) -> Any:

@@ -28,7 +28,7 @@ from helpers import checkpoint, config, new_thread
 from langgraph.checkpoint.base import CheckpointMetadata
 
 from lg_sqla import AsyncSQLAlchemySaver, SchemaError, SQLAlchemySaver, migrate
-from lg_sqla.checkpoint.codec import json_object
+from lg_sqla.checkpoint.json_values import json_object
 from lg_sqla.dialects import MIGRATION_LOCK_NAME
 from lg_sqla.models import checkpoint_blobs, checkpoint_retention, checkpoints, metadata
 from lg_sqla.store import SQLAlchemyStore

@@ -293,14 +293,13 @@ def test_get_tuple_limits_its_page_with_a_constant(
     assert all("LIMIT 1" in " ".join(statement.split()) for statement in statements)
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # (reads_all_inline: SQLite's)
 def test_get_tuple_skips_the_blobs_of_a_checkpoint_naming_none(
     make_engine: EngineFactory, backend: Backend
 ) -> None:
     """SQLite: a checkpoint whose values are all inline records it (codec.ALL_INLINE_KEY)
     and get_tuple runs no blob lookup for it: its work does not grow with its channels,
     where the same document without the record (written before) looks each one up."""
-    if backend.name != "sqlite":
-        pytest.skip("the record is read on SQLite only (DialectOps.reads_all_inline)")
     engine = make_engine(backend)
     saver = SQLAlchemySaver(engine)
     work, stored, values = {}, {}, {}

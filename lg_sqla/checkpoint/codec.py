@@ -720,15 +720,21 @@ def tuple_of(
     writes: Iterable[StoredWrite],
     parent_sends: Iterable[StoredWrite],
     next_version: Callable[[], Any],
+    owned: bool = False,
 ) -> CheckpointTuple:
     """:func:`build_tuple` of a checkpoint's key (thread id, namespace, id), its parent's
     id and its ``stored`` document and metadata (parsed, or JSON text): ``get_tuple``
-    calls it with the values of its row, without a record of them."""
+    calls it with the values of its row, without a record of them (``owned``: the
+    parsed document is its own, which the tuple may take without a copy)."""
     # (json_object, inline_values and typing.cast written out: get_tuple's path)
-    document: dict[str, Any] = stored[0]
+    document: Any = stored[0]
+    # (a document parsed here or by the caller is this tuple's own: no copy of it)
     if isinstance(document, (str, bytes)):
-        document = json_loads(document)
-    checkpoint: Checkpoint = {**document}  # type: ignore[typeddict-item]
+        checkpoint: Checkpoint = json_loads(document)
+    elif owned:
+        checkpoint = document
+    else:
+        checkpoint = {**document}  # type: ignore[typeddict-item]
     stored_inline = checkpoint.pop(INLINE_KEY, None)  # type: ignore[misc]
     checkpoint.pop(ALL_INLINE_KEY, None)  # type: ignore[misc]
     # (a loop, not a comprehension: that is a call; no blob, no _loaded_blobs call)
@@ -740,7 +746,7 @@ def tuple_of(
         inline, values = values, _loaded_blobs(serde, blobs, values)
         values.update(inline)
     checkpoint["channel_values"] = values
-    if document.get("v", 0) < 4 and parent_id:
+    if checkpoint.get("v", 0) < 4 and parent_id:
         _add_parent_sends(serde, checkpoint, parent_sends, next_version)
     metadata: CheckpointMetadata = stored[1]
     if isinstance(metadata, (str, bytes)):

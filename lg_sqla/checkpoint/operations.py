@@ -579,12 +579,15 @@ def _one_tuple(
     if found is None:
         return None
     document, metadata, checkpoint_id, parent_id = layout.checkpoint_of(found)
-    if type(document) is str and type(metadata) is str:
+    owned = type(document) is str and type(metadata) is str
+    if owned:
         # (the two documents as one JSON text: one parse, one check for long numbers)
         document, metadata = json_values.json_loads(f"[{document},{metadata}]")
     key = (params["thread_id"], namespace, checkpoint_id)
     stored = (document, metadata)
-    return codec.tuple_of(ctx.serde, key, parent_id, stored, blobs, writes, sends, ctx.next_version)
+    return codec.tuple_of(
+        ctx.serde, key, parent_id, stored, blobs, writes, sends, ctx.next_version, owned
+    )
 
 
 def _page_of_one(params: Record, namespace: str) -> PageQuery:
@@ -648,33 +651,34 @@ def _load_page_portable(ctx: Context, q: PageQuery) -> Plan[list[CheckpointTuple
 def get_tuple(ctx: Context, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
     """The checkpoint named by config, or the thread's latest in that namespace."""
     thread_id, namespace, checkpoint_id = codec.checkpoint_key(config)
-    params = {"thread_id": thread_id, "ns_hash": codec.namespace_hash(namespace)}
+    ns_hash = _DEFAULT_NS_HASH if namespace == "" else key_hash(namespace)
+    params = {"thread_id": thread_id, "ns_hash": ns_hash}
     if checkpoint_id is not None:
         params["checkpoint_id"] = checkpoint_id
     if not ctx.dialect_ops.joins_channel_versions:
         tuples = yield from load_page(ctx, _page_of_one(params, namespace))
         return tuples[0] if tuples else None
-    # (no PageQuery, no layout chosen per call: this is every graph step's read)
-    # Without state migrations, the lean layout: a row at a state revision is refused,
-    # naming its revision, which the full layout's rows then carry (read again).
+    # (no PageQuery, no layout chosen per call, no frame for the namespace's hash: every
+    # graph step's read; union sharing: learnt on connect, so asked each time) Without
+    # state migrations, the lean layout: a row at a state revision is refused, naming its
+    # revision, which the full layout's rows then carry (read again).
     by_id, lean = checkpoint_id is not None, ctx.state is None
-    statement, layout = _one_checkpoint_load(ctx, by_id, lean)
+    key = ("get_tuple", ctx.dialect_ops.union_sharing(), by_id, lean)
+    statement, layout = ctx.hot_statements.get(key) or _one_checkpoint_load(ctx, key)
     rows = (yield _step((statement, params, True, True, True))).rows
     found = _one_tuple(ctx, layout, rows, params, namespace)
     if found is _READ_AGAIN:
-        statement, layout = _one_checkpoint_load(ctx, by_id, False)
+        statement, layout = _one_checkpoint_load(ctx, (*key[:3], False))
         rows = (yield Step(statement, params, True, False, True)).rows
         found = _one_tuple(ctx, layout, rows, params, namespace)
     return found
 
 
-def _one_checkpoint_load(ctx: Context, by_id: bool, lean: bool) -> tuple[Executable, LoadLayout]:
-    """``one_checkpoint_load``, kept by the context: every ``get_tuple`` asks for it."""
-    # (sharing: learnt on connect, so asked each time)
-    key = ("get_tuple", ctx.dialect_ops.union_sharing(), by_id, lean)
+def _one_checkpoint_load(ctx: Context, key: tuple[Any, ...]) -> tuple[Executable, LoadLayout]:
+    """``one_checkpoint_load`` of get_tuple's key (sharing, by id, lean), kept by ``ctx``."""
     found: tuple[Executable, LoadLayout] | None = ctx.hot_statements.get(key)
     if found is None:
-        found = ctx.hot_statements[key] = one_checkpoint_load(ctx.dialect_ops, by_id, lean)
+        found = ctx.hot_statements[key] = one_checkpoint_load(ctx.dialect_ops, key[2], key[3])
     return found
 
 

@@ -424,6 +424,7 @@ def put_writes(
             _clock_text() if ctx.stamps_text else _now(_UTC),
             ctx.state_head,
         ),
+        ctx.packs_plain,
     )
     # Decided per write, as LangGraph's InMemorySaver does: a write to a special
     # channel (error, interrupt, scheduled, resume: negative idx) replaces the

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -343,6 +344,26 @@ def _stores_primitives_plain(serde: SerializerProtocol) -> bool:
     return True
 
 
+# The values probed to decide whether a serializer stores an int and an ASCII str as
+# ormsgpack packs them (``packs_plainly``).
+_PACKED_PROBES: tuple[Any, ...] = (0, -1, 300, INT64_MAX, INT64_MIN, "", "task", 'q"\\\n\x7f')
+
+
+def packs_plainly(serde: SerializerProtocol) -> bool:
+    """Whether ``serde`` is LangGraph's own ``JsonPlusSerializer`` (not a subclass, not
+    wrapped) storing an int (64-bit) and an ASCII str as ``("msgpack",
+    ormsgpack.packb(value))``: then ``dump_writes`` packs those itself, the same type
+    and bytes without the serializer's two Python calls per value."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    if type(serde) is not JsonPlusSerializer:
+        return False
+    try:
+        return all(serde.dumps_typed(p) == ("msgpack", ormsgpack.packb(p)) for p in _PACKED_PROBES)
+    except Exception:  # a serializer that refuses one packs none of them here
+        return False
+
+
 def inline_types(serde: SerializerProtocol) -> frozenset[type]:
     """The types of the values ``serde``'s saver keeps in the checkpoint document
     (``dump_values``; exact types: no subclass such as an IntEnum). Floats are never
@@ -524,13 +545,15 @@ def dump_writes(
     task_id: str,
     task_path: str,
     shared: tuple[str, str, str, Any, str | None],
+    packs_plain: bool = False,
 ) -> list[dict[str, Any]]:
     """Write rows (``shared``: their thread_id, checkpoint_ns_hash, checkpoint_id,
     created_at and state_revision; then the write's own columns); special channels get
     fixed negative idx, and a special channel written twice keeps its last write (one
-    task: the key is the idx; only special channels can repeat one)."""
-    # A task id is new on nearly every call (one per task): checked here, in C for a
-    # short ASCII one, and not remembered (it would only push out the ids that repeat).
+    task: the key is the idx; only special channels can repeat one). ``packs_plain``:
+    :func:`packs_plainly` of ``serde``, whose int and ASCII str values are packed here."""
+    # A task id is new on nearly every call (one per task): checked here, in C for a short
+    # ASCII one, not remembered (it would only push out the ids that repeat).
     if not (
         type(task_id) is str
         and task_id.isascii()
@@ -542,17 +565,21 @@ def dump_writes(
         check_text("task_path", task_path)
     thread_id, ns_hash, checkpoint_id, created_at, state_revision = shared
     rows = []
-    special = WRITES_IDX_MAP
-    channels = _PASSED_CHANNELS
-    dumps = serde.dumps_typed
-    repeats = False
+    special, channels, repeats = WRITES_IDX_MAP, _PASSED_CHANNELS, False
+    dumps, pack = serde.dumps_typed, ormsgpack.packb
     for position, (channel, value) in enumerate(writes):
         if type(channel) is not str or channel not in channels:
             channel = _passed(channels, channel_name(channel))
         idx = special.get(channel, position)
         if idx < 0:
             repeats = True
-        type_, blob = dumps(value)
+        kind = type(value)
+        if packs_plain and (
+            (kind is str and value.isascii()) or (kind is int and INT64_MIN <= value <= INT64_MAX)
+        ):
+            type_, blob = "msgpack", pack(value)
+        else:
+            type_, blob = dumps(value)
         # (one dict display: cheaper than a copy of shared columns and six stores)
         rows.append(
             {

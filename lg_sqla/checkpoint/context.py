@@ -72,11 +72,14 @@ class Context:
     # of ``serde``): asked once per context (a context lives as long as its saver's
     # serializer), in ``__post_init__``.
     inline_types: frozenset[type] = field(init=False, compare=False, repr=False)
+    # Whether put_writes packs int and ASCII str values itself (``codec.packs_plainly``).
+    packs_plain: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         stamps_text = self.dialect_ops.stamps_text and self.stamp_ttl is None
         object.__setattr__(self, "stamps_text", stamps_text)  # (frozen)
         object.__setattr__(self, "inline_types", codec.inline_types(self.serde))
+        object.__setattr__(self, "packs_plain", codec.packs_plainly(self.serde))
 
 
 def checked_migrations(

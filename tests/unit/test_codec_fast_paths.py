@@ -221,3 +221,34 @@ def test_versions_seen_refuse_what_channel_versions_refuse(
     _document_with({"node": {"a": "0001.5"}})  # (these passed)
     with pytest.raises(InvalidInputError, match=error):
         _document_with({"node": {"b": "2", **seen}})
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "__error__", "__resume__"]), values)))
+def test_write_rows_packed_by_the_codec_are_the_serializers_rows(writes: Any) -> None:
+    """put_writes packs int and ASCII str values itself under LangGraph's plain
+    serializer (``codec.packs_plainly``): the rows, stored type and bytes included,
+    are those its own ``dumps_typed`` gives for every value (or the same error)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    assert codec.packs_plainly(serde)
+    shared = ("t", "ns", "c", "2026-01-01 00:00:00.000000", None)
+
+    def rows(packs_plain: bool) -> Any:
+        try:
+            return codec.dump_writes(serde, writes, "task", "", shared, packs_plain)
+        except Exception as error:  # (an int past 64 bits: refused by both)
+            return type(error), str(error)
+
+    assert rows(True) == rows(False)
+
+
+def test_only_langgraphs_plain_serializer_has_its_writes_packed_by_the_codec() -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class Tagged(JsonPlusSerializer):
+        pass
+
+    assert not codec.packs_plainly(Tagged())
+    assert not codec.packs_plainly(EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16))

@@ -455,13 +455,10 @@ def put_writes(
 
 
 def _writes_upsert(ctx: Context) -> Executable:
-    """put_writes' upsert: created_at binds the clock's text as it is where rows are
-    stamped so (``Context.stamps_text``); state_revision is left to its default, NULL,
-    where rows carry none (``Context.state_head`` None: a parameter less per row, ~3k
-    instructions on SQLite); else each column binds by its type. Cached by the dialect
-    per form; kept in ``ctx.hot_statements`` as ``"put_writes"`` (one form a context)."""
-    ops = ctx.dialect_ops
-    stamped, unrevised = ctx.stamps_text, ctx.state_head is None
+    """put_writes' upsert: created_at binds the clock's text as it is (``Context.stamps_text``);
+    state_revision is left to its default, NULL, where rows carry none (a parameter less
+    per row). Cached per form; in ``ctx.hot_statements`` as ``"put_writes"``."""
+    ops, stamped, unrevised = ctx.dialect_ops, ctx.stamps_text, ctx.state_head is None
 
     def build() -> Executable:
         values = {c.name: sa.bindparam(c.name, type_=c.type) for c in W.columns}

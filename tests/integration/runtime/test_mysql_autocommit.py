@@ -153,15 +153,7 @@ async def test_a_connection_checked_out_elsewhere_is_out_of_autocommit(
     thread_id = new_thread()
     stored = await saver.put(config(thread_id), *_new_checkpoint(saver, 1))
     await saver.put_writes(stored, [("a", 1)], "t1")  # one statement: autocommit
-    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
-    if isinstance(engine, AsyncEngine):
-        async with engine.connect() as connection:
-            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
-            await connection.rollback()
-    else:
-        with engine.connect() as sync_connection:
-            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
-            sync_connection.rollback()
+    await _delete_rolled_back(engine, "checkpoint_writes", thread_id, 1)
     assert table_counts(_plain_engine(backend), thread_id)["checkpoint_writes"] == 1
     session = await _only_connection(engine, mode)
     write = lambda: saver.put_writes(stored, [("b", 2)], "t2")  # noqa: E731
@@ -210,15 +202,7 @@ async def test_a_new_pool_at_a_disposed_guarded_pools_address_is_guarded(
     versions: ChannelVersions = {"count": "1"}
     stored = await saver.put(config(thread_id), checkpoint(values, versions), {}, versions)
     await saver.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
-    delete = sa.text("DELETE FROM checkpoints WHERE thread_id = :t")
-    if isinstance(engine, AsyncEngine):
-        async with engine.connect() as connection:  # the pool's only connection
-            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
-            await connection.rollback()
-    else:
-        with engine.connect() as sync_connection:
-            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
-            sync_connection.rollback()
+    await _delete_rolled_back(engine, "checkpoints", thread_id, 1)
     counts = table_counts(_plain_engine(backend), thread_id)
     assert counts["checkpoints"] == 1, "the rolled-back DELETE was autocommitted"
 
@@ -244,15 +228,7 @@ async def test_the_guard_holds_through_an_engine_copy_and_dispose(
     again = saver_on(copy)
     await again.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
     await saver.put_writes(stored, [("count", 3)], "t2")
-    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
-    if isinstance(engine, AsyncEngine):
-        async with engine.connect() as connection:  # the new pool's only connection
-            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 2
-            await connection.rollback()
-    else:
-        with engine.connect() as sync_connection:
-            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 2
-            sync_connection.rollback()
+    await _delete_rolled_back(engine, "checkpoint_writes", thread_id, 2)
     counts = table_counts(_plain_engine(backend), thread_id)
     assert counts["checkpoint_writes"] == 2, "the rolled-back DELETE was autocommitted"
 
@@ -282,17 +258,25 @@ async def test_a_pool_assigned_by_hand_after_the_first_call_is_guarded(
         dialect=plain.dialect,
     )
     await saver.put_writes(stored, [("count", 2)], "t1")  # one statement: autocommit
-    delete = sa.text("DELETE FROM checkpoint_writes WHERE thread_id = :t")
+    await _delete_rolled_back(engine, "checkpoint_writes", thread_id, 1)
+    counts = table_counts(_plain_engine(backend), thread_id)
+    assert counts["checkpoint_writes"] == 1, "the rolled-back DELETE was autocommitted"
+
+
+async def _delete_rolled_back(
+    engine: sa.Engine | AsyncEngine, table: str, thread_id: str, rows: int
+) -> None:
+    """An application's transaction on the pool: the thread's ``rows`` rows of ``table``
+    deleted, then rolled back (the caller checks they are still there)."""
+    delete = sa.text(f"DELETE FROM {table} WHERE thread_id = :t")
     if isinstance(engine, AsyncEngine):
-        async with engine.connect() as connection:  # the new pool's only connection
-            assert (await connection.execute(delete, {"t": thread_id})).rowcount == 1
+        async with engine.connect() as connection:
+            assert (await connection.execute(delete, {"t": thread_id})).rowcount == rows
             await connection.rollback()
     else:
         with engine.connect() as sync_connection:
-            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == 1
+            assert sync_connection.execute(delete, {"t": thread_id}).rowcount == rows
             sync_connection.rollback()
-    counts = table_counts(_plain_engine(backend), thread_id)
-    assert counts["checkpoint_writes"] == 1, "the rolled-back DELETE was autocommitted"
 
 
 def _plain_engine(backend: Backend) -> sa.Engine:

@@ -55,6 +55,16 @@ from lg_sqla.checkpoint.statements import (
     select_page,
     select_writes_for,
 )
+from lg_sqla.checkpoint.upserts import (
+    CHECKPOINT_UPDATE,
+    HOT_PUTS,
+    SPECIAL_WRITE,
+    UPSERT_KEY,
+    WRITE_UPDATE,
+    lone_upsert,
+    upsert_builder,
+    writes_upsert,
+)
 from lg_sqla.dialects import bulk_params, bulk_rows_shape
 from lg_sqla.errors import InvalidInputError
 from lg_sqla.models import checkpoint_blobs as B
@@ -85,12 +95,6 @@ _WRITE_SHARED = (
     "state_revision",
 )
 _WRITE_VARYING = ("idx", "channel", "type", "blob")
-_WRITE_UPDATE = ("channel", "type", "blob", "task_path", "state_revision")
-# Special channels (WRITES_IDX_MAP) have negative idx; idx is a key column, so
-# the stored row's idx tells whether a conflicting write may replace it. The 0
-# is SQL text, not a parameter: executemany drivers (asyncmy) rewrite the VALUES
-# list per row and cannot bind a parameter in ON DUPLICATE KEY UPDATE.
-_SPECIAL_WRITE = W.c.idx < sa.literal_column("0")
 
 
 def _one_statement_put(
@@ -111,49 +115,11 @@ def _one_statement_put(
 
 
 _CHECKPOINT_PARAMS = complete.CHECKPOINT_PARAMS
-_CHECKPOINT_UPDATE = (
-    "checkpoint",
-    "metadata",
-    "run_id",
-    "updated_at",
-    "expires_at",
-    "state_revision",
-)
 
 
 # The hot calls' Step (statement, params, fetch, whole_plan, positional), made without
 # the named tuple's Python __new__ (a frame on every call).
 _step = functools.partial(tuple.__new__, Step)
-
-# (DialectOps.upsert_rows' cache key of the same statement: one statement cached)
-_UPSERT_KEY = ("upsert", C.name, _CHECKPOINT_UPDATE)
-
-
-def _upsert(ctx: Context) -> Callable[[], Executable]:
-    """The builder of the checkpoint upsert (``_UPSERT_KEY``)."""
-    return functools.partial(ctx.dialect_ops.upsert, C, _CHECKPOINT_UPDATE)
-
-
-# The upsert of a put stamped with the clock's text (``Context.stamps_text``, no TTL):
-# created_at and updated_at bind that text as it is (no bind processor per column, one
-# parameter for both) and expires_at is NULL in the SQL. The row written is the same.
-_STAMPED_UPSERT_KEY = ("upsert stamped", C.name, _CHECKPOINT_UPDATE)
-
-
-def _lone_upsert(ctx: Context) -> Executable:
-    """The upsert of a put that writes and names no blob (``_UPSERT_KEY``'s, or the
-    stamped one where ``Context.stamps_text``), cached by the dialect."""
-    ops = ctx.dialect_ops
-    if not ctx.stamps_text:
-        return ops.cached(_UPSERT_KEY, _upsert(ctx))
-
-    def build() -> Executable:
-        values: dict[str, Any] = {c.name: sa.bindparam(c.name, type_=c.type) for c in C.columns}
-        values["created_at"] = values["updated_at"] = sa.bindparam("created_at", type_=sa.String())
-        values["expires_at"] = sa.null()
-        return ops.upsert(C, _CHECKPOINT_UPDATE).values(values)
-
-    return ops.cached(_STAMPED_UPSERT_KEY, build)
 
 
 class _PutRows(NamedTuple):
@@ -200,9 +166,11 @@ def put(
     # put (below), so later ones skip the dialect's branches. Here, not in
     # _put_in_steps: a generator less on the common path.
     lone = not rows.blobs and not rows.named
+    row = rows.checkpoint
+    nulls = (row["parent_checkpoint_id"] is None) + 2 * (row["run_id"] is None)
     if ops.distributed:
         yield from _put_routed(ctx, rows)
-    elif lone and (upsert := ctx.hot_statements.get("put")) is not None:
+    elif lone and (upsert := ctx.hot_statements.get(HOT_PUTS[nulls])) is not None:
         yield _step((upsert, [rows.checkpoint], False, True, False))
     elif ops.writes_in_one_statement:
         yield from _put_in_one_statement(ctx, rows)
@@ -211,14 +179,13 @@ def put(
     elif not lone:  # (a blob written, or one named that this put does not write)
         yield from _put_in_steps(ctx, rows)
     else:
-        upsert = ctx.hot_statements["put"] = _lone_upsert(ctx)
+        upsert = ctx.hot_statements[HOT_PUTS[nulls]] = lone_upsert(ctx, nulls)
         yield _step((upsert, [rows.checkpoint], False, True, False))
-    stored = rows.checkpoint
     return {
         "configurable": {
-            "thread_id": stored["thread_id"],
-            "checkpoint_ns": stored["checkpoint_ns"],
-            "checkpoint_id": stored["checkpoint_id"],
+            "thread_id": row["thread_id"],
+            "checkpoint_ns": row["checkpoint_ns"],
+            "checkpoint_id": row["checkpoint_id"],
         }
     }
 
@@ -309,7 +276,7 @@ def _put_in_one_statement(ctx: Context, rows: _PutRows) -> Plan[None]:
         shape = bulk_rows_shape(blob_rows) if blob_rows else None
         statement = ctx.dialect_ops.cached(
             ("put", shape, len(rows.named)),
-            functools.partial(_one_statement_put, ctx, _CHECKPOINT_UPDATE, shape, len(rows.named)),
+            functools.partial(_one_statement_put, ctx, CHECKPOINT_UPDATE, shape, len(rows.named)),
         )
         step_params = dict(params)
         if blob_rows:
@@ -346,7 +313,7 @@ def _put_routed(ctx: Context, rows: _PutRows) -> Plan[None]:
             lambda: ctx.dialect_ops.bulk_insert(B, _BLOB_SHARED, _BLOB_VARYING, rows=shape),
         )
         yield Step(insert, bulk_params(B, _BLOB_SHARED, _BLOB_VARYING, blob_rows))
-    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], CHECKPOINT_UPDATE)
 
 
 def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -358,27 +325,25 @@ def _put_in_steps(ctx: Context, rows: _PutRows) -> Plan[None]:
     new = rows.new
     checked = [key for key in rows.named if key not in new] if rows.named else []
     if not checked and not rows.blobs:  # (put's own one-statement case)
-        upsert = ctx.hot_statements.get(_UPSERT_KEY)
+        upsert = ctx.hot_statements.get(UPSERT_KEY)
         if upsert is None:
-            upsert = _hot(ctx, _UPSERT_KEY, _upsert(ctx))
+            upsert = _hot(ctx, UPSERT_KEY, upsert_builder(ctx))
         yield Step(upsert, [rows.checkpoint], whole_plan=True)
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.blobs)
     if not checked:
-        yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+        yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], CHECKPOINT_UPDATE)
         return
     statement = ctx.dialect_ops.cached(
         ("guarded put", len(checked)),
-        lambda: complete.guarded_upsert(
-            ctx.dialect_ops.upsert(C, _CHECKPOINT_UPDATE), len(checked)
-        ),
+        lambda: complete.guarded_upsert(ctx.dialect_ops.upsert(C, CHECKPOINT_UPDATE), len(checked)),
     )
     params = {_CHECKPOINT_PARAMS[name]: value for name, value in rows.checkpoint.items()}
     done = yield Step(statement, {**params, **complete.key_params(checked)})
     if done.rowcount > 0:
         return
     yield from ctx.dialect_ops.insert_ignore_rows(B, rows.all_blobs(ctx))
-    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], CHECKPOINT_UPDATE)
 
 
 def _put_portable(ctx: Context, rows: _PutRows) -> Plan[None]:
@@ -394,7 +359,7 @@ def _put_portable(ctx: Context, rows: _PutRows) -> Plan[None]:
         if missing - new:
             blob_rows = rows.all_blobs(ctx)
     yield from ctx.dialect_ops.insert_ignore_rows(B, blob_rows)
-    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], _CHECKPOINT_UPDATE)
+    yield from ctx.dialect_ops.upsert_rows(C, [rows.checkpoint], CHECKPOINT_UPDATE)
 
 
 @prebuilt
@@ -442,33 +407,16 @@ def put_writes(
         statement = ctx.dialect_ops.cached(
             ("put_writes", shape),
             lambda: ctx.dialect_ops.bulk_insert(
-                W, _WRITE_SHARED, _WRITE_VARYING, _WRITE_UPDATE, replace=_SPECIAL_WRITE, rows=shape
+                W, _WRITE_SHARED, _WRITE_VARYING, WRITE_UPDATE, replace=SPECIAL_WRITE, rows=shape
             ),
         )
         yield Step(statement, bulk_params(W, _WRITE_SHARED, _WRITE_VARYING, rows), whole_plan=True)
     elif ctx.dialect_ops.native_upsert:
-        upsert = ctx.hot_statements["put_writes"] = _writes_upsert(ctx)
+        upsert = ctx.hot_statements["put_writes"] = writes_upsert(ctx)
         yield _step((upsert, rows, False, True, False))
     else:
-        yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], _WRITE_UPDATE)
+        yield from ctx.dialect_ops.upsert_rows(W, [r for r in rows if r["idx"] < 0], WRITE_UPDATE)
         yield from ctx.dialect_ops.insert_ignore_rows(W, [r for r in rows if r["idx"] >= 0])
-
-
-def _writes_upsert(ctx: Context) -> Executable:
-    """put_writes' upsert: created_at binds the clock's text as it is (``Context.stamps_text``);
-    state_revision is left to its default, NULL, where rows carry none (a parameter less
-    per row). Cached per form; in ``ctx.hot_statements`` as ``"put_writes"``."""
-    ops, stamped, unrevised = ctx.dialect_ops, ctx.stamps_text, ctx.state_head is None
-
-    def build() -> Executable:
-        values = {c.name: sa.bindparam(c.name, type_=c.type) for c in W.columns}
-        if stamped:
-            values["created_at"] = sa.bindparam("created_at", type_=sa.String())
-        if unrevised:  # (the upsert's SET still copies it: excluded's NULL)
-            del values["state_revision"]
-        return ops.upsert_where(W, _WRITE_UPDATE, replace=_SPECIAL_WRITE).values(values)
-
-    return ops.cached(("put_writes upsert", stamped, unrevised), build)
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Plan[None]:

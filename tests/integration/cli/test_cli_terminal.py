@@ -378,12 +378,18 @@ class _InterruptAtFirstBatch(io.StringIO):
 
 
 def _interrupted(args: Sequence[str], label: str) -> tuple[int, str]:
-    """``lg-sqla args``, Ctrl-C at its first progress line: its exit code and stderr."""
+    """``lg-sqla args``, Ctrl-C at its first progress line: its exit code and stderr.
+    Under Python's own SIGINT handler, as in a terminal: a process started in the
+    background by a shell without job control (``cmd &`` in a script, as CI runners
+    may start the suite) inherits SIGINT ignored, and Python then leaves it ignored."""
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with _output(_InterruptAtFirstBatch(label)) as stderr:
             code = cli.main(list(args))
     except KeyboardInterrupt:  # pragma: no cover (the CLI let Ctrl-C through: a failure)
         pytest.fail(f"{args} let KeyboardInterrupt through")
+    finally:
+        signal.signal(signal.SIGINT, handler)
     return code, stderr.getvalue()
 
 

@@ -242,8 +242,12 @@ def test_mariadb_scheme_urls_get_the_mysql_dialect_ops() -> None:
 def test_repeated_special_write_in_one_call_keeps_the_last(saver: SQLAlchemySaver) -> None:
     """Two writes to one special channel share a key (fixed idx): the later one wins,
     as two separate calls would; nothing fails half-way."""
-    from langgraph.constants import INTERRUPT
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
 
+    # (LangGraph's interrupt channel, named as the savers' table of special channels
+    # names it: langgraph.constants.INTERRUPT is deprecated since LangGraph 1.0)
+    INTERRUPT = "__interrupt__"
+    assert INTERRUPT in WRITES_IDX_MAP
     stored = saver.put(config(new_thread()), checkpoint({}), {}, {})
     saver.put_writes(stored, [(INTERRUPT, "first"), (INTERRUPT, "second")], task_id="t")
     got = saver.get_tuple(stored)

@@ -284,6 +284,10 @@ def _docker_answers() -> bool:
     """True only if a Docker engine responds right now (the CLI alone is not enough)."""
     if os.environ.get(DOCKER_ENV, "1") == "0":
         return False
+    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
+        # No engine to ask: docker-py's client would open a socket to find out and
+        # leave it unclosed when nothing answers (a ResourceWarning in every session).
+        return False
     try:
         import docker  # type: ignore[import-untyped]  # dependency of testcontainers
     except ImportError:
